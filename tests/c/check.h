@@ -1,0 +1,108 @@
+/* Shared helpers for the Baton C test suite.  Standard MPI + C11 only. */
+#ifndef BATON_TESTS_CHECK_H
+#define BATON_TESTS_CHECK_H
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int check_failures = 0;
+
+/* Rank in MPI_COMM_WORLD, or -1 when MPI is not (or no longer) initialised. */
+static inline int check_rank(void)
+{
+    int init = 0, fin = 0, r = -1;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (init && !fin)
+        MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+
+/* CHECK(cond, fmt, ...): on failure print "rank R: FAIL file:line: message". */
+#define CHECK(cond, ...)                                                      \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            check_failures++;                                                 \
+            fprintf(stderr, "rank %d: FAIL %s:%d: ", check_rank(), __FILE__,  \
+                    __LINE__);                                                \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fprintf(stderr, "\n");                                            \
+            fflush(stderr);                                                   \
+        }                                                                     \
+    } while (0)
+
+/* CHECK_MPI(call): the call must return MPI_SUCCESS. */
+#define CHECK_MPI(call)                                                       \
+    do {                                                                      \
+        int check_rc_ = (call);                                               \
+        if (check_rc_ != MPI_SUCCESS) {                                       \
+            char check_s_[MPI_MAX_ERROR_STRING];                              \
+            int check_l_ = 0;                                                 \
+            check_s_[0] = '\0';                                               \
+            MPI_Error_string(check_rc_, check_s_, &check_l_);                 \
+            CHECK(0, "%s returned %d (%s)", #call, check_rc_, check_s_);      \
+        }                                                                     \
+    } while (0)
+
+/* Expect an error whose class is `cls` (requires MPI_ERRORS_RETURN). */
+#define CHECK_ERR_CLASS(call, cls)                                            \
+    do {                                                                      \
+        int check_rc_ = (call);                                               \
+        int check_c_ = -1;                                                    \
+        if (check_rc_ == MPI_SUCCESS) {                                       \
+            CHECK(0, "%s succeeded, expected %s", #call, #cls);               \
+        } else {                                                              \
+            MPI_Error_class(check_rc_, &check_c_);                            \
+            CHECK(check_c_ == (cls), "%s: error class %d, expected %s (%d)",  \
+                  #call, check_c_, #cls, (int)(cls));                         \
+        }                                                                     \
+    } while (0)
+
+/* Fill / verify a buffer with a pattern that depends on (seed, index). */
+static inline unsigned char check_pattern(int seed, size_t i)
+{
+    return (unsigned char)((i * 131u + (size_t)seed * 17u + (i >> 8)) & 0xff);
+}
+
+static inline void check_fill(void *buf, size_t n, int seed)
+{
+    unsigned char *p = (unsigned char *)buf;
+    for (size_t i = 0; i < n; i++)
+        p[i] = check_pattern(seed, i);
+}
+
+/* Returns the index of the first mismatch, or -1. */
+static inline long check_verify(const void *buf, size_t n, int seed)
+{
+    const unsigned char *p = (const unsigned char *)buf;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != check_pattern(seed, i))
+            return (long)i;
+    return -1;
+}
+
+/* Collect failures of all ranks, finalize, rank 0 prints "PASS name".
+   Returns the process exit status for main(). */
+static inline int check_finish(const char *name)
+{
+    int mine = check_failures, total = 0, rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Allreduce(&mine, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Finalize();
+    if (total == 0) {
+        if (rank == 0) {
+            printf("PASS %s\n", name);
+            fflush(stdout);
+        }
+        return 0;
+    }
+    if (rank == 0) {
+        printf("FAILED %s: %d check(s) failed\n", name, total);
+        fflush(stdout);
+    }
+    return 1;
+}
+
+#endif
