@@ -1,0 +1,57 @@
+/* Baton benchmark suite: one MPI binary, benchmarks chosen on the command
+ * line:  mpibench NAME[,NAME...] [options]   (see docs/PERFORMANCE.md) */
+#include "common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *usage =
+    "usage: mpibench BENCH[,BENCH...] [--quick|--smoke] [--sizes a,b,..] [--budget s]\n"
+    "  p2p: pingpong bw bibw mbw_mr token\n"
+    "  collectives: barrier bcast reduce allreduce gather scatter allgather alltoall\n"
+    "               alltoallv reduce_scatter\n"
+    "  topologies: star ring chaos      overlap: overlap_fixed overlap_daxpy\n"
+    "  spawn: spawn_latency spawn_rate spawn_pingpong      kernel: is\n";
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm parent;
+    MPI_Comm_get_parent(&parent);
+    if (parent != MPI_COMM_NULL)
+        return spawn_child(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    if (argc < 2) {
+        if (g_rank == 0)
+            fputs(usage, stderr);
+        MPI_Finalize();
+        return 2;
+    }
+    opts_parse(argc, argv, 2);
+    char list[1024];
+    snprintf(list, sizeof list, "%s", argv[1]);
+    int rc = 0;
+    char *save = NULL;
+    for (char *b = strtok_r(list, ",", &save); b; b = strtok_r(NULL, ",", &save)) {
+        int r;
+        if (!strcmp(b, "pingpong")) r = bench_pingpong();
+        else if (!strcmp(b, "bw")) r = bench_bw();
+        else if (!strcmp(b, "bibw")) r = bench_bibw();
+        else if (!strcmp(b, "mbw_mr")) r = bench_mbw_mr();
+        else if (!strcmp(b, "token")) r = bench_token();
+        else if (!strcmp(b, "star") || !strcmp(b, "ring") || !strcmp(b, "chaos")) r = bench_topo(b);
+        else if (!strncmp(b, "overlap_", 8)) r = bench_overlap(b);
+        else if (!strncmp(b, "spawn_", 6)) r = bench_spawn(b, argv[0]);
+        else if (!strcmp(b, "is")) r = bench_is();
+        else r = bench_coll(b);
+        if (r) {
+            rc = r;
+            if (g_rank == 0)
+                fprintf(stderr, "mpibench: %s failed (%d)\n", b, r);
+        }
+    }
+    MPI_Finalize();
+    return rc;
+}
