@@ -29,6 +29,20 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
+    if (!strcmp(argv[1], "version")) {
+        char v[MPI_MAX_LIBRARY_VERSION_STRING];
+        int len = 0, maj = 0, min = 0;
+        MPI_Get_library_version(v, &len);
+        MPI_Get_version(&maj, &min);
+        v[len] = 0;
+        for (char *p = v; *p; p++)
+            if (*p == '"' || *p == '\\' || *p == '\n' || *p == '\t' || (unsigned char)*p < 32)
+                *p = ' ';
+        if (g_rank == 0)
+            printf("{\"version\":\"%.200s\",\"standard\":\"%d.%d\",\"ranks\":%d}\n", v, maj, min, g_size);
+        MPI_Finalize();
+        return 0;
+    }
     opts_parse(argc, argv, 2);
     char list[1024];
     snprintf(list, sizeof list, "%s", argv[1]);

@@ -25,8 +25,18 @@ static int mpi_err(int rc, const char *what)
     for (char *p = s; *p; p++)
         if (*p == '"' || *p == '\\' || *p == '\n')
             *p = ' ';
-    char msg[MPI_MAX_ERROR_STRING + 64];
-    snprintf(msg, sizeof msg, "%s failed: %s", what, s);
+    /* MPICH error stacks are long: keep the class and the innermost cause */
+    char *stack = strstr(s, ", error stack:");
+    const char *cause = "";
+    if (stack) {
+        *stack = 0;
+        char *p = stack + 1, *q;
+        while ((q = strstr(p, " failed ")))
+            p = q + 8;
+        cause = p;
+    }
+    char msg[2 * MPI_MAX_ERROR_STRING + 64];
+    snprintf(msg, sizeof msg, "%s failed: %s%s%s", what, s, *cause ? ": " : "", cause);
     fprintf(stderr, "mpibench: rank %d: %s\n", g_rank, msg);
     if (g_rank == 0)
         emit_error("spawn", msg);

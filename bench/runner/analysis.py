@@ -1,0 +1,215 @@
+"""Pure analysis helpers of the runner (unit-tested in bench/tests)."""
+import json
+import math
+from collections import defaultdict
+
+
+def median(values):
+    v = sorted(x for x in values if x is not None and not (isinstance(x, float) and math.isnan(x)))
+    if not v:
+        return None
+    n = len(v)
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+def parse_output(text):
+    """Split a benchmark's stdout into result records and error messages.
+
+    Result records are JSON objects with a "bench" key and no "error" key;
+    objects with an "error" key are errors.  Anything else (banners,
+    warnings of the MPI library) is ignored."""
+    records, errors = [], []
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        if "error" in obj:
+            errors.append(str(obj["error"]))
+        elif "bench" in obj:
+            records.append(obj)
+    return records, errors
+
+
+def classify_run(rc, timed_out, timeout_s, stdout, stderr, expected=None):
+    """Decide whether a benchmark run succeeded.
+
+    Returns (status, reason, records): status "ok" or "failed"; reason is a
+    one-line human readable cause; records are the results parsed even from
+    a failed run.  expected: bench names the run should have produced."""
+    records, errors = parse_output(stdout)
+    if timed_out:
+        reason = "timed out after %gs" % timeout_s
+        if errors:
+            reason += " (" + errors[0] + ")"
+        return "failed", _clip(reason), records
+    if rc != 0:
+        if rc < 0:
+            reason = "killed by signal %d" % -rc
+        else:
+            reason = "exit code %d" % rc
+        detail = errors[0] if errors else _last_meaningful(stderr)
+        if detail:
+            reason += ": " + detail
+        return "failed", _clip(reason), records
+    if errors:
+        return "failed", _clip("reported error: " + errors[0]), records
+    if not records:
+        return "failed", _clip("no results" + (": " + _last_meaningful(stderr) if stderr else "")), records
+    if expected:
+        got = {r["bench"] for r in records}
+        missing = [b for b in expected if b not in got]
+        if missing:
+            return "failed", "no results for " + ",".join(missing), records
+    return "ok", "", records
+
+
+def _last_meaningful(text):
+    for line in reversed((text or "").splitlines()):
+        line = line.strip()
+        if line and not line.startswith("=") and "Abort(" not in line[:6]:
+            return line
+    return ""
+
+
+def _clip(s, n=300):
+    s = " ".join(s.split())
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
+def calibration_factors(cal_by_round):
+    """cal_by_round: {round: cache-line one-way latency in us (or None)}.
+    Returns {round: factor}; factor > 1 means that round's machine was slower
+    than the median round: calibrated time = raw time / factor."""
+    ref = median([v for v in cal_by_round.values() if v])
+    out = {}
+    for r, v in cal_by_round.items():
+        out[r] = (v / ref) if (v and ref) else 1.0
+    return out
+
+
+KEY_FIELDS = ("mpi", "bench", "size", "ranks")
+NUMERIC_EXTRA = ("msg_rate", "rate_per_s", "mkeys_per_s", "total_mbps", "round_us", "window",
+                 "channels", "pairs", "children")
+
+
+def aggregate(records, factors=None):
+    """Combine the records of several rounds.
+
+    records: dicts with mpi, round, bench, size, ranks, min_us, median_us,
+    mbps (overlap records are handled by overlap_summary, not here).
+    Returns a list of rows: min_us = min over rounds, median_us = median of
+    the per-round medians, cal_median_us = median of the per-round medians
+    divided by the round's calibration factor, mbps = median, rounds."""
+    factors = factors or {}
+    groups = defaultdict(list)
+    for r in records:
+        if r.get("bench", "").startswith("overlap_"):
+            continue
+        groups[tuple(r.get(k) for k in KEY_FIELDS)].append(r)
+    rows = []
+    for key, rs in groups.items():
+        row = dict(zip(KEY_FIELDS, key))
+        row["min_us"] = min(r["min_us"] for r in rs)
+        row["median_us"] = median([r["median_us"] for r in rs])
+        row["cal_median_us"] = median([r["median_us"] / factors.get(r.get("round"), 1.0) for r in rs])
+        row["mbps"] = median([r.get("mbps", 0.0) for r in rs])
+        row["rounds"] = len(rs)
+        if "class" in rs[0]:
+            row["class"] = rs[0]["class"]
+        for f in NUMERIC_EXTRA:
+            vals = [r[f] for r in rs if f in r]
+            if vals:
+                row[f] = median(vals)
+        rows.append(row)
+    rows.sort(key=lambda r: (r["bench"], r["ranks"], r["size"], r["mpi"]))
+    return rows
+
+
+def ratios_to_best_other(values):
+    """values: {mpi: time (lower is better)}.  Returns {mpi: time / best
+    time among the other MPIs} (None when there is no other MPI)."""
+    out = {}
+    for m, v in values.items():
+        others = [x for k, x in values.items() if k != m and x is not None and x > 0]
+        out[m] = (v / min(others)) if (others and v is not None) else None
+    return out
+
+
+def saturation(points, rel_tol=0.10, abs_tol_us=0.5):
+    """Computation time beyond which the total time of an overlap
+    iteration starts to grow.
+
+    points: (compute_us, total_us) pairs, one with compute_us == 0 (the
+    pure communication time T0).  The threshold is T0*(1+rel_tol)+abs_tol;
+    s is where the total time first crosses it (linear interpolation
+    between the last point below and the first point above).  If no point
+    crosses, s is the largest compute time measured (a lower bound)."""
+    pts = sorted((float(c), float(t)) for c, t in points)
+    if not pts:
+        return None
+    t0 = pts[0][1] if pts[0][0] == 0 else min(t for _, t in pts)
+    thresh = t0 * (1 + rel_tol) + abs_tol_us
+    prev = None
+    for c, t in pts:
+        if t > thresh:
+            if prev is None:
+                return 0.0
+            c1, t1 = prev
+            if t == t1:
+                return c1
+            return max(0.0, c1 + (thresh - t1) * (c - c1) / (t - t1))
+        prev = (c, t)
+    return pts[-1][0]
+
+
+def efficiency(points):
+    """Share of the communication time hidden behind computation.
+
+    T0 = total time without computation (pure communication).  At the
+    smallest computation time c >= T0 (or the largest measured, if none is
+    that long), with total time T: hidden = T0 + c - T, efficiency =
+    hidden / min(T0, c), clamped to [0, 1].  1 means the message costs
+    nothing on top of the computation; 0 means no overlap at all."""
+    pts = sorted((float(c), float(t)) for c, t in points)
+    base = [t for c, t in pts if c == 0]
+    work = [(c, t) for c, t in pts if c > 0]
+    if not base or not work:
+        return None
+    t0 = base[0]
+    if t0 <= 0:
+        return None
+    long_enough = [p for p in work if p[0] >= t0]
+    c, t = long_enough[0] if long_enough else work[-1]
+    hidden = t0 + c - t
+    e = hidden / min(t0, c)
+    return max(0.0, min(1.0, e))
+
+
+def overlap_summary(records, factors=None):
+    """Saturation and efficiency per (mpi, bench, size), from the overlap
+    records of every round (each round analysed on its own, then the
+    median over rounds)."""
+    per = defaultdict(list)
+    for r in records:
+        if r.get("bench", "").startswith("overlap_"):
+            per[(r["mpi"], r["bench"], r["size"], r.get("round", 0))].append(r)
+    acc = defaultdict(lambda: {"s": [], "eff": [], "t0": []})
+    for (mpi, bench, size, rnd), rs in per.items():
+        pts = [(r.get("compute_us", 0.0), r["median_us"]) for r in rs]
+        t0 = [t for c, t in pts if c == 0]
+        a = acc[(mpi, bench, size)]
+        a["s"].append(saturation(pts))
+        a["eff"].append(efficiency(pts))
+        a["t0"].append(t0[0] if t0 else None)
+    rows = []
+    for (mpi, bench, size), a in sorted(acc.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
+        rows.append({"mpi": mpi, "bench": bench, "size": size, "comm_us": median(a["t0"]),
+                     "saturation_us": median(a["s"]), "efficiency": median(a["eff"]),
+                     "rounds": len(a["s"])})
+    return rows

@@ -1,0 +1,298 @@
+"""bench/run: build and run the benchmark suite on several MPIs, interleaved."""
+import argparse
+import datetime
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import time
+
+from . import analysis, mpis, report
+
+COLLECTIVES = ["barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather",
+               "alltoall", "alltoallv", "reduce_scatter"]
+GROUPS = {
+    "p2p": ["pingpong", "bw", "bibw"],
+    "mbw_mr": ["mbw_mr"],
+    "coll": COLLECTIVES,
+    "topo": ["star", "ring", "chaos"],
+    "overlap": ["overlap_fixed", "overlap_daxpy"],
+    "spawn": ["spawn_latency", "spawn_rate", "spawn_pingpong"],
+    "is": ["is"],
+    "oversub": ["oversub"],
+    "limits": ["limits"],
+}
+ALL_BENCHES = [b for g in GROUPS.values() for b in g]
+
+
+def log(msg):
+    sys.stderr.write(msg + "\n")
+    sys.stderr.flush()
+
+
+class Job:
+    def __init__(self, name, benches, ranks, args, timeout, expect=None):
+        self.name, self.benches, self.ranks, self.args, self.timeout = name, benches, ranks, args, timeout
+        self.expect = expect if expect is not None else benches
+
+    def __repr__(self):
+        return "%s(n=%d)" % (self.name, self.ranks)
+
+
+def sizes_arg(lst):
+    return ["--sizes", ",".join(str(s) for s in lst)]
+
+
+def make_jobs(selected, mode, ranks, tscale):
+    """The list of MPI jobs for the selected benchmarks."""
+    K, M = 1024, 1024 * 1024
+    if mode == "smoke":
+        p2p, coll, topo, ov, pp = [0, 8, 4 * K], [8, 4 * K], [8, 4 * K], [1 * K, 64 * K], [8, 4 * K]
+        flag, timeout = ["--smoke"], 30
+    elif mode == "quick":
+        p2p, coll, topo, ov, pp = [8, K, 64 * K, M, 4 * M], [8, K, 64 * K, M], [K, 64 * K, M], \
+            [K, 64 * K, M], [8, K, 64 * K]
+        flag, timeout = ["--quick"], 40
+    else:
+        p2p = [0] + [2 ** i for i in range(23)]
+        coll = [4 ** i for i in range(1, 11)]
+        topo = [4 ** i for i in range(0, 11)]
+        ov = [16 * 4 ** i for i in range(10)]
+        pp = [2 ** i for i in range(0, 21, 2)]
+        flag, timeout = ["--budget", "0.3"], 300
+    t = lambda s: max(5, int(s * tscale))
+    jobs = []
+    sel = lambda names: [b for b in names if b in selected]
+    b = sel(GROUPS["p2p"])
+    if b:
+        jobs.append(Job("p2p", b, 2, [",".join(b)] + flag + sizes_arg(p2p), t(timeout)))
+    if "mbw_mr" in selected:
+        jobs.append(Job("mbw_mr", ["mbw_mr"], max(2, ranks - ranks % 2), ["mbw_mr"] + flag + sizes_arg(p2p),
+                        t(timeout)))
+    b = sel(COLLECTIVES)
+    if b:
+        jobs.append(Job("coll", b, ranks, [",".join(b)] + flag + sizes_arg(coll), t(timeout)))
+    b = sel(GROUPS["topo"])
+    if b:
+        jobs.append(Job("topo", b, max(ranks, 2), [",".join(b)] + flag + sizes_arg(topo), t(timeout)))
+    b = sel(GROUPS["overlap"])
+    if b:
+        jobs.append(Job("overlap", b, 2, [",".join(b)] + flag + sizes_arg(ov), t(timeout)))
+    st = t(15 if mode != "full" else 90)
+    parents = [1, 2] if mode == "full" else [2]
+    for s in sel(GROUPS["spawn"]):
+        for n in (parents if s == "spawn_latency" else [2]):
+            args = [s] + flag + (sizes_arg(pp) if s == "spawn_pingpong" else [])
+            expect = ["spawn_pp_inter", "spawn_pp_intra"] if s == "spawn_pingpong" else [s]
+            jobs.append(Job(s, [s], n, args, st, expect))
+    if "is" in selected:
+        jobs.append(Job("is", ["is"], ranks, ["is"] + flag, t(timeout)))
+    if "oversub" in selected:
+        small = [8] if mode != "full" else [8, 1024]
+        for n in (4, 8):
+            jobs.append(Job("oversub", ["pingpong", "allreduce", "token"], n,
+                            ["pingpong,allreduce,token"] + flag + sizes_arg(small), t(60 if mode != "full" else 300)))
+    return jobs
+
+
+def run_cmd(cmd, timeout, env=None):
+    """Run with a time-out, killing the whole process group on expiry.
+    Returns (rc, timed_out, stdout, stderr, seconds)."""
+    t0 = time.time()
+    try:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                             start_new_session=True)
+    except OSError as e:
+        return 127, False, "", str(e), 0.0
+    try:
+        out, err = p.communicate(timeout=timeout)
+        return p.returncode, False, out, err, time.time() - t0
+    except subprocess.TimeoutExpired:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                out, err = p.communicate(timeout=3)
+                break
+            except subprocess.TimeoutExpired:
+                out, err = "", ""
+        else:
+            out, err = "", ""
+        return -9, True, out or "", err or "", time.time() - t0
+
+
+def machine_info():
+    info = {"host": platform.node(), "kernel": platform.release(), "python": platform.python_version(),
+            "cpus": os.cpu_count()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu_model"] = line.split(":", 1)[1].strip()
+                    break
+        with open("/proc/meminfo") as f:
+            info["mem_gib"] = round(int(f.readline().split()[1]) / 1024 / 1024, 1)
+        with open("/etc/os-release") as f:
+            for line in f:
+                if line.startswith("PRETTY_NAME="):
+                    info["os"] = line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return info
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(prog="bench/run", description=__doc__)
+    ap.add_argument("--mpi", help="comma list of MPIs to run (default: all found: baton,mpich,openmpi)")
+    ap.add_argument("--add-mpi", action="append", default=[], metavar="NAME:MPICC:MPIEXEC[:FLAGS]",
+                    help="another MPI, e.g. 'mine:/opt/x/bin/mpicc:/opt/x/bin/mpiexec:-bind-to none'")
+    ap.add_argument("--bench", help="comma list of benchmarks or groups (%s); default all" %
+                    ",".join(list(GROUPS) + ALL_BENCHES))
+    ap.add_argument("--quick", action="store_true", help="few sizes and iterations (< 2 min)")
+    ap.add_argument("--smoke", action="store_true", help="seconds: tiny sizes, checks the data paths")
+    ap.add_argument("--rounds", type=int, help="interleaved rounds (default 3, quick 2, smoke 1)")
+    ap.add_argument("--ranks", type=int, default=max(2, os.cpu_count() or 2),
+                    help="ranks for collectives, topologies, IS, multi-pair (default: cores)")
+    ap.add_argument("--timeout-scale", type=float, default=1.0, help="multiply every time-out")
+    ap.add_argument("--retry-failed", action="store_true",
+                    help="run a job again in later rounds even after it failed for an MPI")
+    ap.add_argument("--out", help="result directory (default bench/results/<timestamp>)")
+    ap.add_argument("--install-others", action="store_true",
+                    help="apt-get install -y mpich openmpi-bin libopenmpi-dev python3-matplotlib first")
+    ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--list", action="store_true", help="list MPIs found and benchmarks, then exit")
+    return ap.parse_args(argv)
+
+
+def main(argv=None):
+    a = parse_args(argv if argv is not None else sys.argv[1:])
+    mode = "smoke" if a.smoke else "quick" if a.quick else "full"
+    rounds = a.rounds or {"smoke": 1, "quick": 2, "full": 3}[mode]
+    if a.install_others:
+        log("apt-get install -y mpich openmpi-bin libopenmpi-dev python3-matplotlib")
+        rc = subprocess.call(["apt-get", "install", "-y", "mpich", "openmpi-bin", "libopenmpi-dev",
+                              "python3-matplotlib"])
+        if rc:
+            log("apt-get failed (%d); going on with what is installed" % rc)
+
+    found = mpis.known_mpis()
+    for spec in a.add_mpi:
+        m = mpis.parse_mpi_spec(spec)
+        found[m.name] = m
+    if a.mpi:
+        chosen = []
+        for n in a.mpi.split(","):
+            n = n.strip()
+            if n in found:
+                chosen.append(found[n])
+            else:
+                log("MPI %r not found (known here: %s)" % (n, ",".join(found) or "none"))
+        if not chosen:
+            return 2
+    else:
+        chosen = list(found.values())
+    selected = []
+    for b in (a.bench.split(",") if a.bench else list(GROUPS)):
+        b = b.strip()
+        if b in GROUPS:
+            selected += GROUPS[b]
+        elif b in ALL_BENCHES:
+            selected.append(b)
+        else:
+            log("unknown benchmark %r; known: %s" % (b, ",".join(list(GROUPS) + ALL_BENCHES)))
+            return 2
+    if a.list:
+        for m in chosen:
+            log("%-8s %s %s %s" % (m.name, m.mpicc, m.mpiexec, " ".join(m.flags)))
+        log("benchmarks: " + ",".join(selected))
+        return 0
+    if not chosen:
+        log("no MPI found: install MPICH/Open MPI (--install-others) or give --add-mpi")
+        return 2
+
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = a.out or os.path.join(mpis.BENCH_DIR, "results", stamp)
+    os.makedirs(out, exist_ok=True)
+    t_start = time.time()
+    log("results in %s (mode %s, %d round(s), MPIs %s)" % (out, mode, rounds, ",".join(m.name for m in chosen)))
+
+    limits_bin = mpis.build_native(log)
+    for m in chosen:
+        if mpis.build(m, log):
+            m.version = mpis.query_version(m)
+            log("%s: %s" % (m.name, m.version[:100]))
+        else:
+            log("%s: %s" % (m.name, m.build_error))
+
+    jobs = make_jobs(selected, mode, a.ranks, a.timeout_scale)
+    runs, records = [], []
+    flag = {"smoke": ["--smoke"], "quick": ["--quick"], "full": []}[mode]
+
+    if "limits" in selected and limits_bin:
+        log("machine limits ...")
+        rc, to, so, se, dt = run_cmd([limits_bin, "all"] + flag, 300)
+        st, why, recs = analysis.classify_run(rc, to, 300, so, se)
+        for r in recs:
+            r.update(mpi="machine", round=0)
+        records += recs
+        runs.append({"mpi": "machine", "job": "limits", "ranks": 1, "round": 0, "status": st, "reason": why,
+                     "seconds": round(dt, 2), "benches": ["limits"]})
+
+    cal = {}
+    failed_before = {}
+    total_steps = rounds * len(jobs) * len(chosen)
+    step = 0
+    for rnd in range(1, rounds + 1):
+        if limits_bin:
+            rc, to, so, se, dt = run_cmd([limits_bin, "cacheline", "--smoke"], 30)
+            recs, _ = analysis.parse_output(so)
+            cal[rnd] = recs[0]["median_us"] if recs else None
+            log("[round %d/%d] calibration: cache-line one-way %s us" %
+                (rnd, rounds, "%.4f" % cal[rnd] if cal[rnd] else "n/a"))
+        order = chosen[(rnd - 1) % len(chosen):] + chosen[:(rnd - 1) % len(chosen)]
+        for job in jobs:
+            for m in order:
+                step += 1
+                tag = "[round %d/%d %d/%d] %-8s %-15s n=%d" % (rnd, rounds, step, total_steps, m.name, job.name,
+                                                             job.ranks)
+                base = {"mpi": m.name, "job": job.name, "ranks": job.ranks, "round": rnd,
+                        "benches": job.benches, "command": " ".join(m.launch(job.ranks, job.args))}
+                if m.build_error:
+                    runs.append(dict(base, status="failed", reason=m.build_error, seconds=0))
+                    log(tag + " FAILED: " + m.build_error)
+                    continue
+                key = (m.name, job.name, job.ranks)
+                if key in failed_before and not a.retry_failed:
+                    runs.append(dict(base, status="skipped",
+                                     reason="failed in round %d: %s" % failed_before[key], seconds=0))
+                    log(tag + " skipped (failed before)")
+                    continue
+                rc, to, so, se, dt = run_cmd(m.launch(job.ranks, job.args), job.timeout, m.run_env())
+                st, why, recs = analysis.classify_run(rc, to, job.timeout, so, se, job.expect)
+                for r in recs:
+                    r.update(mpi=m.name, round=rnd)
+                records += recs
+                runs.append(dict(base, status=st, reason=why, seconds=round(dt, 2), results=len(recs)))
+                if st != "ok":
+                    failed_before[key] = (rnd, why)
+                    log(tag + " FAILED (%.1fs): %s" % (dt, why))
+                    with open(os.path.join(out, "stderr-%s-%s-n%d-r%d.txt" % (m.name, job.name, job.ranks, rnd)),
+                              "w") as f:
+                        f.write(se[-20000:])
+                else:
+                    log(tag + " ok %.1fs (%d results)" % (dt, len(recs)))
+
+    meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "mode": mode, "rounds": rounds,
+            "ranks": a.ranks, "machine": machine_info(), "calibration_us": cal,
+            "mpis": [{"name": m.name, "mpicc": m.mpicc, "mpiexec": m.mpiexec, "flags": m.flags,
+                      "version": m.version, "build_error": m.build_error} for m in chosen],
+            "seconds": round(time.time() - t_start, 1), "benches": selected}
+    report.write_all(out, meta, records, runs, plots=not a.no_plots, log=log)
+    bad = [r for r in runs if r["status"] != "ok"]
+    log("done in %.0fs: %d runs, %d failed/skipped; report: %s" %
+        (time.time() - t_start, len(runs), len(bad), os.path.join(out, "report.md")))
+    return 0

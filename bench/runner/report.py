@@ -1,0 +1,272 @@
+"""Raw results, CSV, plots and the Markdown report of one run."""
+import csv
+import json
+import os
+from collections import defaultdict
+
+from . import analysis
+
+LAT_BENCHES = ["pingpong", "token", "barrier", "bcast", "reduce", "allreduce", "gather", "scatter",
+               "allgather", "alltoall", "alltoallv", "reduce_scatter", "spawn_pp_inter", "spawn_pp_intra"]
+BW_BENCHES = ["pingpong", "bw", "bibw", "mbw_mr", "star", "ring", "chaos"]
+ORDER = ["pingpong", "bw", "bibw", "mbw_mr", "token", "barrier", "bcast", "reduce", "allreduce", "gather",
+         "scatter", "allgather", "alltoall", "alltoallv", "reduce_scatter", "star", "ring", "chaos",
+         "spawn_latency", "spawn_rate", "spawn_pp_inter", "spawn_pp_intra", "is"]
+
+
+def fmt_size(n):
+    n = int(n)
+    for unit, v in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= v and n % v == 0:
+            return "%d %s" % (n // v, unit)
+    return "%d B" % n
+
+
+def fmt(x, digits=3):
+    if x is None:
+        return "–"
+    if abs(x) >= 1000:
+        return "%.0f" % x
+    if abs(x) >= 100:
+        return "%.1f" % x
+    return ("%%.%dg" % digits) % x
+
+
+def write_all(out, meta, records, runs, plots=True, log=print):
+    mpi_names = [m["name"] for m in meta["mpis"]]
+    cal = {int(k): v for k, v in meta.get("calibration_us", {}).items()}
+    factors = analysis.calibration_factors(cal) if cal else {}
+    meta["calibration_factors"] = factors
+    with open(os.path.join(out, "raw.jsonl"), "w") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+    with open(os.path.join(out, "runs.json"), "w") as f:
+        json.dump(runs, f, indent=1)
+    with open(os.path.join(out, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    rows = analysis.aggregate(records, factors)
+    ov = analysis.overlap_summary(records, factors)
+    fields = ["mpi", "bench", "size", "ranks", "min_us", "median_us", "cal_median_us", "mbps", "rounds"] + \
+        list(analysis.NUMERIC_EXTRA) + ["class"]
+    with open(os.path.join(out, "results.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+    with open(os.path.join(out, "overlap.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["mpi", "bench", "size", "comm_us", "saturation_us", "efficiency",
+                                          "rounds"])
+        w.writeheader()
+        for r in ov:
+            w.writerow(r)
+    pngs = []
+    if plots:
+        try:
+            pngs = make_plots(out, rows, ov, mpi_names)
+        except ImportError as e:
+            log("plots skipped: %s" % e)
+            meta["plots_skipped"] = str(e)
+    md = markdown(meta, rows, ov, runs, mpi_names, pngs)
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write(md)
+    return md
+
+
+def _series(rows, bench):
+    s = defaultdict(list)
+    for r in rows:
+        if r["bench"] == bench and r["mpi"] != "machine":
+            s[(r["mpi"], r["ranks"])].append(r)
+    return s
+
+
+def make_plots(out, rows, ov, mpi_names):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pngs = []
+    benches = [b for b in ORDER if any(r["bench"] == b for r in rows)]
+    for b in benches:
+        s = _series(rows, b)
+        if not s or max(len(v) for v in s.values()) < 2:
+            continue
+        want_bw = b in BW_BENCHES
+        fig, axes = plt.subplots(1, 2 if want_bw else 1, figsize=(11 if want_bw else 6, 4.2))
+        axes = list(axes) if want_bw else [axes]
+        rank_counts = {k[1] for k in s}
+        for (mpi, ranks), pts in sorted(s.items()):
+            pts = sorted(pts, key=lambda r: r["size"])
+            pts = [p for p in pts if p["size"] > 0]
+            if not pts:
+                continue
+            label = mpi if len(rank_counts) == 1 else "%s n=%d" % (mpi, ranks)
+            axes[0].plot([p["size"] for p in pts], [p["cal_median_us"] for p in pts], marker="o", label=label)
+            if want_bw:
+                axes[1].plot([p["size"] for p in pts], [p["mbps"] for p in pts], marker="o", label=label)
+        axes[0].set_ylabel("time per operation (us, median, calibrated)")
+        axes[0].set_title("%s: latency" % b)
+        if want_bw:
+            axes[1].set_ylabel("MB/s" + (" per channel" if b in ("star", "ring", "chaos") else ""))
+            axes[1].set_title("%s: bandwidth" % b)
+        for ax in axes:
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("message size (bytes)" if b != "is" else "keys")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend()
+        fig.tight_layout()
+        name = "%s.png" % b
+        fig.savefig(os.path.join(out, name), dpi=90)
+        plt.close(fig)
+        pngs.append(name)
+    for kind in ("overlap_fixed", "overlap_daxpy"):
+        pts = [r for r in ov if r["bench"] == kind]
+        if not pts:
+            continue
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+        for mpi in mpi_names:
+            p = sorted((r for r in pts if r["mpi"] == mpi), key=lambda r: r["size"])
+            if not p:
+                continue
+            axes[0].plot([r["size"] for r in p], [r["efficiency"] or 0 for r in p], marker="o", label=mpi)
+            axes[1].plot([r["size"] for r in p], [max(r["saturation_us"] or 0, 1e-3) for r in p], marker="o",
+                         label=mpi + " saturation s")
+            axes[1].plot([r["size"] for r in p], [r["comm_us"] or 1e-3 for r in p], linestyle="--",
+                         label=mpi + " comm time T0")
+        axes[0].set_title("%s: efficiency (share of message time hidden)" % kind)
+        axes[0].set_ylim(-0.05, 1.05)
+        axes[1].set_title("%s: saturation point" % kind)
+        axes[1].set_yscale("log")
+        axes[1].set_ylabel("us")
+        for ax in axes:
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("message size (bytes)")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, kind + ".png"), dpi=90)
+        plt.close(fig)
+        pngs.append(kind + ".png")
+    return pngs
+
+
+def markdown(meta, rows, ov, runs, mpi_names, pngs):
+    L = []
+    mi = meta.get("machine", {})
+    L.append("# Benchmark report (%s, mode %s)" % (meta["date"], meta["mode"]))
+    L.append("")
+    L.append("Machine: %s, %s cores, %s GiB, %s, kernel %s." % (mi.get("cpu_model", "?"), mi.get("cpus"),
+                                                                 mi.get("mem_gib"), mi.get("os", "?"),
+                                                                 mi.get("kernel")))
+    L.append("Rounds: %d (MPIs interleaved within each round); ranks for collectives/topologies/IS: %d; "
+             "total run time %ss." % (meta["rounds"], meta["ranks"], meta.get("seconds")))
+    L.append("")
+    L.append("| MPI | version | mpicc | mpiexec flags |")
+    L.append("|---|---|---|---|")
+    for m in meta["mpis"]:
+        L.append("| %s | %s | `%s` | `%s` |" % (m["name"], (m["version"] or m["build_error"])[:90], m["mpicc"],
+                                               " ".join(m["flags"])))
+    cal = meta.get("calibration_us", {})
+    if cal:
+        L.append("")
+        L.append("Calibration (cache-line ping-pong one-way, per round): " +
+                 ", ".join("round %s: %s us (factor %.2f)" % (k, fmt(v), meta["calibration_factors"].get(k, 1.0))
+                           for k, v in sorted(cal.items())) +
+                 ". Times marked *cal* are divided by the round's factor.")
+    L.append("")
+    L.append("Ratios: time of the MPI / best time among the other MPIs (lower is better; < 1 means it "
+             "beats all others).")
+    L.append("")
+
+    lim = [r for r in rows if r["mpi"] == "machine"]
+    if lim:
+        L.append("## Machine limits")
+        L.append("")
+        L.append("| probe | size | min (us) | median (us) | MB/s (median) |")
+        L.append("|---|---|---|---|---|")
+        for r in lim:
+            L.append("| %s | %s | %s | %s | %s |" % (r["bench"], fmt_size(r["size"]), fmt(r["min_us"], 4),
+                                                     fmt(r["median_us"], 4), fmt(r["mbps"]) if r["mbps"] else "–"))
+        L.append("")
+
+    bad = [r for r in runs if r["status"] != "ok"]
+    L.append("## Failures")
+    L.append("")
+    if not bad:
+        L.append("None: every benchmark ran on every MPI.")
+    else:
+        L.append("| MPI | job | ranks | round | status | reason |")
+        L.append("|---|---|---|---|---|---|")
+        for r in bad:
+            L.append("| %s | %s (%s) | %d | %d | %s | %s |" % (r["mpi"], r["job"], ",".join(r["benches"]),
+                                                              r["ranks"], r["round"], r["status"],
+                                                              r["reason"].replace("|", "/")))
+    L.append("")
+
+    benches = [b for b in ORDER if any(r["bench"] == b for r in rows)]
+    for b in benches:
+        brs = [r for r in rows if r["bench"] == b and r["mpi"] != "machine"]
+        present = [m for m in mpi_names if any(r["mpi"] == m for r in brs)]
+        bw = b in BW_BENCHES and b != "pingpong"
+        L.append("## %s" % b)
+        L.append("")
+        if b + ".png" in pngs:
+            L.append("![%s](%s.png)" % (b, b))
+            L.append("")
+        head = ["ranks", "size"] + ["%s *cal* us" % m for m in present]
+        if bw:
+            head += ["%s MB/s" % m for m in present]
+        extra = {"mbw_mr": "msg_rate", "spawn_rate": "rate_per_s", "is": "mkeys_per_s"}.get(b)
+        if extra:
+            head += ["%s %s" % (m, extra) for m in present]
+        if len(present) > 1:
+            head += ["%s ratio" % m for m in present]
+        L.append("| " + " | ".join(head) + " |")
+        L.append("|" + "---|" * len(head))
+        keys = sorted({(r["ranks"], r["size"]) for r in brs})
+        for ranks, size in keys:
+            by = {r["mpi"]: r for r in brs if r["ranks"] == ranks and r["size"] == size}
+            sz = ("class %s (%d keys)" % (next(iter(by.values())).get("class", "?"), size) if b == "is"
+                  else "%d children" % size if b == "spawn_latency" else fmt_size(size))
+            cells = [str(ranks), sz]
+            cells += [fmt(by[m]["cal_median_us"]) if m in by else "failed" for m in present]
+            if bw:
+                cells += [fmt(by[m]["mbps"]) if m in by else "–" for m in present]
+            if extra:
+                cells += [fmt(by[m].get(extra)) if m in by else "–" for m in present]
+            if len(present) > 1:
+                rat = analysis.ratios_to_best_other({m: by[m]["cal_median_us"] for m in present if m in by})
+                cells += [fmt(rat.get(m)) if rat.get(m) is not None else "–" for m in present]
+            L.append("| " + " | ".join(cells) + " |")
+        L.append("")
+
+    if ov:
+        L.append("## Overlap of communication and computation")
+        L.append("")
+        L.append("T0: time of Isend/Irecv + Wait without computation; s: saturation (computation time "
+                 "beyond which the total grows); eff: share of T0 hidden behind computation.")
+        L.append("")
+        for kind in ("overlap_fixed", "overlap_daxpy"):
+            pts = [r for r in ov if r["bench"] == kind]
+            if not pts:
+                continue
+            if kind + ".png" in pngs:
+                L.append("![%s](%s.png)" % (kind, kind))
+                L.append("")
+            present = [m for m in mpi_names if any(r["mpi"] == m for r in pts)]
+            head = ["size"] + sum([["%s T0 us" % m, "%s s us" % m, "%s eff" % m] for m in present], [])
+            L.append("**%s**" % kind)
+            L.append("")
+            L.append("| " + " | ".join(head) + " |")
+            L.append("|" + "---|" * len(head))
+            for size in sorted({r["size"] for r in pts}):
+                by = {r["mpi"]: r for r in pts if r["size"] == size}
+                cells = [fmt_size(size)]
+                for m in present:
+                    r = by.get(m)
+                    cells += [fmt(r["comm_us"]), fmt(r["saturation_us"]), fmt(r["efficiency"], 2)] if r \
+                        else ["failed"] * 3
+                L.append("| " + " | ".join(cells) + " |")
+            L.append("")
+    return "\n".join(L) + "\n"
