@@ -1,0 +1,221 @@
+//! Mutual challenge-response authentication of a bootstrap connection.
+//!
+//! Both sides know the job secret ([`Secret`], 32 random bytes handed to the
+//! ranks through the environment); it never crosses the socket. The
+//! exchange, all fixed-size so the launcher reads nothing of variable length
+//! from an unauthenticated peer:
+//!
+//! 1. client → launcher: `MAGIC` (8 bytes) ‖ client nonce `Nc` (32 bytes)
+//! 2. launcher → client: launcher nonce `Ns` (32) ‖ `HMAC(secret, "baton-pmi server" ‖ Nc ‖ Ns)`
+//! 3. client checks that MAC, then sends `HMAC(secret, "baton-pmi client" ‖ Ns ‖ Nc)`
+//! 4. launcher checks it and answers one byte `ACCEPTED`
+//!
+//! The labels keep a launcher MAC from ever being valid as a client MAC, and
+//! the fresh nonces on both sides make recorded exchanges useless.
+
+use std::io::{Read, Write};
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use crate::error::{PmiError, PmiErrorKind};
+
+/// Identifies protocol and version at the very start of a connection.
+pub const MAGIC: [u8; 8] = *b"BATONPM1";
+const NONCE_LEN: usize = 32;
+const MAC_LEN: usize = 32;
+const ACCEPTED: u8 = 0xA5;
+const SERVER_LABEL: &[u8] = b"baton-pmi server";
+const CLIENT_LABEL: &[u8] = b"baton-pmi client";
+
+/// The per-job shared secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub [u8; 32]);
+
+impl Secret {
+    /// Fresh secret from the operating system's CSPRNG.
+    pub fn generate() -> Result<Secret, PmiError> {
+        let mut s = [0u8; 32];
+        fill_random(&mut s)?;
+        Ok(Secret(s))
+    }
+
+    /// Lower-case hex, the form used in `BATON_PMI_SECRET`.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    pub fn from_hex(s: &str) -> Result<Secret, PmiError> {
+        let bad = || PmiError::new(PmiErrorKind::Environment, "malformed job secret");
+        let s = s.as_bytes();
+        if s.len() != 64 {
+            return Err(bad());
+        }
+        let mut out = [0u8; 32];
+        for (i, pair) in s.chunks(2).enumerate() {
+            let hi = (pair[0] as char).to_digit(16).ok_or_else(bad)?;
+            let lo = (pair[1] as char).to_digit(16).ok_or_else(bad)?;
+            out[i] = (hi * 16 + lo) as u8;
+        }
+        Ok(Secret(out))
+    }
+}
+
+// Never print the secret, even in debug output.
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+pub(crate) fn fill_random(buf: &mut [u8]) -> Result<(), PmiError> {
+    getrandom::fill(buf)
+        .map_err(|e| PmiError::new(PmiErrorKind::Io, format!("cannot obtain random bytes: {e}")))
+}
+
+fn mac(secret: &Secret, label: &[u8], a: &[u8], b: &[u8]) -> Hmac<Sha256> {
+    let mut m =
+        <Hmac<Sha256> as Mac>::new_from_slice(&secret.0).expect("HMAC takes any key length");
+    m.update(label);
+    m.update(a);
+    m.update(b);
+    m
+}
+
+fn auth_err(msg: &str) -> PmiError {
+    PmiError::new(PmiErrorKind::Auth, msg)
+}
+
+fn read_fixed(r: &mut impl Read, buf: &mut [u8], what: &str) -> Result<(), PmiError> {
+    r.read_exact(buf)
+        .map_err(|e| auth_err(&format!("{what}: {e}")))
+}
+
+/// Client side of the handshake; on success the stream is ready for frames.
+pub fn client_handshake<S: Read + Write>(stream: &mut S, secret: &Secret) -> Result<(), PmiError> {
+    let mut nc = [0u8; NONCE_LEN];
+    fill_random(&mut nc)?;
+    let mut hello = Vec::with_capacity(MAGIC.len() + NONCE_LEN);
+    hello.extend_from_slice(&MAGIC);
+    hello.extend_from_slice(&nc);
+    stream
+        .write_all(&hello)
+        .map_err(|e| PmiError::io("sending the authentication challenge", e))?;
+
+    let mut answer = [0u8; NONCE_LEN + MAC_LEN];
+    read_fixed(stream, &mut answer, "launcher did not answer the challenge")?;
+    let (ns, server_mac) = answer.split_at(NONCE_LEN);
+    mac(secret, SERVER_LABEL, &nc, ns)
+        .verify_slice(server_mac)
+        .map_err(|_| auth_err("the launcher does not know the job secret"))?;
+
+    let proof = mac(secret, CLIENT_LABEL, ns, &nc).finalize().into_bytes();
+    stream
+        .write_all(&proof)
+        .map_err(|e| PmiError::io("sending the authentication proof", e))?;
+    let mut verdict = [0u8; 1];
+    read_fixed(stream, &mut verdict, "the launcher rejected the job secret")?;
+    if verdict[0] != ACCEPTED {
+        return Err(auth_err("the launcher rejected the job secret"));
+    }
+    Ok(())
+}
+
+/// Launcher side of the handshake. The caller should have set a read
+/// timeout so a silent peer cannot hold the connection forever.
+pub fn server_handshake<S: Read + Write>(stream: &mut S, secret: &Secret) -> Result<(), PmiError> {
+    let mut hello = [0u8; MAGIC.len() + NONCE_LEN];
+    read_fixed(stream, &mut hello, "no authentication challenge")?;
+    let (magic, nc) = hello.split_at(MAGIC.len());
+    if magic != MAGIC {
+        return Err(auth_err("not a Baton bootstrap client (bad magic)"));
+    }
+    let mut ns = [0u8; NONCE_LEN];
+    fill_random(&mut ns)?;
+    let server_mac = mac(secret, SERVER_LABEL, nc, &ns).finalize().into_bytes();
+    let mut answer = Vec::with_capacity(NONCE_LEN + MAC_LEN);
+    answer.extend_from_slice(&ns);
+    answer.extend_from_slice(&server_mac);
+    stream
+        .write_all(&answer)
+        .map_err(|e| PmiError::io("answering the authentication challenge", e))?;
+
+    let mut proof = [0u8; MAC_LEN];
+    read_fixed(stream, &mut proof, "no authentication proof")?;
+    mac(secret, CLIENT_LABEL, &ns, nc)
+        .verify_slice(&proof)
+        .map_err(|_| auth_err("wrong job secret"))?;
+    stream
+        .write_all(&[ACCEPTED])
+        .map_err(|e| PmiError::io("confirming authentication", e))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{TcpListener, TcpStream};
+    use std::thread;
+
+    fn run_pair(
+        server_secret: Secret,
+        client_secret: Secret,
+    ) -> (Result<(), PmiError>, Result<(), PmiError>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let r = server_handshake(&mut s, &server_secret);
+            drop(s);
+            r
+        });
+        let mut c = TcpStream::connect(addr).unwrap();
+        let client = client_handshake(&mut c, &client_secret);
+        // A failed client hangs up, which is what unblocks the server.
+        drop(c);
+        (server.join().unwrap(), client)
+    }
+
+    #[test]
+    fn same_secret_authenticates_both_ways() {
+        let s = Secret::generate().unwrap();
+        let (srv, cli) = run_pair(s.clone(), s);
+        srv.unwrap();
+        cli.unwrap();
+    }
+
+    #[test]
+    fn wrong_secret_fails_on_both_sides() {
+        let a = Secret::generate().unwrap();
+        let b = Secret::generate().unwrap();
+        let (srv, cli) = run_pair(a, b);
+        assert_eq!(srv.unwrap_err().kind(), PmiErrorKind::Auth);
+        assert_eq!(cli.unwrap_err().kind(), PmiErrorKind::Auth);
+    }
+
+    #[test]
+    fn garbage_client_is_rejected() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let secret = Secret::generate().unwrap();
+        let server = thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            server_handshake(&mut s, &secret)
+        });
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(&[0x42; 64]).unwrap();
+        assert_eq!(
+            server.join().unwrap().unwrap_err().kind(),
+            PmiErrorKind::Auth
+        );
+    }
+
+    #[test]
+    fn hex_round_trip_and_rejection() {
+        let s = Secret::generate().unwrap();
+        assert_eq!(Secret::from_hex(&s.to_hex()).unwrap(), s);
+        assert!(Secret::from_hex("abc").is_err());
+        assert!(Secret::from_hex(&"zz".repeat(32)).is_err());
+        assert_eq!(format!("{s:?}"), "Secret(..)");
+    }
+}

@@ -1,0 +1,23 @@
+//! Baton's bootstrap protocol ("PMI"): how MPI ranks started by `mpiexec`
+//! find out who they are and exchange the addresses they need to wire up.
+//!
+//! * [`PmiClient`] — used by the MPI library inside each rank: reads the
+//!   `BATON_*` environment, connects to the launcher, and offers
+//!   put / fence / get, abort and finalize.
+//! * [`server::PmiServer`] — used by `mpiexec`: accepts the ranks'
+//!   connections and runs the fence collective, reporting
+//!   [`server::ServerEvent`]s to the launcher.
+//! * [`auth`] — the mutual HMAC-SHA256 challenge-response that every
+//!   connection must pass before any frame is read; [`auth::Secret`] is the
+//!   per-job key.
+//! * [`wire`] — the length-prefixed frame codec and the [`wire::Msg`] set.
+//! * [`PmiError`] — the one error type.
+
+pub mod auth;
+mod client;
+mod error;
+pub mod server;
+pub mod wire;
+
+pub use client::{env_names, PmiClient};
+pub use error::{PmiError, PmiErrorKind};

@@ -1,0 +1,328 @@
+//! The launcher side: [`PmiServer`] accepts rank connections, authenticates
+//! them, runs the fence collective and reports [`ServerEvent`]s (connect,
+//! finalize, abort, rejected peers) to the launcher through a callback.
+//!
+//! One thread per connection keeps the code simple; a rank's thread blocks
+//! in the fence on a shared [`FenceState`] until the last rank arrives, which
+//! encodes the answer once and wakes everybody. That makes a fence exactly
+//! one request and one answer per rank.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use crate::auth::{server_handshake, Secret};
+use crate::error::PmiError;
+use crate::wire::{self, KeyValue, Msg};
+
+/// A silent or slow peer gets this long to finish authenticating.
+const AUTH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the launcher needs to know about the job.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub size: u32,
+    pub job_id: u64,
+    pub secret: Secret,
+}
+
+/// Things that happened on the bootstrap socket. Each is delivered before
+/// the rank receives the corresponding acknowledgement, so the launcher sees
+/// `Finalized` before it can see that rank's exit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerEvent {
+    /// The rank authenticated and introduced itself (it called `MPI_Init`).
+    Connected { rank: u32 },
+    /// The rank called `finalize`.
+    Finalized { rank: u32 },
+    /// The rank asked to end the job.
+    Abort { rank: u32, code: i32, msg: String },
+    /// A connection failed authentication and was closed.
+    Rejected { peer: SocketAddr, reason: String },
+    /// An authenticated connection broke the protocol and was closed.
+    ProtocolError { peer: SocketAddr, reason: String },
+}
+
+type Callback = dyn Fn(ServerEvent) + Send + Sync;
+
+struct FenceState {
+    epoch: u64,
+    arrived: u32,
+    kvs: Vec<KeyValue>,
+    /// Encoded `FenceDone` of the most recently completed epoch.
+    answer: Arc<Vec<u8>>,
+}
+
+struct Shared {
+    cfg: ServerConfig,
+    on_event: Box<Callback>,
+    connected: Mutex<Vec<bool>>,
+    fence: Mutex<FenceState>,
+    fence_done: Condvar,
+}
+
+/// The listening bootstrap server of one job. It runs on background threads
+/// for the life of the process.
+pub struct PmiServer {
+    addr: SocketAddr,
+}
+
+impl PmiServer {
+    /// Binds `127.0.0.1:0` and starts accepting connections.
+    pub fn start(
+        cfg: ServerConfig,
+        on_event: impl Fn(ServerEvent) + Send + Sync + 'static,
+    ) -> io::Result<PmiServer> {
+        let listener = TcpListener::bind(("127.0.0.1", 0))?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            connected: Mutex::new(vec![false; cfg.size as usize]),
+            cfg,
+            on_event: Box::new(on_event),
+            fence: Mutex::new(FenceState {
+                epoch: 0,
+                arrived: 0,
+                kvs: Vec::new(),
+                answer: Arc::new(Vec::new()),
+            }),
+            fence_done: Condvar::new(),
+        });
+        thread::Builder::new()
+            .name("pmi-accept".into())
+            .spawn(move || accept_loop(listener, shared))?;
+        Ok(PmiServer { addr })
+    }
+
+    /// The address to put in `BATON_PMI_ADDR`.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    for conn in listener.incoming() {
+        let Ok(stream) = conn else { continue };
+        let shared = Arc::clone(&shared);
+        let spawned = thread::Builder::new()
+            .name("pmi-conn".into())
+            .spawn(move || serve(stream, &shared));
+        if spawned.is_err() {
+            // Out of threads: the connection is dropped and the rank's
+            // bootstrap fails with a clear I/O error on its side.
+            continue;
+        }
+    }
+}
+
+fn serve(mut stream: TcpStream, shared: &Shared) {
+    let peer = stream
+        .peer_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_read_timeout(Some(AUTH_TIMEOUT));
+    if let Err(e) = server_handshake(&mut stream, &shared.cfg.secret) {
+        (shared.on_event)(ServerEvent::Rejected {
+            peer,
+            reason: e.to_string(),
+        });
+        return;
+    }
+    let _ = stream.set_read_timeout(None);
+    if let Err(e) = session(&mut stream, shared) {
+        (shared.on_event)(ServerEvent::ProtocolError {
+            peer,
+            reason: e.to_string(),
+        });
+        let _ = wire::send(&mut stream, &Msg::Error { msg: e.to_string() });
+    }
+}
+
+/// Serves one authenticated connection until the peer closes it.
+fn session(stream: &mut TcpStream, shared: &Shared) -> Result<(), PmiError> {
+    let rank = match wire::read_frame(stream)? {
+        None => return Ok(()),
+        Some(p) => match Msg::decode(&p)? {
+            Msg::Hello { rank, job_id } => {
+                if job_id != shared.cfg.job_id {
+                    return Err(PmiError::protocol(format!(
+                        "hello for job {job_id:#x}, this is job {:#x}",
+                        shared.cfg.job_id
+                    )));
+                }
+                if rank >= shared.cfg.size {
+                    return Err(PmiError::protocol(format!(
+                        "rank {rank} is outside the job of size {}",
+                        shared.cfg.size
+                    )));
+                }
+                let mut connected = shared.connected.lock().unwrap();
+                if std::mem::replace(&mut connected[rank as usize], true) {
+                    return Err(PmiError::protocol(format!(
+                        "rank {rank} is already connected"
+                    )));
+                }
+                rank
+            }
+            other => return Err(PmiError::protocol(format!("expected hello, got {other:?}"))),
+        },
+    };
+    (shared.on_event)(ServerEvent::Connected { rank });
+    wire::send(
+        stream,
+        &Msg::Welcome {
+            size: shared.cfg.size,
+        },
+    )?;
+    let mut finalized = false;
+    while let Some(payload) = wire::read_frame(stream)? {
+        match Msg::decode(&payload)? {
+            Msg::Fence { puts } if !finalized => {
+                let answer = fence(shared, rank, puts);
+                wire::write_frame(stream, &answer)?;
+            }
+            Msg::Abort { code, msg } => {
+                (shared.on_event)(ServerEvent::Abort { rank, code, msg });
+                wire::send(stream, &Msg::AbortAck)?;
+            }
+            Msg::Finalize if !finalized => {
+                finalized = true;
+                (shared.on_event)(ServerEvent::Finalized { rank });
+                wire::send(stream, &Msg::FinalizeAck)?;
+            }
+            other => {
+                return Err(PmiError::protocol(format!(
+                    "unexpected request from rank {rank}: {other:?}"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Joins the fence and blocks until every rank has; returns the encoded
+/// `FenceDone` shared by all ranks of this epoch.
+fn fence(shared: &Shared, rank: u32, puts: Vec<(String, Vec<u8>)>) -> Arc<Vec<u8>> {
+    let mut st = shared.fence.lock().unwrap();
+    st.kvs.extend(
+        puts.into_iter()
+            .map(|(key, value)| KeyValue { rank, key, value }),
+    );
+    st.arrived += 1;
+    let my_epoch = st.epoch;
+    if st.arrived == shared.cfg.size {
+        let kvs = std::mem::take(&mut st.kvs);
+        st.answer = Arc::new(Msg::FenceDone { kvs }.encode());
+        st.arrived = 0;
+        st.epoch += 1;
+        shared.fence_done.notify_all();
+    } else {
+        while st.epoch == my_epoch {
+            st = shared.fence_done.wait(st).unwrap();
+        }
+    }
+    Arc::clone(&st.answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{PmiClient, PmiErrorKind};
+    use std::io::Write;
+    use std::sync::mpsc;
+
+    fn start(size: u32) -> (PmiServer, Secret, mpsc::Receiver<ServerEvent>) {
+        let secret = Secret::generate().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        let server = PmiServer::start(
+            ServerConfig {
+                size,
+                job_id: 42,
+                secret: secret.clone(),
+            },
+            move |ev| {
+                let _ = tx.lock().unwrap().send(ev);
+            },
+        )
+        .unwrap();
+        (server, secret, rx)
+    }
+
+    #[test]
+    fn fence_exchanges_all_puts_over_several_epochs() {
+        let n = 4;
+        let (server, secret, rx) = start(n);
+        let addr = server.addr().to_string();
+        let threads: Vec<_> = (0..n)
+            .map(|rank| {
+                let addr = addr.clone();
+                let secret = secret.clone();
+                thread::spawn(move || {
+                    let mut c = PmiClient::connect(&addr, &secret, rank, 42).unwrap();
+                    assert_eq!(c.size(), n);
+                    c.put("k", format!("v{rank}").as_bytes()).unwrap();
+                    assert_eq!(
+                        c.get(rank, "k").unwrap().unwrap(),
+                        format!("v{rank}").as_bytes()
+                    );
+                    c.fence().unwrap();
+                    for r in 0..n {
+                        assert_eq!(c.get(r, "k").unwrap().unwrap(), format!("v{r}").as_bytes());
+                    }
+                    c.put("k2", &[rank as u8]).unwrap();
+                    c.fence().unwrap();
+                    for r in 0..n {
+                        assert_eq!(c.get(r, "k2").unwrap().unwrap(), vec![r as u8]);
+                        assert_eq!(c.get(r, "k").unwrap().unwrap(), format!("v{r}").as_bytes());
+                    }
+                    assert!(c.get(0, "missing").unwrap().is_none());
+                    assert_eq!(c.get(n, "k").unwrap_err().kind(), PmiErrorKind::Usage);
+                    c.finalize().unwrap();
+                    assert!(c.fence().is_err());
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let events: Vec<_> = rx.try_iter().collect();
+        for rank in 0..n {
+            assert!(events.contains(&ServerEvent::Connected { rank }));
+            assert!(events.contains(&ServerEvent::Finalized { rank }));
+        }
+    }
+
+    #[test]
+    fn wrong_secret_and_garbage_are_rejected_and_reported() {
+        let (server, _secret, rx) = start(1);
+        let addr = server.addr().to_string();
+        let wrong = Secret::generate().unwrap();
+        let err = PmiClient::connect(&addr, &wrong, 0, 42).unwrap_err();
+        assert_eq!(err.kind(), PmiErrorKind::Auth);
+        assert!(matches!(
+            rx.recv_timeout(Duration::from_secs(5)).unwrap(),
+            ServerEvent::Rejected { .. }
+        ));
+        let mut raw = TcpStream::connect(&addr).unwrap();
+        raw.write_all(&[0xff; 4096]).unwrap();
+        assert!(matches!(
+            rx.recv_timeout(Duration::from_secs(5)).unwrap(),
+            ServerEvent::Rejected { .. }
+        ));
+    }
+
+    #[test]
+    fn bad_hello_is_refused() {
+        let (server, secret, _rx) = start(2);
+        let addr = server.addr().to_string();
+        let e = PmiClient::connect(&addr, &secret, 5, 42).unwrap_err();
+        assert_eq!(e.kind(), PmiErrorKind::Launcher);
+        let e = PmiClient::connect(&addr, &secret, 0, 43).unwrap_err();
+        assert_eq!(e.kind(), PmiErrorKind::Launcher);
+        let _ok = PmiClient::connect(&addr, &secret, 1, 42).unwrap();
+        let e = PmiClient::connect(&addr, &secret, 1, 42).unwrap_err();
+        assert!(e.to_string().contains("already connected"), "{e}");
+    }
+}

@@ -1,0 +1,439 @@
+//! Frame codec for the bootstrap connection.
+//!
+//! After authentication (see [`crate::auth`]) both directions carry frames:
+//! a little-endian `u32` payload length followed by the payload. The payload
+//! starts with a one-byte tag that selects a [`Msg`] variant; the fields
+//! follow in order, integers little-endian, strings and byte strings as a
+//! `u32` length plus the bytes.
+//!
+//! Nothing read from the wire is trusted: the frame length is capped at
+//! [`MAX_FRAME_LEN`] before anything is allocated, every inner length is
+//! checked against the bytes actually present, element counts are bounded by
+//! the remaining bytes, strings must be UTF-8, and trailing garbage is an
+//! error. A decoding error is reported to the caller, which closes only that
+//! connection.
+
+use std::io::{self, Read, Write};
+
+use crate::error::PmiError;
+
+/// Largest accepted frame payload (16 MiB). A fence answer carries all the
+/// key-values of one epoch for the whole job, so this bounds that total.
+pub const MAX_FRAME_LEN: usize = 16 << 20;
+/// Largest key accepted by `put`.
+pub const MAX_KEY_LEN: usize = 1024;
+/// Largest value accepted by `put`.
+pub const MAX_VALUE_LEN: usize = 1 << 20;
+
+const TAG_HELLO: u8 = 1;
+const TAG_WELCOME: u8 = 2;
+const TAG_FENCE: u8 = 3;
+const TAG_FENCE_DONE: u8 = 4;
+const TAG_ABORT: u8 = 5;
+const TAG_ABORT_ACK: u8 = 6;
+const TAG_FINALIZE: u8 = 7;
+const TAG_FINALIZE_ACK: u8 = 8;
+const TAG_ERROR: u8 = 9;
+
+/// A key-value published by one rank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyValue {
+    pub rank: u32,
+    pub key: String,
+    pub value: Vec<u8>,
+}
+
+/// Every message of the protocol. Client-to-launcher messages are `Hello`,
+/// `Fence`, `Abort` and `Finalize`; the others are the launcher's answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Msg {
+    /// First message of a client: who it claims to be.
+    Hello {
+        rank: u32,
+        job_id: u64,
+    },
+    /// Launcher accepted the `Hello`.
+    Welcome {
+        size: u32,
+    },
+    /// Enter the fence, carrying the puts made since the previous fence.
+    Fence {
+        puts: Vec<(String, Vec<u8>)>,
+    },
+    /// Every rank entered the fence; all puts of this epoch, from all ranks.
+    FenceDone {
+        kvs: Vec<KeyValue>,
+    },
+    /// End the whole job with `code`, printing `msg`.
+    Abort {
+        code: i32,
+        msg: String,
+    },
+    AbortAck,
+    /// This rank finalized cleanly.
+    Finalize,
+    FinalizeAck,
+    /// The launcher refused the request.
+    Error {
+        msg: String,
+    },
+}
+
+impl Msg {
+    /// Serializes the message into a frame payload (without length prefix).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        match self {
+            Msg::Hello { rank, job_id } => {
+                out.push(TAG_HELLO);
+                put_u32(&mut out, *rank);
+                out.extend_from_slice(&job_id.to_le_bytes());
+            }
+            Msg::Welcome { size } => {
+                out.push(TAG_WELCOME);
+                put_u32(&mut out, *size);
+            }
+            Msg::Fence { puts } => {
+                out.push(TAG_FENCE);
+                put_u32(&mut out, len_u32(puts.len()));
+                for (k, v) in puts {
+                    put_bytes(&mut out, k.as_bytes());
+                    put_bytes(&mut out, v);
+                }
+            }
+            Msg::FenceDone { kvs } => {
+                out.push(TAG_FENCE_DONE);
+                put_u32(&mut out, len_u32(kvs.len()));
+                for kv in kvs {
+                    put_u32(&mut out, kv.rank);
+                    put_bytes(&mut out, kv.key.as_bytes());
+                    put_bytes(&mut out, &kv.value);
+                }
+            }
+            Msg::Abort { code, msg } => {
+                out.push(TAG_ABORT);
+                out.extend_from_slice(&code.to_le_bytes());
+                put_bytes(&mut out, msg.as_bytes());
+            }
+            Msg::AbortAck => out.push(TAG_ABORT_ACK),
+            Msg::Finalize => out.push(TAG_FINALIZE),
+            Msg::FinalizeAck => out.push(TAG_FINALIZE_ACK),
+            Msg::Error { msg } => {
+                out.push(TAG_ERROR);
+                put_bytes(&mut out, msg.as_bytes());
+            }
+        }
+        out
+    }
+
+    /// Parses a frame payload; any inconsistency is a protocol error.
+    pub fn decode(payload: &[u8]) -> Result<Msg, PmiError> {
+        let mut r = Cursor { buf: payload };
+        let msg = match r.u8()? {
+            TAG_HELLO => Msg::Hello {
+                rank: r.u32()?,
+                job_id: r.u64()?,
+            },
+            TAG_WELCOME => Msg::Welcome { size: r.u32()? },
+            TAG_FENCE => {
+                // Each entry needs at least 8 bytes, so a count that cannot
+                // fit in the remaining payload is rejected before allocating.
+                let n = r.count(8)?;
+                let mut puts = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let key = r.string()?;
+                    let value = r.bytes()?.to_vec();
+                    puts.push((key, value));
+                }
+                Msg::Fence { puts }
+            }
+            TAG_FENCE_DONE => {
+                let n = r.count(12)?;
+                let mut kvs = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let rank = r.u32()?;
+                    let key = r.string()?;
+                    let value = r.bytes()?.to_vec();
+                    kvs.push(KeyValue { rank, key, value });
+                }
+                Msg::FenceDone { kvs }
+            }
+            TAG_ABORT => Msg::Abort {
+                code: r.u32()? as i32,
+                msg: r.string()?,
+            },
+            TAG_ABORT_ACK => Msg::AbortAck,
+            TAG_FINALIZE => Msg::Finalize,
+            TAG_FINALIZE_ACK => Msg::FinalizeAck,
+            TAG_ERROR => Msg::Error { msg: r.string()? },
+            tag => return Err(PmiError::protocol(format!("unknown message tag {tag}"))),
+        };
+        if !r.buf.is_empty() {
+            return Err(PmiError::protocol(format!(
+                "{} trailing bytes after message",
+                r.buf.len()
+            )));
+        }
+        Ok(msg)
+    }
+}
+
+// Lengths are bounded by MAX_FRAME_LEN long before they could overflow u32;
+// saturating keeps an oversized message detectable by write_frame.
+fn len_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_u32(out, len_u32(b.len()));
+    out.extend_from_slice(b);
+}
+
+struct Cursor<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], PmiError> {
+        if n > self.buf.len() {
+            return Err(PmiError::protocol(format!(
+                "truncated message: need {n} bytes, {} left",
+                self.buf.len()
+            )));
+        }
+        let (head, tail) = self.buf.split_at(n);
+        self.buf = tail;
+        Ok(head)
+    }
+
+    fn u8(&mut self) -> Result<u8, PmiError> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u32(&mut self) -> Result<u32, PmiError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&mut self) -> Result<u64, PmiError> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    fn count(&mut self, min_entry_len: usize) -> Result<usize, PmiError> {
+        let n = self.u32()? as usize;
+        if n.saturating_mul(min_entry_len) > self.buf.len() {
+            return Err(PmiError::protocol(format!(
+                "entry count {n} exceeds what the message can hold"
+            )));
+        }
+        Ok(n)
+    }
+
+    fn bytes(&mut self) -> Result<&'a [u8], PmiError> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+
+    fn string(&mut self) -> Result<String, PmiError> {
+        let b = self.bytes()?;
+        std::str::from_utf8(b)
+            .map(str::to_owned)
+            .map_err(|_| PmiError::protocol("string is not valid UTF-8"))
+    }
+}
+
+/// Writes one frame. Refuses payloads the peer would reject anyway.
+pub fn write_frame(w: &mut impl Write, payload: &[u8]) -> Result<(), PmiError> {
+    if payload.is_empty() || payload.len() > MAX_FRAME_LEN {
+        return Err(PmiError::protocol(format!(
+            "refusing to send a frame of {} bytes (limit {MAX_FRAME_LEN})",
+            payload.len()
+        )));
+    }
+    // One buffer so the frame normally leaves in a single segment.
+    let mut buf = Vec::with_capacity(4 + payload.len());
+    put_u32(&mut buf, payload.len() as u32);
+    buf.extend_from_slice(payload);
+    w.write_all(&buf)
+        .and_then(|()| w.flush())
+        .map_err(|e| PmiError::io("sending to the bootstrap peer", e))
+}
+
+/// Reads one frame payload. `Ok(None)` means the peer closed the connection
+/// cleanly at a frame boundary.
+pub fn read_frame(r: &mut impl Read) -> Result<Option<Vec<u8>>, PmiError> {
+    let mut len = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match r.read(&mut len[got..]) {
+            Ok(0) if got == 0 => return Ok(None),
+            Ok(0) => {
+                return Err(PmiError::protocol(
+                    "connection closed inside a frame header",
+                ))
+            }
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(PmiError::io("reading from the bootstrap peer", e)),
+        }
+    }
+    let len = u32::from_le_bytes(len) as usize;
+    if len == 0 || len > MAX_FRAME_LEN {
+        return Err(PmiError::protocol(format!(
+            "frame length {len} is outside 1..={MAX_FRAME_LEN}"
+        )));
+    }
+    let mut payload = vec![0u8; len];
+    r.read_exact(&mut payload).map_err(|e| {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            PmiError::protocol("connection closed inside a frame")
+        } else {
+            PmiError::io("reading from the bootstrap peer", e)
+        }
+    })?;
+    Ok(Some(payload))
+}
+
+/// Encodes and sends a message.
+pub fn send(w: &mut impl Write, msg: &Msg) -> Result<(), PmiError> {
+    write_frame(w, &msg.encode())
+}
+
+/// Receives and decodes a message; a closed connection is an error here.
+pub fn recv(r: &mut impl Read) -> Result<Msg, PmiError> {
+    match read_frame(r)? {
+        Some(payload) => Msg::decode(&payload),
+        None => Err(PmiError::new(
+            crate::PmiErrorKind::Io,
+            "the bootstrap peer closed the connection",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::PmiErrorKind;
+
+    fn all_messages() -> Vec<Msg> {
+        vec![
+            Msg::Hello {
+                rank: 7,
+                job_id: 0xdead_beef_1234_5678,
+            },
+            Msg::Welcome { size: 64 },
+            Msg::Fence { puts: vec![] },
+            Msg::Fence {
+                puts: vec![
+                    ("addr".into(), vec![1, 2, 3]),
+                    ("empty".into(), vec![]),
+                    ("ünïcode".into(), vec![0xff; 100]),
+                ],
+            },
+            Msg::FenceDone {
+                kvs: vec![
+                    KeyValue {
+                        rank: 0,
+                        key: "a".into(),
+                        value: b"x".to_vec(),
+                    },
+                    KeyValue {
+                        rank: 3,
+                        key: "b".into(),
+                        value: vec![],
+                    },
+                ],
+            },
+            Msg::Abort {
+                code: -3,
+                msg: "bad things".into(),
+            },
+            Msg::AbortAck,
+            Msg::Finalize,
+            Msg::FinalizeAck,
+            Msg::Error { msg: "nope".into() },
+        ]
+    }
+
+    #[test]
+    fn round_trip_through_frames() {
+        let mut wire = Vec::new();
+        for m in all_messages() {
+            send(&mut wire, &m).unwrap();
+        }
+        let mut r = &wire[..];
+        for m in all_messages() {
+            assert_eq!(recv(&mut r).unwrap(), m);
+        }
+        assert!(read_frame(&mut r).unwrap().is_none());
+    }
+
+    #[test]
+    fn oversized_length_is_rejected_without_reading_on() {
+        let mut wire = ((MAX_FRAME_LEN + 1) as u32).to_le_bytes().to_vec();
+        wire.extend_from_slice(&[TAG_FINALIZE]);
+        let err = read_frame(&mut &wire[..]).unwrap_err();
+        assert_eq!(err.kind(), PmiErrorKind::Protocol);
+        let wire = u32::MAX.to_le_bytes();
+        assert!(read_frame(&mut &wire[..]).is_err());
+        let wire = 0u32.to_le_bytes();
+        assert!(read_frame(&mut &wire[..]).is_err());
+    }
+
+    #[test]
+    fn sender_refuses_oversized_frames() {
+        let big = vec![0u8; MAX_FRAME_LEN + 1];
+        assert!(write_frame(&mut Vec::new(), &big).is_err());
+    }
+
+    #[test]
+    fn truncated_frames_are_errors() {
+        let mut wire = Vec::new();
+        send(&mut wire, &Msg::Welcome { size: 3 }).unwrap();
+        for cut in 1..wire.len() {
+            assert!(read_frame(&mut &wire[..cut]).is_err(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn malformed_payloads_are_rejected() {
+        // Unknown tag.
+        assert!(Msg::decode(&[200]).is_err());
+        // Empty payload.
+        assert!(Msg::decode(&[]).is_err());
+        // Trailing garbage.
+        let mut p = Msg::Finalize.encode();
+        p.push(0);
+        assert!(Msg::decode(&p).is_err());
+        // Inner length pointing past the end.
+        let mut p = vec![TAG_ERROR];
+        p.extend_from_slice(&1000u32.to_le_bytes());
+        p.extend_from_slice(b"short");
+        assert!(Msg::decode(&p).is_err());
+        // Huge element count with no data behind it must not allocate.
+        let mut p = vec![TAG_FENCE_DONE];
+        p.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert!(Msg::decode(&p).is_err());
+        // Invalid UTF-8 key.
+        let mut p = vec![TAG_FENCE];
+        p.extend_from_slice(&1u32.to_le_bytes());
+        p.extend_from_slice(&2u32.to_le_bytes());
+        p.extend_from_slice(&[0xff, 0xfe]);
+        p.extend_from_slice(&0u32.to_le_bytes());
+        assert!(Msg::decode(&p).is_err());
+        // Every strict prefix of every valid message is rejected.
+        for m in all_messages() {
+            let p = m.encode();
+            for cut in 0..p.len() {
+                assert!(Msg::decode(&p[..cut]).is_err(), "{m:?} cut at {cut}");
+            }
+        }
+    }
+}
