@@ -54,7 +54,7 @@ def make_jobs(selected, mode, ranks, tscale):
     elif mode == "quick":
         p2p, coll, topo, ov, pp = [8, K, 64 * K, M, 4 * M], [8, K, 64 * K, M], [K, 64 * K, M], \
             [K, 64 * K, M], [8, K, 64 * K]
-        flag, timeout = ["--quick"], 40
+        flag, timeout = ["--quick"], 25
     else:
         p2p = [0] + [2 ** i for i in range(23)]
         coll = [4 ** i for i in range(1, 11)]
@@ -158,6 +158,9 @@ def parse_args(argv):
     ap.add_argument("--ranks", type=int, default=max(2, os.cpu_count() or 2),
                     help="ranks for collectives, topologies, IS, multi-pair (default: cores)")
     ap.add_argument("--timeout-scale", type=float, default=1.0, help="multiply every time-out")
+    ap.add_argument("--max-time", type=float,
+                    help="overall time budget in seconds; jobs not started by then are skipped "
+                         "(default: quick 105, smoke 60, full none)")
     ap.add_argument("--retry-failed", action="store_true",
                     help="run a job again in later rounds even after it failed for an MPI")
     ap.add_argument("--out", help="result directory (default bench/results/<timestamp>)")
@@ -242,6 +245,7 @@ def main(argv=None):
         runs.append({"mpi": "machine", "job": "limits", "ranks": 1, "round": 0, "status": st, "reason": why,
                      "seconds": round(dt, 2), "benches": ["limits"]})
 
+    max_time = a.max_time if a.max_time is not None else {"smoke": 60, "quick": 105, "full": 0}[mode]
     cal = {}
     failed_before = {}
     total_steps = rounds * len(jobs) * len(chosen)
@@ -264,6 +268,11 @@ def main(argv=None):
                 if m.build_error:
                     runs.append(dict(base, status="failed", reason=m.build_error, seconds=0))
                     log(tag + " FAILED: " + m.build_error)
+                    continue
+                if max_time and time.time() - t_start > max_time:
+                    runs.append(dict(base, status="skipped",
+                                     reason="overall time budget (--max-time %gs) spent" % max_time, seconds=0))
+                    log(tag + " skipped (time budget spent)")
                     continue
                 key = (m.name, job.name, job.ranks)
                 if key in failed_before and not a.retry_failed:

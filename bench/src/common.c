@@ -70,6 +70,7 @@ void opts_parse(int argc, char **argv, int first)
             o->max_samples = 30;
             o->warmup = 3;
             o->batch_us = 1000;
+            o->window = 16;
             o->is_classes = "S,W";
             o->children = "1,2";
         } else if (!strcmp(a, "--smoke")) {
@@ -79,6 +80,7 @@ void opts_parse(int argc, char **argv, int first)
             o->max_samples = 3;
             o->warmup = 1;
             o->batch_us = 200;
+            o->window = 8;
             o->is_classes = "S";
             o->children = "1";
         } else if (!strcmp(a, "--sizes")) {
