@@ -101,10 +101,10 @@ def make_plots(out, rows, ov, mpi_names):
             if not pts:
                 continue
             label = mpi if len(rank_counts) == 1 else "%s n=%d" % (mpi, ranks)
-            axes[0].plot([p["size"] for p in pts], [p["cal_median_us"] for p in pts], marker="o", label=label)
+            axes[0].plot([p["size"] for p in pts], [p["median_us"] for p in pts], marker="o", label=label)
             if want_bw:
                 axes[1].plot([p["size"] for p in pts], [p["mbps"] for p in pts], marker="o", label=label)
-        axes[0].set_ylabel("time per operation (us, median, calibrated)")
+        axes[0].set_ylabel("time per operation (us, median)")
         axes[0].set_title("%s: latency" % b)
         if want_bw:
             axes[1].set_ylabel("MB/s" + (" per channel" if b in ("star", "ring", "chaos") else ""))
@@ -173,7 +173,8 @@ def markdown(meta, rows, ov, runs, mpi_names, pngs):
         L.append("Calibration (cache-line ping-pong one-way, per round): " +
                  ", ".join("round %s: %s us (factor %.2f)" % (k, fmt(v), meta["calibration_factors"].get(k, 1.0))
                            for k, v in sorted(cal.items())) +
-                 ". Times marked *cal* are divided by the round's factor.")
+                 ". Tables and plots show raw times (median over rounds of the per-round medians); "
+                 "results.csv also has cal_median_us, the per-round medians divided by the round's factor.")
     L.append("")
     L.append("Ratios: time of the MPI / best time among the other MPIs (lower is better; < 1 means it "
              "beats all others).")
@@ -214,7 +215,7 @@ def markdown(meta, rows, ov, runs, mpi_names, pngs):
         if b + ".png" in pngs:
             L.append("![%s](%s.png)" % (b, b))
             L.append("")
-        head = ["ranks", "size"] + ["%s *cal* us" % m for m in present]
+        head = ["ranks", "size"] + ["%s us" % m for m in present]
         if bw:
             head += ["%s MB/s" % m for m in present]
         extra = {"mbw_mr": "msg_rate", "spawn_rate": "rate_per_s", "is": "mkeys_per_s"}.get(b)
@@ -230,13 +231,13 @@ def markdown(meta, rows, ov, runs, mpi_names, pngs):
             sz = ("class %s (%d keys)" % (next(iter(by.values())).get("class", "?"), size) if b == "is"
                   else "%d children" % size if b == "spawn_latency" else fmt_size(size))
             cells = [str(ranks), sz]
-            cells += [fmt(by[m]["cal_median_us"]) if m in by else "failed" for m in present]
+            cells += [fmt(by[m]["median_us"]) if m in by else "failed" for m in present]
             if bw:
                 cells += [fmt(by[m]["mbps"]) if m in by else "–" for m in present]
             if extra:
                 cells += [fmt(by[m].get(extra)) if m in by else "–" for m in present]
             if len(present) > 1:
-                rat = analysis.ratios_to_best_other({m: by[m]["cal_median_us"] for m in present if m in by})
+                rat = analysis.ratios_to_best_other({m: by[m]["median_us"] for m in present if m in by})
                 cells += [fmt(rat.get(m)) if rat.get(m) is not None else "–" for m in present]
             L.append("| " + " | ".join(cells) + " |")
         L.append("")
