@@ -60,9 +60,19 @@ void opts_parse(int argc, char **argv, int first)
     o->window = 64;
     o->is_classes = "S,W,A";
     o->children = "1,2,4";
+    /* two passes: the --quick/--smoke presets first, so that explicit
+     * options override them wherever they appear */
+    for (int pass = 0; pass < 2; pass++)
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : "";
+        int preset = !strcmp(a, "--quick") || !strcmp(a, "--smoke");
+        if (pass == 0 ? !preset : preset) {
+            if (pass == 0 && a[0] == '-' && strcmp(a, "--quick") && strcmp(a, "--smoke") && i + 1 < argc &&
+                argv[i + 1][0] != '-')
+                i++; /* skip the value of an option */
+            continue;
+        }
         if (!strcmp(a, "--quick")) {
             o->quick = 1;
             o->budget_s = 0.05;
