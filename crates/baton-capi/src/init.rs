@@ -1,0 +1,207 @@
+//! Start-up, shutdown and facts about the library and the process.
+
+use crate::errors::guard;
+use crate::state::{self, install, lib, lib_any, new_tables, phase, Lib};
+use crate::{cstr_out, nonnull_mut};
+use baton_abi::consts as c;
+use baton_core::error::MpiError;
+use baton_core::runtime::Mpi;
+use std::ffi::{c_char, c_int};
+use std::sync::Mutex;
+
+static INIT_LOCK: Mutex<()> = Mutex::new(());
+
+fn do_init(required: c_int, call: &str) -> baton_core::error::Result<c_int> {
+    let _g = INIT_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    match phase() {
+        1 => return Err(MpiError::new(c::MPI_ERR_OTHER, format!("{call}: MPI is already initialized"))),
+        2 => {
+            return Err(MpiError::new(
+                c::MPI_ERR_OTHER,
+                format!("{call}: MPI cannot be initialized again after MPI_Finalize"),
+            ))
+        }
+        _ => {}
+    }
+    let valid = [c::MPI_THREAD_SINGLE, c::MPI_THREAD_FUNNELED, c::MPI_THREAD_SERIALIZED, c::MPI_THREAD_MULTIPLE];
+    if !valid.contains(&required) {
+        return Err(MpiError::new(
+            c::MPI_ERR_ARG,
+            format!("{call}: required thread level {required} is not a valid level"),
+        ));
+    }
+    let mpi = Mpi::init().map_err(|e| MpiError::new(e.class, e.msg))?;
+    let tables = new_tables(&mpi);
+    // Every level up to MPI_THREAD_MULTIPLE is provided: the engine is behind a lock.
+    install(Lib { mpi, tables: Mutex::new(tables), thread_level: required, main_thread: std::thread::current().id() });
+    Ok(required)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Init(_argc: *mut c_int, _argv: *mut *mut *mut c_char) -> c_int {
+    match do_init(c::MPI_THREAD_SINGLE, "MPI_Init") {
+        Ok(_) => c::MPI_SUCCESS,
+        Err(e) => crate::errors::fatal(&e),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Init_thread(
+    _argc: *mut c_int,
+    _argv: *mut *mut *mut c_char,
+    required: c_int,
+    provided: *mut c_int,
+) -> c_int {
+    match do_init(required, "MPI_Init_thread") {
+        Ok(p) => {
+            if !provided.is_null() {
+                // SAFETY: non-null out pointer.
+                unsafe { *provided = p };
+            }
+            c::MPI_SUCCESS
+        }
+        Err(e) => crate::errors::fatal(&e),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Initialized(flag: *mut c_int) -> c_int {
+    guard(c::MPI_COMM_WORLD, || {
+        nonnull_mut("MPI_Initialized", "flag", flag)?;
+        // SAFETY: non-null out pointer.
+        unsafe { *flag = (phase() >= 1) as c_int };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Finalized(flag: *mut c_int) -> c_int {
+    guard(c::MPI_COMM_WORLD, || {
+        nonnull_mut("MPI_Finalized", "flag", flag)?;
+        // SAFETY: non-null out pointer.
+        unsafe { *flag = (phase() == 2) as c_int };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Finalize() -> c_int {
+    guard(c::MPI_COMM_WORLD, || {
+        let l = lib("MPI_Finalize")?;
+        // Attributes on MPI_COMM_SELF are deleted first, as the standard requires.
+        let self_h = c::MPI_COMM_SELF;
+        crate::attr::delete_all_attrs(l, self_h, &l.t().self_comm.clone())?;
+        crate::p2p::bsend_flush(l);
+        l.mpi.finalize();
+        state::PHASE.store(2, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Query_thread(provided: *mut c_int) -> c_int {
+    guard(c::MPI_COMM_WORLD, || {
+        let l = lib("MPI_Query_thread")?;
+        nonnull_mut("MPI_Query_thread", "provided", provided)?;
+        // SAFETY: non-null out pointer.
+        unsafe { *provided = l.thread_level };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Is_thread_main(flag: *mut c_int) -> c_int {
+    guard(c::MPI_COMM_WORLD, || {
+        let l = lib("MPI_Is_thread_main")?;
+        nonnull_mut("MPI_Is_thread_main", "flag", flag)?;
+        // SAFETY: non-null out pointer.
+        unsafe { *flag = (std::thread::current().id() == l.main_thread) as c_int };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Abort(comm: usize, code: c_int) -> c_int {
+    let (rank, host) = lib_any().map(|l| (l.mpi.world_rank(), l.mpi.host.clone())).unwrap_or_default();
+    let msg = format!("Baton: rank {rank} ({host}) called MPI_Abort(comm={comm:#x}, errorcode={code})");
+    match lib_any() {
+        Some(l) => l.mpi.abort(code, &msg),
+        None => {
+            eprintln!("{msg}");
+            std::process::exit(code & 0xff);
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
+    guard(c::MPI_COMM_WORLD, || {
+        nonnull_mut("MPI_Get_version", "version", version)?;
+        nonnull_mut("MPI_Get_version", "subversion", subversion)?;
+        // SAFETY: non-null out pointers.
+        unsafe {
+            *version = c::MPI_VERSION;
+            *subversion = c::MPI_SUBVERSION;
+        }
+        Ok(())
+    })
+}
+
+pub const LIBRARY_VERSION: &str = concat!("Baton ", env!("CARGO_PKG_VERSION"), " (MPI 5.0 standard ABI 1.0)");
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Get_library_version(version: *mut c_char, len: *mut c_int) -> c_int {
+    guard(c::MPI_COMM_WORLD, || {
+        nonnull_mut("MPI_Get_library_version", "version", version)?;
+        nonnull_mut("MPI_Get_library_version", "resultlen", len)?;
+        // SAFETY: the caller provides MPI_MAX_LIBRARY_VERSION_STRING bytes.
+        unsafe { cstr_out(LIBRARY_VERSION, version, c::MPI_MAX_LIBRARY_VERSION_STRING as usize, len) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Get_processor_name(name: *mut c_char, len: *mut c_int) -> c_int {
+    guard(c::MPI_COMM_WORLD, || {
+        nonnull_mut("MPI_Get_processor_name", "name", name)?;
+        nonnull_mut("MPI_Get_processor_name", "resultlen", len)?;
+        let host = baton_transport::sys::hostname();
+        // SAFETY: the caller provides MPI_MAX_PROCESSOR_NAME bytes.
+        unsafe { cstr_out(&host, name, c::MPI_MAX_PROCESSOR_NAME as usize, len) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Abi_get_version(major: *mut c_int, minor: *mut c_int) -> c_int {
+    guard(c::MPI_COMM_WORLD, || {
+        nonnull_mut("MPI_Abi_get_version", "abi_major", major)?;
+        nonnull_mut("MPI_Abi_get_version", "abi_minor", minor)?;
+        // SAFETY: non-null out pointers.
+        unsafe {
+            *major = c::MPI_ABI_VERSION;
+            *minor = c::MPI_ABI_SUBVERSION;
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Abi_get_info(info: *mut usize) -> c_int {
+    guard(c::MPI_COMM_WORLD, || {
+        let l = lib("MPI_Abi_get_info")?;
+        nonnull_mut("MPI_Abi_get_info", "info", info)?;
+        let size = |n: usize| n.to_string();
+        let kv = vec![
+            ("mpi_aint_size".to_string(), size(std::mem::size_of::<isize>())),
+            ("mpi_count_size".to_string(), size(8)),
+            ("mpi_offset_size".to_string(), size(8)),
+            ("mpi_abi_version".to_string(), "1.0".to_string()),
+            ("mpi_library_version".to_string(), LIBRARY_VERSION.to_string()),
+        ];
+        let h = l.t().infos.insert(kv);
+        // SAFETY: non-null out pointer.
+        unsafe { *info = h };
+        Ok(())
+    })
+}

@@ -1,0 +1,124 @@
+//! `libmpi_abi.so.1`: the MPI 5.0 standard ABI on top of `baton-core`.
+//!
+//! This crate is the C boundary: it turns handles into objects ([`handles`], [`state`]), checks
+//! every argument the standard lets it check, turns `MpiError`s into error codes and runs error
+//! handlers ([`errors`]). Each family of functions has a module; the build script adds the
+//! `MPI_` entry points (which forward to `PMPI_`, for profiling tools) and a stub raising
+//! `MPI_ERR_UNSUPPORTED_OPERATION` for every function not implemented here yet.
+#![allow(non_snake_case, clippy::missing_safety_doc, clippy::too_many_arguments)]
+
+use baton_abi::consts as c;
+use baton_core::engine::Status;
+use baton_core::error::{MpiError, Result};
+#[allow(unused_imports)]
+use std::ffi::{c_char, c_int, c_void};
+
+pub mod attr;
+pub mod comm;
+pub mod errors;
+pub mod group;
+pub mod handles;
+pub mod info;
+pub mod init;
+pub mod misc;
+pub mod p2p;
+pub mod request;
+pub mod state;
+
+pub use attr::*;
+pub use comm::*;
+pub use errors::*;
+pub use group::*;
+pub use info::*;
+pub use init::*;
+pub use misc::*;
+pub use p2p::*;
+pub use request::*;
+
+/// `MPI_Status` of the standard ABI: three public fields and five internal ints. Baton keeps
+/// the received byte count (64 bits, byte-copied because the ints are only 4-aligned) in
+/// internal[0..2] and the cancelled flag in internal[2].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MPI_Status {
+    pub MPI_SOURCE: c_int,
+    pub MPI_TAG: c_int,
+    pub MPI_ERROR: c_int,
+    pub MPI_internal: [c_int; 5],
+}
+
+impl MPI_Status {
+    pub fn bytes(&self) -> u64 {
+        let lo = self.MPI_internal[0] as u32 as u64;
+        let hi = self.MPI_internal[1] as u32 as u64;
+        lo | (hi << 32)
+    }
+    pub fn set_bytes(&mut self, n: u64) {
+        self.MPI_internal[0] = n as u32 as c_int;
+        self.MPI_internal[1] = (n >> 32) as u32 as c_int;
+    }
+    pub fn cancelled(&self) -> bool {
+        self.MPI_internal[2] != 0
+    }
+}
+
+/// Writes `s` to an out-status unless it is `MPI_STATUS_IGNORE`. The MPI_ERROR field is only
+/// written by the multiple-completion calls, as the standard says.
+pub unsafe fn put_status(out: *mut MPI_Status, s: &Status, with_error: bool) {
+    if out.is_null() {
+        return;
+    }
+    // SAFETY: non-null status supplied by the caller.
+    let o = unsafe { &mut *out };
+    o.MPI_SOURCE = s.source;
+    o.MPI_TAG = s.tag;
+    if with_error {
+        o.MPI_ERROR = s.error;
+    }
+    o.set_bytes(s.bytes);
+    o.MPI_internal[2] = s.cancelled as c_int;
+}
+
+/// The status of an empty/inactive request: source MPI_ANY_SOURCE, tag MPI_ANY_TAG, 0 bytes.
+pub fn empty_status() -> Status {
+    Status { source: c::MPI_ANY_SOURCE, tag: c::MPI_ANY_TAG, error: 0, bytes: 0, cancelled: false }
+}
+
+pub fn nonnull<T>(call: &str, arg: &str, p: *const T) -> Result<()> {
+    if p.is_null() {
+        Err(MpiError::new(c::MPI_ERR_ARG, format!("{call}: {arg} is a null pointer")))
+    } else {
+        Ok(())
+    }
+}
+
+pub fn nonnull_mut<T>(call: &str, arg: &str, p: *mut T) -> Result<()> {
+    nonnull(call, arg, p as *const T)
+}
+
+/// Copies `text` as a NUL-terminated string of at most `max` bytes (terminator included) to `out`
+/// and its length to `len` (when non-null).
+pub unsafe fn cstr_out(text: &str, out: *mut c_char, max: usize, len: *mut c_int) {
+    let bytes = text.as_bytes();
+    let n = bytes.len().min(max.saturating_sub(1));
+    // SAFETY: the caller guarantees `max` writable bytes at `out`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), out as *mut u8, n);
+        *out.add(n) = 0;
+        if !len.is_null() {
+            *len = n as c_int;
+        }
+    }
+}
+
+/// Reads a NUL-terminated C string (checked for null).
+pub unsafe fn cstr_in(call: &str, arg: &str, p: *const c_char) -> Result<String> {
+    nonnull(call, arg, p)?;
+    // SAFETY: non-null, NUL-terminated per the MPI contract.
+    Ok(unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+/// Number of functions still answered by the generated "not implemented" stub.
+pub const STUB_COUNT: &str = env!("BATON_STUB_COUNT");
+
+include!(concat!(env!("OUT_DIR"), "/entry_points.rs"));

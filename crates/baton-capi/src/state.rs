@@ -1,0 +1,188 @@
+//! The library's state after `MPI_Init`: the core runtime plus the C-visible object tables.
+//!
+//! Two locks: `tables` (handles and their objects) and the runtime's engine lock. Code takes
+//! `tables` first when it needs both, and holds neither while calling application callbacks
+//! (error handlers, attribute callbacks) or while blocking.
+
+use crate::handles::{Kind, Table};
+use baton_abi::consts as c;
+use baton_core::comm::Comm;
+use baton_core::engine::{ReqId, Status, Unexpected};
+use baton_core::error::{MpiError, Result};
+use baton_core::group::Group;
+use baton_core::runtime::Mpi;
+use std::collections::BTreeMap;
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+/// A communicator as the application sees it.
+pub struct CommObj {
+    pub core: Arc<Comm>,
+    pub name: Mutex<String>,
+    pub errhandler: AtomicUsize,
+    /// keyval -> attribute value.
+    pub attrs: Mutex<BTreeMap<c_int, usize>>,
+    pub info: Mutex<Vec<(String, String)>>,
+}
+
+impl CommObj {
+    pub fn new(core: Arc<Comm>, name: &str, errhandler: usize) -> Arc<CommObj> {
+        Arc::new(CommObj {
+            core,
+            name: Mutex::new(name.to_string()),
+            errhandler: AtomicUsize::new(errhandler),
+            attrs: Mutex::new(BTreeMap::new()),
+            info: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+#[derive(Clone, Copy)]
+pub struct UserErrhandler {
+    pub func: usize,
+    pub refs: usize,
+}
+
+#[derive(Clone, Copy)]
+pub struct Keyval {
+    pub copy_fn: usize,
+    pub delete_fn: usize,
+    pub extra: usize,
+    pub freed: bool,
+    pub uses: usize,
+}
+
+/// What a persistent request does each time it is started.
+#[derive(Clone)]
+pub struct PersistentOp {
+    pub send: bool,
+    pub mode: crate::p2p::SendMode,
+    pub buf: usize,
+    pub count: i64,
+    pub dtype: usize,
+    pub peer: c_int,
+    pub tag: c_int,
+    pub comm: Arc<CommObj>,
+}
+
+pub enum ReqObj {
+    /// An operation in the engine; `comm` is the handle whose error handler applies.
+    Active {
+        id: ReqId,
+        comm: usize,
+        recv: bool,
+    },
+    Persistent {
+        op: Box<PersistentOp>,
+        active: Option<ReqId>,
+        comm: usize,
+    },
+    /// Completed when created (e.g. `Comm_idup`): a status to hand out once.
+    Done {
+        status: Status,
+        comm: usize,
+    },
+}
+
+pub struct Tables {
+    pub comms: Table<Arc<CommObj>>,
+    pub groups: Table<Arc<Group>>,
+    pub infos: Table<Vec<(String, String)>>,
+    pub errhandlers: Table<UserErrhandler>,
+    pub requests: Table<ReqObj>,
+    pub messages: Table<(Unexpected, Arc<CommObj>)>,
+    pub keyvals: BTreeMap<c_int, Keyval>,
+    pub next_keyval: c_int,
+    pub world: Arc<CommObj>,
+    pub self_comm: Arc<CommObj>,
+    pub bsend: crate::p2p::BsendState,
+}
+
+pub struct Lib {
+    pub mpi: Mpi,
+    pub tables: Mutex<Tables>,
+    pub thread_level: c_int,
+    pub main_thread: std::thread::ThreadId,
+}
+
+static LIB: OnceLock<Lib> = OnceLock::new();
+/// 0 before init, 1 initialized, 2 finalized.
+pub static PHASE: AtomicU8 = AtomicU8::new(0);
+
+pub fn phase() -> u8 {
+    PHASE.load(Ordering::SeqCst)
+}
+
+pub fn install(lib: Lib) {
+    let _ = LIB.set(lib);
+    PHASE.store(1, Ordering::SeqCst);
+}
+
+/// The library, or an error naming `call` when MPI is not initialized (or already finalized).
+pub fn lib(call: &str) -> Result<&'static Lib> {
+    match (phase(), LIB.get()) {
+        (1, Some(l)) => Ok(l),
+        (2, _) => Err(MpiError::new(c::MPI_ERR_OTHER, format!("{call}: called after MPI_Finalize"))),
+        _ => Err(MpiError::new(c::MPI_ERR_OTHER, format!("{call}: called before MPI_Init"))),
+    }
+}
+
+/// The library even after finalize (for the few calls allowed then).
+pub fn lib_any() -> Option<&'static Lib> {
+    LIB.get()
+}
+
+impl Lib {
+    pub fn t(&self) -> MutexGuard<'_, Tables> {
+        self.tables.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The communicator behind `h`, or an MPI_ERR_COMM error naming `call`.
+    pub fn comm(&self, call: &str, h: usize) -> Result<Arc<CommObj>> {
+        let t = self.t();
+        match h {
+            c::MPI_COMM_WORLD => Ok(t.world.clone()),
+            c::MPI_COMM_SELF => Ok(t.self_comm.clone()),
+            c::MPI_COMM_NULL => Err(MpiError::new(c::MPI_ERR_COMM, format!("{call}: comm is MPI_COMM_NULL"))),
+            _ => t.comms.get(h).cloned().ok_or_else(|| {
+                MpiError::new(c::MPI_ERR_COMM, format!("{call}: comm {h:#x} is not a valid communicator handle"))
+            }),
+        }
+    }
+
+    pub fn group(&self, call: &str, h: usize) -> Result<Arc<Group>> {
+        match h {
+            c::MPI_GROUP_EMPTY => Ok(Arc::new(Group::default())),
+            c::MPI_GROUP_NULL => Err(MpiError::new(c::MPI_ERR_GROUP, format!("{call}: group is MPI_GROUP_NULL"))),
+            _ => self.t().groups.get(h).cloned().ok_or_else(|| {
+                MpiError::new(c::MPI_ERR_GROUP, format!("{call}: group {h:#x} is not a valid group handle"))
+            }),
+        }
+    }
+
+    pub fn new_group(&self, g: Group) -> usize {
+        if g.procs.is_empty() {
+            return c::MPI_GROUP_EMPTY;
+        }
+        self.t().groups.insert(Arc::new(g))
+    }
+}
+
+pub fn new_tables(mpi: &Mpi) -> Tables {
+    let world = CommObj::new(mpi.world.clone(), "MPI_COMM_WORLD", c::MPI_ERRORS_ARE_FATAL);
+    let self_comm = CommObj::new(mpi.self_comm.clone(), "MPI_COMM_SELF", c::MPI_ERRORS_ARE_FATAL);
+    Tables {
+        comms: Table::new(Kind::Comm),
+        groups: Table::new(Kind::Group),
+        infos: Table::new(Kind::Info),
+        errhandlers: Table::new(Kind::Errhandler),
+        requests: Table::new(Kind::Request),
+        messages: Table::new(Kind::Message),
+        keyvals: BTreeMap::new(),
+        next_keyval: 1000,
+        world,
+        self_comm,
+        bsend: Default::default(),
+    }
+}

@@ -1,0 +1,80 @@
+//! Communicators as the engine sees them: a context id, a group, and this process's rank.
+//!
+//! Context ids are derived, not negotiated: a child's id is a hash of its parent's id, the
+//! number of communicators the parent has created so far (every member creates them in the same
+//! order, since creation is collective) and a discriminator (split color, group). Members thus
+//! agree without a message, `Comm_dup` costs nothing on the wire, and 64 bits make collisions
+//! negligible. Bit 0 separates point-to-point traffic (0) from the library's collective traffic
+//! (1), so an application's `MPI_ANY_TAG` receive can never match a collective's message.
+
+use crate::engine::ProcIdx;
+use crate::group::Group;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+pub struct Comm {
+    /// Context id for point-to-point; `ctx | 1` carries collective traffic.
+    pub ctx: u64,
+    pub group: Arc<Group>,
+    /// This process's rank.
+    pub rank: i32,
+    /// Communicators created from this one so far (the derivation counter).
+    created: AtomicU64,
+    /// Per (tag, group) counters for `Comm_create_group`, which only the group's members call.
+    created_for_group: Mutex<HashMap<(i32, u64), u64>>,
+    /// Collective operations started on this communicator (tags for the library's messages).
+    pub coll_seq: AtomicU64,
+}
+
+/// splitmix64 finalizer: a fast, well-mixed 64-bit hash step.
+pub fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+pub fn hash_words(words: &[u64]) -> u64 {
+    words.iter().fold(0x6261_746f_6e00_0000, |h, &w| mix(h ^ w))
+}
+
+impl Comm {
+    pub fn new(ctx: u64, group: Arc<Group>, rank: i32) -> Comm {
+        Comm {
+            ctx: ctx & !1,
+            group,
+            rank,
+            created: AtomicU64::new(0),
+            created_for_group: Mutex::new(HashMap::new()),
+            coll_seq: AtomicU64::new(0),
+        }
+    }
+
+    pub fn size(&self) -> i32 {
+        self.group.size()
+    }
+
+    pub fn coll_ctx(&self) -> u64 {
+        self.ctx | 1
+    }
+
+    pub fn proc_of(&self, rank: i32) -> ProcIdx {
+        self.group.procs[rank as usize]
+    }
+
+    /// Context id for the next communicator created collectively from this one.
+    pub fn derive_ctx(&self, discriminator: u64) -> u64 {
+        let n = self.created.fetch_add(1, Ordering::Relaxed);
+        hash_words(&[self.ctx, n, discriminator]) & !1
+    }
+
+    /// Context id for `Comm_create_group(self, group, tag)`.
+    pub fn derive_ctx_for_group(&self, tag: i32, group: &Group) -> u64 {
+        let gh = hash_words(&group.procs.iter().map(|&p| p as u64).collect::<Vec<_>>());
+        let mut m = self.created_for_group.lock().unwrap();
+        let n = m.entry((tag, gh)).or_insert(0);
+        *n += 1;
+        hash_words(&[self.ctx, 0x6372_6561_7465, tag as u64, gh, *n]) & !1
+    }
+}

@@ -1,0 +1,544 @@
+//! The point-to-point engine: matching and protocols, with no I/O of its own.
+//!
+//! Like `quinn-proto`, the engine is a state machine: callers post operations and feed it
+//! incoming frames; it answers by calling the small [`Net`] interface (push a frame to a peer,
+//! read a peer's memory). Tests drive two engines over an in-memory `Net` and check ordering,
+//! wildcards, truncation, cancellation and every protocol without processes.
+//!
+//! Important types:
+//! - [`Engine`]: posted-receive and unexpected-message queues, the request slab, and per-peer
+//!   queues of frames that did not fit in the transport yet (kept in order, so a full ring never
+//!   lets a later message overtake an earlier one).
+//! - [`Request`]: one operation's progress and its final [`Status`].
+//! - [`Sink`] / [`SendData`]: where received bytes go and where sent bytes come from.
+//!
+//! Protocols: a message up to the eager limit travels whole (`Eager`, or `EagerSync` for
+//! synchronous sends, acknowledged on match). Larger ones send `Rts`; the receiver, once matched,
+//! reads the sender's buffer directly (`Fin` completes the send) or, when it cannot, answers
+//! `Cts` and the sender streams `Data` frames.
+
+use crate::datatype::Layout;
+use baton_abi::consts as c;
+use baton_transport::frame::{Header, Kind};
+use baton_transport::mem::UserBuf;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Index of a process in the runtime's process table.
+pub type ProcIdx = u32;
+
+pub const ANY_SOURCE: i32 = c::MPI_ANY_SOURCE;
+pub const ANY_TAG: i32 = c::MPI_ANY_TAG;
+
+/// What the engine needs from the transports.
+pub trait Net {
+    /// Pushes one frame whose payload `fill` writes; false if there is no room now.
+    fn try_send(&mut self, to: ProcIdx, h: &Header, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool;
+    /// Largest payload of one frame to `to`.
+    fn max_frame(&self, to: ProcIdx) -> usize;
+    /// Messages up to this many bytes go eagerly to `to`.
+    fn eager_limit(&self, to: ProcIdx) -> usize;
+    /// Copies `dst.len()` bytes at `addr` in process `from` straight into the application's
+    /// span `dst` (single copy); false when this process cannot read `from`'s memory.
+    fn read_remote(&mut self, from: ProcIdx, addr: u64, dst: &UserBuf) -> bool;
+    /// The same into a buffer of the library's own.
+    fn read_remote_into(&mut self, from: ProcIdx, addr: u64, dst: &mut [u8]) -> bool;
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Status {
+    pub source: i32,
+    pub tag: i32,
+    pub error: i32,
+    /// Bytes received (or set by `Status_set_elements`).
+    pub bytes: u64,
+    pub cancelled: bool,
+}
+
+/// Bytes to send: the application's buffer, or a packed copy owned by the request.
+pub enum SendData {
+    User(UserBuf),
+    Packed(Vec<u8>),
+}
+
+impl SendData {
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            SendData::User(b) => b.read(0, b.len()),
+            SendData::Packed(v) => v,
+        }
+    }
+    fn addr(&self) -> u64 {
+        match self {
+            SendData::User(b) => b.addr() as u64,
+            SendData::Packed(v) => v.as_ptr() as u64,
+        }
+    }
+}
+
+/// Where received bytes go: a contiguous span, `count` elements of a layout within a span, or a
+/// buffer of the library's own (internal messages), handed back through [`Request::owned`].
+pub enum Sink {
+    Contig(UserBuf),
+    Typed { span: UserBuf, base_off: isize, layout: Arc<Layout>, count: usize },
+    Owned(Vec<u8>),
+}
+
+impl Sink {
+    pub fn capacity(&self) -> usize {
+        match self {
+            Sink::Contig(b) => b.len(),
+            Sink::Typed { layout, count, .. } => layout.size * count,
+            Sink::Owned(v) => v.len(),
+        }
+    }
+    /// Writes packed bytes `src` at packed offset `off`, clipped to the capacity.
+    pub fn write(&mut self, off: usize, src: &[u8]) {
+        let cap = self.capacity();
+        if off >= cap {
+            return;
+        }
+        let src = &src[..src.len().min(cap - off)];
+        match self {
+            Sink::Contig(b) => {
+                b.write(off, src);
+            }
+            Sink::Typed { span, base_off, layout, .. } => layout.unpack_into(span, *base_off, off, src),
+            Sink::Owned(v) => v[off..off + src.len()].copy_from_slice(src),
+        }
+    }
+}
+
+enum Proto {
+    /// Finished or nothing left to do.
+    Idle,
+    /// Eager frame not yet pushed (waiting in the peer's queue).
+    SendQueued { data: SendData, sync: bool },
+    /// EagerSync pushed; waiting for `SyncAck`.
+    SendWaitAck,
+    /// `Rts` pushed; waiting for `Fin` or `Cts`.
+    SendRdv { data: SendData },
+    /// Streaming `Data` frames to receive request `rreq`.
+    SendStream { data: SendData, rreq: u64, off: usize },
+    /// Posted receive waiting for a match.
+    RecvPosted { sink: Sink },
+    /// Matched a rendezvous and waiting for `Data` frames.
+    RecvStream { sink: Sink, got: u64, total: u64 },
+}
+
+pub struct Request {
+    pub complete: bool,
+    pub status: Status,
+    /// Freed by the application while active: drop on completion.
+    pub detached: bool,
+    /// The received bytes of an `Sink::Owned` receive, once complete.
+    pub owned: Option<Vec<u8>>,
+    proto: Proto,
+    to: ProcIdx,
+    gen: u32,
+}
+
+/// A request id as carried on the wire and in handles: slot index and generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ReqId {
+    pub idx: u32,
+    pub gen: u32,
+}
+
+impl ReqId {
+    pub fn wire(self) -> u64 {
+        ((self.gen as u64) << 32) | self.idx as u64
+    }
+    pub fn from_wire(v: u64) -> ReqId {
+        ReqId { idx: v as u32, gen: (v >> 32) as u32 }
+    }
+}
+
+struct Posted {
+    req: ReqId,
+    ctx: u64,
+    src: i32,
+    tag: i32,
+}
+
+/// A message that arrived before its receive (or was taken by `Mprobe`).
+pub struct Unexpected {
+    pub from: ProcIdx,
+    pub h: Header,
+    pub data: Vec<u8>,
+}
+
+enum Pending {
+    /// A control frame (no payload).
+    Control(Header),
+    /// The eager or Rts frame of a send request.
+    Send(ReqId, Header),
+}
+
+#[derive(Default)]
+pub struct Engine {
+    slots: Vec<Option<Request>>,
+    gens: Vec<u32>,
+    free: VecDeque<u32>,
+    posted: Vec<Posted>,
+    unexpected: VecDeque<Unexpected>,
+    pending: Vec<VecDeque<Pending>>,
+    /// Requests streaming data (served round-robin by `progress`).
+    streaming: Vec<ReqId>,
+    /// Set when something completed since the caller last cleared it.
+    pub completed_any: bool,
+}
+
+fn matches(ctx: u64, src: i32, tag: i32, h: &Header) -> bool {
+    ctx == h.ctx && (src == ANY_SOURCE || src == h.src) && (tag == ANY_TAG || tag == h.tag)
+}
+
+impl Engine {
+    pub fn new() -> Engine {
+        Engine::default()
+    }
+
+    fn alloc(&mut self, to: ProcIdx, proto: Proto) -> ReqId {
+        let idx = match self.free.pop_front() {
+            Some(i) => i,
+            None => {
+                self.slots.push(None);
+                self.gens.push(0);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let gen = self.gens[idx as usize];
+        let status = Status { source: c::MPI_ANY_SOURCE, tag: c::MPI_ANY_TAG, ..Default::default() };
+        self.slots[idx as usize] =
+            Some(Request { complete: false, status, detached: false, owned: None, proto, to, gen });
+        ReqId { idx, gen }
+    }
+
+    pub fn get(&self, id: ReqId) -> Option<&Request> {
+        self.slots.get(id.idx as usize)?.as_ref().filter(|r| r.gen == id.gen)
+    }
+
+    pub fn get_mut(&mut self, id: ReqId) -> Option<&mut Request> {
+        self.slots.get_mut(id.idx as usize)?.as_mut().filter(|r| r.gen == id.gen)
+    }
+
+    /// Releases a completed request's slot (or marks an active one to be dropped when done).
+    pub fn release(&mut self, id: ReqId) {
+        let Some(r) = self.get_mut(id) else { return };
+        if r.complete {
+            self.slots[id.idx as usize] = None;
+            // Generations wrap within the handle encoding; 7 bits are kept there.
+            self.gens[id.idx as usize] = (id.gen + 1) & 0x7f;
+            self.free.push_back(id.idx);
+        } else {
+            r.detached = true;
+        }
+    }
+
+    /// A request that is complete from the start (sends to `MPI_PROC_NULL`, and so on).
+    pub fn completed(&mut self, status: Status) -> ReqId {
+        let id = self.alloc(0, Proto::Idle);
+        let r = self.get_mut(id).unwrap();
+        r.complete = true;
+        r.status = status;
+        id
+    }
+
+    fn finish(&mut self, id: ReqId) {
+        let Some(r) = self.get_mut(id) else { return };
+        r.complete = true;
+        match std::mem::replace(&mut r.proto, Proto::Idle) {
+            Proto::RecvPosted { sink: Sink::Owned(v) } | Proto::RecvStream { sink: Sink::Owned(v), .. } => {
+                r.owned = Some(v)
+            }
+            _ => {}
+        }
+        let detached = r.detached;
+        self.completed_any = true;
+        if detached {
+            self.release(id);
+        }
+    }
+
+    fn queue(&mut self, to: ProcIdx) -> &mut VecDeque<Pending> {
+        let i = to as usize;
+        if self.pending.len() <= i {
+            self.pending.resize_with(i + 1, VecDeque::new);
+        }
+        &mut self.pending[i]
+    }
+
+    fn has_queue(&self, to: ProcIdx) -> bool {
+        self.pending.get(to as usize).is_some_and(|q| !q.is_empty())
+    }
+
+    fn send_control(&mut self, net: &mut dyn Net, to: ProcIdx, h: Header) {
+        if self.has_queue(to) || !net.try_send(to, &h, 0, &mut |_| {}) {
+            self.queue(to).push_back(Pending::Control(h));
+        }
+    }
+
+    /// Starts a send of `data` on context `ctx` as rank `src` to process `to`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send(
+        &mut self,
+        net: &mut dyn Net,
+        to: ProcIdx,
+        ctx: u64,
+        src: i32,
+        tag: i32,
+        data: SendData,
+        sync: bool,
+    ) -> ReqId {
+        let len = data.bytes().len();
+        let eager = len <= net.eager_limit(to).min(net.max_frame(to));
+        let kind = match (eager, sync) {
+            (true, false) => Kind::Eager,
+            (true, true) => Kind::EagerSync,
+            (false, _) => Kind::Rts,
+        };
+        let id = self.alloc(to, Proto::Idle);
+        let h = Header { kind, ctx, src, tag, len: len as u64, id: id.wire(), aux: data.addr() };
+        let proto = if eager { Proto::SendQueued { data, sync } } else { Proto::SendRdv { data } };
+        self.get_mut(id).unwrap().proto = proto;
+        if self.has_queue(to) || !self.push_send(net, id, &h) {
+            self.queue(to).push_back(Pending::Send(id, h));
+        }
+        id
+    }
+
+    /// Tries to push the first frame of send `id`; on success moves it to its next state.
+    fn push_send(&mut self, net: &mut dyn Net, id: ReqId, h: &Header) -> bool {
+        let r = self.get_mut(id).unwrap();
+        let to = r.to;
+        match &r.proto {
+            Proto::SendQueued { data, sync } => {
+                let sync = *sync;
+                let bytes = data.bytes();
+                if !net.try_send(to, h, bytes.len(), &mut |dst| dst.copy_from_slice(bytes)) {
+                    return false;
+                }
+                if sync {
+                    r.proto = Proto::SendWaitAck;
+                } else {
+                    self.finish(id);
+                }
+                true
+            }
+            Proto::SendRdv { .. } => net.try_send(to, h, 0, &mut |_| {}),
+            _ => true,
+        }
+    }
+
+    /// Posts a receive; it may match an unexpected message at once.
+    pub fn recv(&mut self, net: &mut dyn Net, ctx: u64, src: i32, tag: i32, sink: Sink) -> ReqId {
+        let id = self.alloc(0, Proto::RecvPosted { sink });
+        if let Some(pos) = self.unexpected.iter().position(|u| matches(ctx, src, tag, &u.h)) {
+            let u = self.unexpected.remove(pos).unwrap();
+            self.deliver(net, id, u.from, &u.h, &u.data);
+        } else {
+            self.posted.push(Posted { req: id, ctx, src, tag });
+        }
+        id
+    }
+
+    /// Receives a message taken earlier by [`mprobe`](Self::mprobe).
+    pub fn mrecv(&mut self, net: &mut dyn Net, msg: Unexpected, sink: Sink) -> ReqId {
+        let id = self.alloc(0, Proto::RecvPosted { sink });
+        self.deliver(net, id, msg.from, &msg.h, &msg.data);
+        id
+    }
+
+    /// Looks for a matching unexpected message without receiving it.
+    pub fn probe(&self, ctx: u64, src: i32, tag: i32) -> Option<Status> {
+        self.unexpected.iter().find(|u| matches(ctx, src, tag, &u.h)).map(|u| Status {
+            source: u.h.src,
+            tag: u.h.tag,
+            error: 0,
+            bytes: u.h.len,
+            cancelled: false,
+        })
+    }
+
+    /// Takes a matching unexpected message out of the queue so that only `mrecv` can receive it.
+    pub fn mprobe(&mut self, ctx: u64, src: i32, tag: i32) -> Option<Unexpected> {
+        let pos = self.unexpected.iter().position(|u| matches(ctx, src, tag, &u.h))?;
+        self.unexpected.remove(pos)
+    }
+
+    /// Cancels a receive that has not matched yet; returns whether it was cancelled.
+    pub fn cancel_recv(&mut self, id: ReqId) -> bool {
+        if let Some(pos) = self.posted.iter().position(|p| p.req == id) {
+            self.posted.remove(pos);
+            let r = self.get_mut(id).unwrap();
+            r.status.cancelled = true;
+            r.status.bytes = 0;
+            self.finish(id);
+            return true;
+        }
+        false
+    }
+
+    pub fn is_posted_recv(&self, id: ReqId) -> bool {
+        self.posted.iter().any(|p| p.req == id)
+    }
+
+    /// Handles one incoming frame from process `from`.
+    pub fn on_frame(&mut self, net: &mut dyn Net, from: ProcIdx, h: &Header, payload: &[u8]) {
+        match h.kind {
+            Kind::Eager | Kind::EagerSync | Kind::Rts => {
+                let found = self.posted.iter().position(|p| matches(p.ctx, p.src, p.tag, h));
+                match found {
+                    Some(pos) => {
+                        let p = self.posted.remove(pos);
+                        self.deliver(net, p.req, from, h, payload);
+                    }
+                    None => {
+                        let data = if h.kind == Kind::Rts { Vec::new() } else { payload.to_vec() };
+                        self.unexpected.push_back(Unexpected { from, h: *h, data });
+                    }
+                }
+            }
+            Kind::SyncAck | Kind::Fin => self.finish(ReqId::from_wire(h.id)),
+            Kind::Cts => {
+                let id = ReqId::from_wire(h.id);
+                if let Some(r) = self.get_mut(id) {
+                    if let Proto::SendRdv { .. } = r.proto {
+                        let Proto::SendRdv { data } = std::mem::replace(&mut r.proto, Proto::Idle) else {
+                            unreachable!()
+                        };
+                        r.proto = Proto::SendStream { data, rreq: h.aux, off: 0 };
+                        self.streaming.push(id);
+                    }
+                }
+            }
+            Kind::Data => {
+                let id = ReqId::from_wire(h.id);
+                let Some(r) = self.get_mut(id) else { return };
+                if let Proto::RecvStream { sink, got, total } = &mut r.proto {
+                    sink.write(h.aux as usize, payload);
+                    *got += payload.len() as u64;
+                    if *got >= *total {
+                        self.finish(id);
+                    }
+                }
+            }
+            Kind::Pad => {}
+        }
+    }
+
+    /// Delivers a matched message (eager data or a rendezvous request) to receive `id`.
+    fn deliver(&mut self, net: &mut dyn Net, id: ReqId, from: ProcIdx, h: &Header, payload: &[u8]) {
+        let r = self.get_mut(id).unwrap();
+        let Proto::RecvPosted { sink } = std::mem::replace(&mut r.proto, Proto::Idle) else {
+            return;
+        };
+        let cap = sink.capacity() as u64;
+        r.status.source = h.src;
+        r.status.tag = h.tag;
+        r.status.bytes = h.len.min(cap);
+        if h.len > cap {
+            r.status.error = c::MPI_ERR_TRUNCATE;
+        }
+        match h.kind {
+            Kind::Eager | Kind::EagerSync => {
+                let mut sink = sink;
+                sink.write(0, payload);
+                self.get_mut(id).unwrap().proto = Proto::RecvPosted { sink };
+                if h.kind == Kind::EagerSync {
+                    self.send_control(net, from, Header::control(Kind::SyncAck, h.id, 0));
+                }
+                self.finish(id);
+            }
+            Kind::Rts => {
+                let mut sink = sink;
+                let n = h.len.min(cap) as usize;
+                let ok = n == 0 || read_into_sink(net, from, h.aux, &mut sink, n);
+                if ok {
+                    self.get_mut(id).unwrap().proto = Proto::RecvPosted { sink };
+                    self.send_control(net, from, Header::control(Kind::Fin, h.id, 0));
+                    self.finish(id);
+                } else {
+                    self.get_mut(id).unwrap().proto = Proto::RecvStream { sink, got: 0, total: h.len };
+                    self.send_control(net, from, Header::control(Kind::Cts, h.id, id.wire()));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Pushes queued frames and streamed data; call from every progress pass.
+    pub fn progress(&mut self, net: &mut dyn Net) {
+        for to in 0..self.pending.len() {
+            while let Some(p) = self.pending[to].front() {
+                let ok = match p {
+                    Pending::Control(h) => {
+                        let h = *h;
+                        net.try_send(to as ProcIdx, &h, 0, &mut |_| {})
+                    }
+                    Pending::Send(id, h) => {
+                        let (id, h) = (*id, *h);
+                        self.push_send(net, id, &h)
+                    }
+                };
+                if !ok {
+                    break;
+                }
+                self.pending[to].pop_front();
+            }
+        }
+        if !self.streaming.is_empty() {
+            let ids = std::mem::take(&mut self.streaming);
+            for id in ids {
+                if !self.stream(net, id) {
+                    self.streaming.push(id);
+                }
+            }
+        }
+    }
+
+    /// Streams as much of send `id` as fits; true when all of it has been pushed.
+    fn stream(&mut self, net: &mut dyn Net, id: ReqId) -> bool {
+        let Some(r) = self.get_mut(id) else { return true };
+        let to = r.to;
+        let chunk = net.max_frame(to).clamp(1, 1 << 20);
+        let Proto::SendStream { data, rreq, off } = &mut r.proto else { return true };
+        let bytes = data.bytes();
+        while *off < bytes.len() {
+            let n = chunk.min(bytes.len() - *off);
+            let h = Header::control(Kind::Data, *rreq, *off as u64);
+            let piece = &bytes[*off..*off + n];
+            if !net.try_send(to, &h, n, &mut |dst| dst.copy_from_slice(piece)) {
+                return false;
+            }
+            *off += n;
+        }
+        self.finish(id);
+        true
+    }
+
+    /// Frames queued behind a full ring, or data still to stream.
+    pub fn has_outgoing(&self) -> bool {
+        !self.streaming.is_empty() || self.pending.iter().any(|q| !q.is_empty())
+    }
+
+    /// Number of messages waiting unmatched (for tests and diagnostics).
+    pub fn unexpected_len(&self) -> usize {
+        self.unexpected.len()
+    }
+}
+
+fn read_into_sink(net: &mut dyn Net, from: ProcIdx, addr: u64, sink: &mut Sink, n: usize) -> bool {
+    match sink {
+        Sink::Contig(buf) => net.read_remote(from, addr, &buf.prefix(n)),
+        Sink::Owned(v) => net.read_remote_into(from, addr, &mut v[..n]),
+        Sink::Typed { .. } => {
+            let mut tmp = vec![0u8; n];
+            let ok = net.read_remote_into(from, addr, &mut tmp);
+            if ok {
+                sink.write(0, &tmp);
+            }
+            ok
+        }
+    }
+}

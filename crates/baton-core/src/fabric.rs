@@ -1,0 +1,186 @@
+//! The engine's view of the transports: endpoints per process, opened on first use.
+//!
+//! A process is reached through the loopback queue (itself) or a shared-memory ring (another
+//! process of the job on this host). The fabric chooses per peer, applies the eager threshold
+//! and knows whether single-copy reads of that peer work (detected at the first attempt).
+
+use crate::engine::{Net, ProcIdx};
+use baton_transport::cma;
+use baton_transport::frame::Header;
+use baton_transport::mem::UserBuf;
+use baton_transport::shm::{Consumer, Producer, Segment};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Settings read once from the environment (documented in the README).
+#[derive(Clone, Debug)]
+pub struct FabricConfig {
+    /// `BATON_SHM_EAGER_MAX`: largest message sent eagerly through the rings.
+    pub eager_max: usize,
+    /// `BATON_SHM_RING_SIZE`: bytes of each per-pair ring (a power of two).
+    pub ring_size: usize,
+    /// `BATON_CMA`: allow single-copy reads (`process_vm_readv`).
+    pub cma: bool,
+}
+
+impl FabricConfig {
+    pub fn from_env() -> FabricConfig {
+        let num = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| parse_size(&v)).unwrap_or(d);
+        let ring_size = num("BATON_SHM_RING_SIZE", 128 * 1024).next_power_of_two().max(8192);
+        let eager_max = num("BATON_SHM_EAGER_MAX", 16 * 1024);
+        let cma = !matches!(std::env::var("BATON_CMA").as_deref(), Ok("0") | Ok("no") | Ok("off"));
+        FabricConfig { eager_max, ring_size, cma }
+    }
+}
+
+/// Parses `4096`, `64k`, `1m`.
+pub fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim().to_ascii_lowercase();
+    let (num, mul) = match s.chars().last()? {
+        'k' => (&s[..s.len() - 1], 1024),
+        'm' => (&s[..s.len() - 1], 1024 * 1024),
+        'g' => (&s[..s.len() - 1], 1024 * 1024 * 1024),
+        _ => (&s[..], 1),
+    };
+    num.parse::<usize>().ok().map(|n| n * mul)
+}
+
+enum Endpoint {
+    Unopened,
+    Loopback,
+    Shm { prod: Producer, cma_ok: bool },
+}
+
+pub struct Fabric {
+    me: ProcIdx,
+    cfg: FabricConfig,
+    seg: Option<Arc<Segment>>,
+    /// Per process: its slot in the segment (None: not on this host's segment) and its pid.
+    shm_slot: Vec<Option<usize>>,
+    pids: Vec<i32>,
+    eps: Vec<Endpoint>,
+    /// Frames sent to ourselves, in order.
+    pub loopback: VecDeque<(Header, Vec<u8>)>,
+}
+
+impl Fabric {
+    pub fn new(me: ProcIdx, cfg: FabricConfig, seg: Option<Arc<Segment>>) -> Fabric {
+        Fabric { me, cfg, seg, shm_slot: Vec::new(), pids: Vec::new(), eps: Vec::new(), loopback: VecDeque::new() }
+    }
+
+    /// Records how to reach process `p`.
+    pub fn add_proc(&mut self, p: ProcIdx, pid: i32, shm_slot: Option<usize>) {
+        let i = p as usize;
+        if self.eps.len() <= i {
+            self.eps.resize_with(i + 1, || Endpoint::Unopened);
+            self.shm_slot.resize(i + 1, None);
+            self.pids.resize(i + 1, 0);
+        }
+        self.pids[i] = pid;
+        self.shm_slot[i] = shm_slot;
+    }
+
+    /// Receiving ends of the rings from every other process on this segment.
+    pub fn consumers(&self) -> Vec<(ProcIdx, Consumer)> {
+        let Some(seg) = &self.seg else { return Vec::new() };
+        let Some(me) = self.shm_slot.get(self.me as usize).copied().flatten() else { return Vec::new() };
+        (0..self.shm_slot.len())
+            .filter_map(|p| {
+                self.shm_slot[p].filter(|_| p as ProcIdx != self.me).map(|s| (p as ProcIdx, Consumer::new(seg, s, me)))
+            })
+            .collect()
+    }
+
+    pub fn me(&self) -> ProcIdx {
+        self.me
+    }
+
+    pub fn segment(&self) -> Option<&Arc<Segment>> {
+        self.seg.as_ref()
+    }
+
+    fn my_slot(&self) -> Option<usize> {
+        self.shm_slot.get(self.me as usize).copied().flatten()
+    }
+
+    fn endpoint(&mut self, to: ProcIdx) -> &mut Endpoint {
+        let i = to as usize;
+        if matches!(self.eps[i], Endpoint::Unopened) {
+            self.eps[i] = if to == self.me {
+                Endpoint::Loopback
+            } else {
+                match (&self.seg, self.my_slot(), self.shm_slot[i]) {
+                    (Some(seg), Some(me), Some(peer)) => {
+                        Endpoint::Shm { prod: Producer::new(seg, me, peer), cma_ok: self.cfg.cma }
+                    }
+                    _ => panic!("no transport reaches process {to}"),
+                }
+            };
+        }
+        &mut self.eps[i]
+    }
+}
+
+impl Net for Fabric {
+    fn try_send(&mut self, to: ProcIdx, h: &Header, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        match self.endpoint(to) {
+            Endpoint::Loopback => {
+                let mut v = vec![0u8; len];
+                fill(&mut v);
+                self.loopback.push_back((*h, v));
+                true
+            }
+            Endpoint::Shm { prod, .. } => {
+                let ok = prod.try_push_with(h, len, |b| fill(b));
+                if ok {
+                    prod.ring_doorbell();
+                }
+                ok
+            }
+            Endpoint::Unopened => unreachable!(),
+        }
+    }
+
+    fn max_frame(&self, to: ProcIdx) -> usize {
+        if to == self.me {
+            usize::MAX
+        } else {
+            self.cfg.ring_size / 4
+        }
+    }
+
+    fn eager_limit(&self, to: ProcIdx) -> usize {
+        if to == self.me {
+            usize::MAX
+        } else {
+            self.cfg.eager_max
+        }
+    }
+
+    fn read_remote(&mut self, from: ProcIdx, addr: u64, dst: &UserBuf) -> bool {
+        let pid = self.pids[from as usize];
+        self.read_with(from, |cma_pid| cma::read(cma_pid, addr as usize, dst).is_ok(), pid)
+    }
+
+    fn read_remote_into(&mut self, from: ProcIdx, addr: u64, dst: &mut [u8]) -> bool {
+        let pid = self.pids[from as usize];
+        self.read_with(from, |cma_pid| cma::read_into(cma_pid, addr as usize, dst).is_ok(), pid)
+    }
+}
+
+impl Fabric {
+    fn read_with(&mut self, from: ProcIdx, read: impl FnOnce(i32) -> bool, pid: i32) -> bool {
+        match self.endpoint(from) {
+            Endpoint::Shm { cma_ok, .. } if *cma_ok => {
+                if read(pid) {
+                    true
+                } else {
+                    // Forbidden here (ptrace policy, seccomp): stream through the ring from now on.
+                    *cma_ok = false;
+                    false
+                }
+            }
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,399 @@
+//! The MPI process: bootstrap, the process table, the engine behind one lock, and waiting.
+//!
+//! Important types:
+//! - [`Mpi`]: everything one MPI process holds after `MPI_Init`. Its [`State`] (engine, fabric,
+//!   ring consumers) sits behind a single mutex, so every thread may call MPI at any time
+//!   (`MPI_THREAD_MULTIPLE`); callers never hold it while running application callbacks.
+//! - [`WaitPolicy`]: how a blocking call waits. It polls for a while, then sleeps on this
+//!   process's doorbell (a futex word in the shared segment) which senders ring when they see a
+//!   sleeper. With more ranks than cores it polls briefly and yields the core, so a token passed
+//!   around 8 ranks on 2 cores costs about a context switch per hop, not a scheduler time slice.
+
+use crate::comm::{hash_words, Comm};
+use crate::engine::{Engine, ProcIdx, ReqId, SendData, Sink, Status};
+use crate::error::{MpiError, Result};
+use crate::fabric::{Fabric, FabricConfig};
+use crate::group::Group;
+use baton_abi::consts as c;
+use baton_pmi::PmiClient;
+use baton_transport::shm::{Consumer, ProcCtl, Segment};
+use baton_transport::wait::{futex_wait, futex_wake};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// A process of the job (or, later, of a connected job).
+#[derive(Clone, Debug)]
+pub struct Proc {
+    pub job: u64,
+    pub rank: u32,
+    pub pid: i32,
+    pub host: String,
+}
+
+pub struct State {
+    pub engine: Engine,
+    pub fabric: Fabric,
+    consumers: Vec<(ProcIdx, Consumer)>,
+}
+
+impl State {
+    /// Moves every frame that has arrived into the engine and pushes what waits to go out.
+    /// Returns whether anything happened.
+    pub fn progress(&mut self) -> bool {
+        let mut did = false;
+        let State { engine, fabric, consumers } = self;
+        engine.progress(fabric);
+        for (from, cons) in consumers.iter_mut() {
+            // A bounded batch per peer keeps one busy sender from starving the others.
+            for _ in 0..64 {
+                let Some(h) = cons.next_frame() else { break };
+                engine.on_frame(fabric, *from, &h, cons.payload());
+                cons.consume();
+                did = true;
+            }
+        }
+        while let Some((h, data)) = fabric.loopback.pop_front() {
+            let me = fabric.me();
+            engine.on_frame(fabric, me, &h, &data);
+            did = true;
+        }
+        did
+    }
+
+    fn frames_waiting(&self) -> bool {
+        self.consumers.iter().any(|(_, c)| c.ready()) || !self.fabric.loopback.is_empty()
+    }
+}
+
+enum Bell {
+    Shm(Arc<Segment>, usize),
+    Local(Box<ProcCtl>),
+}
+
+impl Bell {
+    fn ctl(&self) -> &ProcCtl {
+        match self {
+            Bell::Shm(seg, slot) => seg.ctl(*slot),
+            Bell::Local(c) => c,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct WaitPolicy {
+    /// Poll this long before sleeping.
+    pub spin: Duration,
+    /// Give the core away between polls (more ranks than cores).
+    pub yield_between_polls: bool,
+}
+
+impl WaitPolicy {
+    fn choose(local_ranks: usize) -> WaitPolicy {
+        let cores = available_cores();
+        let oversubscribed = local_ranks > cores;
+        let default_us = if oversubscribed { 20 } else { 200 };
+        let us = std::env::var("BATON_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(default_us);
+        WaitPolicy { spin: Duration::from_micros(us), yield_between_polls: oversubscribed }
+    }
+}
+
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+pub struct Mpi {
+    state: Mutex<State>,
+    bell: Bell,
+    pub policy: WaitPolicy,
+    pub procs: Vec<Proc>,
+    pub me: ProcIdx,
+    pub job_id: u64,
+    pub appnum: i32,
+    pub universe_size: i32,
+    pub world: Arc<Comm>,
+    pub self_comm: Arc<Comm>,
+    pub host: String,
+    pmi: Mutex<Option<PmiClient>>,
+    finalized: AtomicBool,
+}
+
+fn pmi_err(e: baton_pmi::PmiError) -> MpiError {
+    MpiError::new(c::MPI_ERR_INTERN, format!("MPI_Init: bootstrap failed: {e}"))
+}
+
+/// Which transports `BATON_TRANSPORTS` allows (default: all that are built).
+fn transports_allowed() -> Result<bool> {
+    let Ok(list) = std::env::var("BATON_TRANSPORTS") else { return Ok(true) };
+    let mut shm = false;
+    for t in list.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        match t {
+            "shm" => shm = true,
+            "self" => {}
+            other => return Err(MpiError::new(
+                c::MPI_ERR_OTHER,
+                format!(
+                    "MPI_Init: BATON_TRANSPORTS names '{other}', which this build does not have (available: self, shm)"
+                ),
+            )),
+        }
+    }
+    Ok(shm)
+}
+
+impl Mpi {
+    pub fn init() -> Result<Mpi> {
+        let pmi = PmiClient::from_env().map_err(pmi_err)?;
+        let host = baton_transport::sys::hostname();
+        let pid = std::process::id() as i32;
+        let shm_allowed = transports_allowed()?;
+        let cfg = FabricConfig::from_env();
+        let (rank, size, job_id, appnum, universe) = match &pmi {
+            Some(p) => (p.rank(), p.size(), p.job_id(), p.appnum() as i32, p.universe_size() as i32),
+            None => (0, 1, hash_words(&[pid as u64, now_nanos()]) | 1, 0, 1),
+        };
+        let mut pmi = pmi;
+        let mut seg = None;
+        let mut procs = vec![Proc { job: job_id, rank, pid, host: host.clone() }];
+        if let Some(p) = pmi.as_mut() {
+            p.put("proc", format!("{pid} {host}").as_bytes()).map_err(pmi_err)?;
+            let fd = p.shm_fd().filter(|_| size > 1 && shm_allowed);
+            if rank == 0 {
+                if let Some(fd) = fd {
+                    seg = Some(Segment::create(fd, size as usize, cfg.ring_size).map_err(|e| {
+                        MpiError::new(c::MPI_ERR_INTERN, format!("MPI_Init: cannot size the shared segment: {e}"))
+                    })?);
+                }
+            }
+            p.fence().map_err(pmi_err)?;
+            if let Some(fd) = fd {
+                if seg.is_none() {
+                    seg = Some(Segment::attach(fd).map_err(|e| {
+                        MpiError::new(c::MPI_ERR_INTERN, format!("MPI_Init: cannot map the shared segment: {e}"))
+                    })?);
+                }
+                // Our inherited copy is no longer needed: the mapping keeps the memory alive.
+                baton_transport::shm::close_fd(fd);
+            }
+            procs.clear();
+            for r in 0..size {
+                let v = p.get(r, "proc").map_err(pmi_err)?.unwrap_or_default();
+                let v = String::from_utf8_lossy(&v).into_owned();
+                let (rp, rh) = v.split_once(' ').unwrap_or(("0", "?"));
+                procs.push(Proc { job: job_id, rank: r, pid: rp.parse().unwrap_or(0), host: rh.to_string() });
+            }
+        }
+        let seg = seg.map(Arc::new);
+        if seg.is_some() && cfg.cma {
+            baton_transport::cma::allow_peers();
+        }
+        let me = rank as ProcIdx;
+        let mut fabric = Fabric::new(me, cfg, seg.clone());
+        let mut local = 0;
+        for (i, p) in procs.iter().enumerate() {
+            let same_host = p.host == host;
+            local += same_host as usize;
+            let slot = if seg.is_some() && same_host { Some(i) } else { None };
+            fabric.add_proc(i as ProcIdx, p.pid, slot);
+        }
+        if size > 1 && seg.is_none() {
+            return Err(MpiError::new(
+                c::MPI_ERR_OTHER,
+                "MPI_Init: no transport can reach the other ranks (shared memory is disabled or unavailable)",
+            ));
+        }
+        let consumers = fabric.consumers();
+        let bell = match &seg {
+            Some(s) => Bell::Shm(s.clone(), rank as usize),
+            None => Bell::Local(Box::new(ProcCtl { bell: AtomicU32::new(0), sleepers: AtomicU32::new(0) })),
+        };
+        let world_group = Arc::new(Group::new((0..size).collect()));
+        let world = Arc::new(Comm::new(hash_words(&[job_id, u64::from_le_bytes(*b"world\0\0\0")]), world_group, rank as i32));
+        let self_comm =
+            Arc::new(Comm::new(hash_words(&[job_id, rank as u64, u64::from_le_bytes(*b"self\0\0\0\0")]), Arc::new(Group::new(vec![me])), 0));
+        Ok(Mpi {
+            state: Mutex::new(State { engine: Engine::new(), fabric, consumers }),
+            bell,
+            policy: WaitPolicy::choose(local),
+            procs,
+            me,
+            job_id,
+            appnum,
+            universe_size: universe.max(size as i32),
+            world,
+            self_comm,
+            host,
+            pmi: Mutex::new(pmi),
+            finalized: AtomicBool::new(false),
+        })
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs one progress pass and wakes local sleepers if a request completed.
+    fn progress_locked(&self, st: &mut State) {
+        st.engine.completed_any = false;
+        st.progress();
+        if st.engine.completed_any {
+            let ctl = self.bell.ctl();
+            if ctl.sleepers.load(Ordering::SeqCst) != 0 {
+                ctl.bell.fetch_add(1, Ordering::SeqCst);
+                futex_wake(&ctl.bell);
+            }
+        }
+    }
+
+    /// Makes progress once (for `MPI_Test*`, `MPI_Iprobe`).
+    pub fn poll(&self) {
+        let mut st = self.lock();
+        self.progress_locked(&mut st);
+    }
+
+    /// Blocks until `f` returns a value, progressing all communication meanwhile.
+    pub fn block<T>(&self, mut f: impl FnMut(&mut State) -> Option<T>) -> T {
+        let start = Instant::now();
+        loop {
+            {
+                let mut st = self.lock();
+                self.progress_locked(&mut st);
+                if let Some(v) = f(&mut st) {
+                    return v;
+                }
+            }
+            if start.elapsed() < self.policy.spin {
+                if self.policy.yield_between_polls {
+                    std::thread::yield_now();
+                } else {
+                    for _ in 0..32 {
+                        std::hint::spin_loop();
+                    }
+                }
+                continue;
+            }
+            let ctl = self.bell.ctl();
+            ctl.sleepers.fetch_add(1, Ordering::SeqCst);
+            let seq = ctl.bell.load(Ordering::SeqCst);
+            let ready = {
+                let mut st = self.lock();
+                self.progress_locked(&mut st);
+                if let Some(v) = f(&mut st) {
+                    ctl.sleepers.fetch_sub(1, Ordering::SeqCst);
+                    return v;
+                }
+                // Frames queued for a full ring or being streamed need polling, not a doorbell.
+                st.frames_waiting() || st.engine.has_outgoing()
+            };
+            if ready {
+                ctl.sleepers.fetch_sub(1, Ordering::SeqCst);
+                std::thread::yield_now();
+                continue;
+            }
+            futex_wait(&ctl.bell, seq, Duration::from_millis(100));
+            ctl.sleepers.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Waits for request `id` and releases it, returning its status.
+    pub fn wait(&self, id: ReqId) -> (Status, Option<Vec<u8>>) {
+        self.block(|st| {
+            let r = st.engine.get_mut(id)?;
+            if !r.complete {
+                return None;
+            }
+            let out = (r.status, r.owned.take());
+            st.engine.release(id);
+            Some(out)
+        })
+    }
+
+    // ----- the library's own messages (collective context) -----
+
+    pub fn isend_internal(&self, comm: &Comm, dest: i32, tag: i32, data: Vec<u8>) -> ReqId {
+        let mut st = self.lock();
+        let State { engine, fabric, .. } = &mut *st;
+        engine.send(fabric, comm.proc_of(dest), comm.coll_ctx(), comm.rank, tag, SendData::Packed(data), false)
+    }
+
+    /// Receives a message of unknown length from `src` on the collective context.
+    pub fn recv_internal(&self, comm: &Comm, src: i32, tag: i32) -> Vec<u8> {
+        let ctx = comm.coll_ctx();
+        let len = self.block(|st| st.engine.probe(ctx, src, tag).map(|s| s.bytes as usize));
+        let id = {
+            let mut st = self.lock();
+            let State { engine, fabric, .. } = &mut *st;
+            engine.recv(fabric, ctx, src, tag, Sink::Owned(vec![0; len]))
+        };
+        self.wait(id).1.unwrap_or_default()
+    }
+
+    pub fn barrier(&self, comm: &Comm) {
+        let n = comm.size();
+        let r = comm.rank;
+        let mut k = 1;
+        while k < n {
+            let s = self.isend_internal(comm, (r + k) % n, TAG_BARRIER, Vec::new());
+            self.recv_internal(comm, (r - k + n) % n, TAG_BARRIER);
+            self.wait(s);
+            k *= 2;
+        }
+    }
+
+    /// Every member's bytes, in rank order (ring algorithm: n-1 steps, one message each).
+    pub fn allgather(&self, comm: &Comm, mine: Vec<u8>) -> Vec<Vec<u8>> {
+        let n = comm.size();
+        let r = comm.rank;
+        let mut all = vec![Vec::new(); n as usize];
+        all[r as usize] = mine;
+        for step in 0..n - 1 {
+            let send_idx = ((r - step) % n + n) % n;
+            let recv_idx = ((r - step - 1) % n + n) % n;
+            let s = self.isend_internal(comm, (r + 1) % n, TAG_ALLGATHER, all[send_idx as usize].clone());
+            all[recv_idx as usize] = self.recv_internal(comm, (r - 1 + n) % n, TAG_ALLGATHER);
+            self.wait(s);
+        }
+        all
+    }
+
+    // ----- job control -----
+
+    pub fn finalize(&self) {
+        if self.finalized.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.barrier(&self.world);
+        // Everything queued must reach its ring before the process may exit.
+        self.block(|st| (!st.engine.has_outgoing()).then_some(()));
+        if let Some(p) = self.pmi.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            let _ = p.finalize();
+        }
+    }
+
+    pub fn is_finalized(&self) -> bool {
+        self.finalized.load(Ordering::SeqCst)
+    }
+
+    /// Ends the whole job. Never returns.
+    pub fn abort(&self, code: i32, msg: &str) -> ! {
+        if let Ok(mut g) = self.pmi.try_lock() {
+            if let Some(p) = g.as_mut() {
+                let _ = p.abort(code, msg);
+            }
+        }
+        eprintln!("{msg}");
+        std::process::exit(if code == 0 { 1 } else { code & 0xff });
+    }
+
+    /// The world rank of this process.
+    pub fn world_rank(&self) -> i32 {
+        self.world.rank
+    }
+}
+
+pub const TAG_BARRIER: i32 = 1;
+pub const TAG_ALLGATHER: i32 = 2;
+
+fn now_nanos() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+}

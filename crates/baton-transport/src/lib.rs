@@ -1,0 +1,19 @@
+//! Transports: the only crate besides the C boundary that holds `unsafe` code.
+//!
+//! The vocabulary follows UCX: a *memory domain* is where bytes live ([`mem::UserBuf`], a span of
+//! the application's memory, and [`shm::Segment`], the job's shared mapping); an *interface* is a
+//! way to move bytes ([`shm::Ring`] for queued frames, [`cma`] for single-copy reads of another
+//! process's memory); an *endpoint* is one peer reached through an interface (owned by the
+//! runtime in `baton-core`, which opens them on first use).
+//!
+//! - [`frame`]: the fixed frame header every transport carries.
+//! - [`shm`]: the per-job segment: per-pair lock-free rings and per-process doorbells.
+//! - [`cma`]: `process_vm_readv`, detected at run time.
+//! - [`wait`]: futex-based sleeping, used after a spin phase.
+
+pub mod cma;
+pub mod frame;
+pub mod mem;
+pub mod shm;
+pub mod sys;
+pub mod wait;
