@@ -1,0 +1,342 @@
+//! Command-line parsing for `mpiexec` / `mpirun`.
+//!
+//! The command line is a list of MPMD segments separated by `:`. Options
+//! before a segment's program apply either to that segment ([`Segment`]:
+//! `-n`, `-env`, `-wdir`) or to the whole job ([`Options`]: `-genv`, `-x`,
+//! `-l`, `--timeout`, hosts), in the spirit of both Hydra and Open MPI.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const USAGE: &str = "\
+Usage: mpiexec [global and local options] PROGRAM [ARGS...] [ : [local options] PROGRAM [ARGS...] ]...
+
+Runs PROGRAM as an MPI job on this host. Segments separated by ':' form an
+MPMD job whose ranks are numbered consecutively across segments.
+
+Local options (apply to the segment they precede):
+  -n N, -np N, --np N       number of ranks for this segment (default 1)
+  -env NAME VALUE           set NAME=VALUE for this segment's ranks
+  -wdir DIR, --wdir DIR, -cwd DIR
+                            working directory of this segment's ranks
+
+Global options (apply to all segments):
+  -genv NAME VALUE          set NAME=VALUE for every rank
+  -x NAME=VALUE             set NAME=VALUE for every rank (Open MPI style)
+  -x NAME                   pass mpiexec's current value of NAME
+  -genvall, -envall         pass mpiexec's whole environment (the default)
+  -gwdir DIR                default working directory for every segment
+  -l, -prepend-rank, --tag-output
+                            prefix every output line with '[RANK] '
+  --timeout SECS            kill the job and exit with status 124 after SECS
+                            seconds (default: $MPIEXEC_TIMEOUT, else none)
+  -hosts H1,H2, -host H     hosts to run on (only this host is supported)
+  -hostfile FILE, -f FILE, -machinefile FILE
+                            file listing hosts (only this host is supported)
+  --version                 print the version and exit
+  -h, --help                print this help and exit
+
+Long options also accept the --name=value form. '--' ends the options.";
+
+/// One MPMD command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Segment {
+    pub nprocs: u32,
+    pub program: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub wdir: Option<PathBuf>,
+}
+
+/// A fully parsed job description.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    pub segments: Vec<Segment>,
+    pub genv: Vec<(String, String)>,
+    pub gwdir: Option<PathBuf>,
+    pub tag_output: bool,
+    pub timeout: Option<Duration>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Command {
+    Run(Options),
+    Help,
+    Version,
+}
+
+/// A usage error: message for stderr and the exit status to use.
+#[derive(Debug, PartialEq, Eq)]
+pub struct CliError {
+    pub msg: String,
+    pub status: i32,
+}
+
+fn usage_err(msg: impl Into<String>) -> CliError {
+    CliError { msg: msg.into(), status: 2 }
+}
+
+#[derive(Default)]
+struct Pending {
+    nprocs: Option<u32>,
+    program: Option<String>,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    wdir: Option<PathBuf>,
+}
+
+impl Pending {
+    fn finish(self) -> Result<Segment, CliError> {
+        let Some(program) = self.program else {
+            return Err(usage_err("missing program to run (see mpiexec --help)"));
+        };
+        Ok(Segment { nprocs: self.nprocs.unwrap_or(1), program, args: self.args, env: self.env, wdir: self.wdir })
+    }
+}
+
+/// Parses `args` (without argv[0]). `env_timeout` is `$MPIEXEC_TIMEOUT` and
+/// `is_local_host` decides which host names mean this machine.
+pub fn parse(
+    args: &[String],
+    env_timeout: Option<&str>,
+    is_local_host: &dyn Fn(&str) -> bool,
+) -> Result<Command, CliError> {
+    let mut segments = Vec::new();
+    let mut cur = Pending::default();
+    let mut genv = Vec::new();
+    let mut gwdir = None;
+    let mut tag_output = false;
+    let mut timeout = None;
+    let mut it = args.iter();
+    let mut options_ended = false;
+
+    while let Some(arg) = it.next() {
+        if arg == ":" {
+            segments.push(std::mem::take(&mut cur).finish()?);
+            options_ended = false;
+            continue;
+        }
+        if cur.program.is_some() {
+            cur.args.push(arg.clone());
+            continue;
+        }
+        if options_ended || !arg.starts_with('-') || arg == "-" {
+            cur.program = Some(arg.clone());
+            continue;
+        }
+        if arg == "--" {
+            options_ended = true;
+            continue;
+        }
+        // `--name=value` for long options; short ones never contain '='.
+        let (name, mut inline) = match arg.split_once('=') {
+            Some((n, v)) if arg.starts_with("--") => (n, Some(v.to_owned())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = |what: &str| -> Result<String, CliError> {
+            match inline.take() {
+                Some(v) => Ok(v),
+                None => it.next().cloned().ok_or_else(|| usage_err(format!("option '{name}' needs {what}"))),
+            }
+        };
+        match name {
+            "-n" | "-np" | "--np" | "--n" => {
+                let v = value("a number of ranks")?;
+                match v.parse::<u32>() {
+                    Ok(n) if n > 0 => cur.nprocs = Some(n),
+                    _ => return Err(usage_err(format!("invalid number of ranks '{v}' for '{name}'"))),
+                }
+            }
+            "-env" | "--env" => {
+                let n = value("a name and a value")?;
+                let v = value("a name and a value")?;
+                cur.env.push((check_env_name(&n)?, v));
+            }
+            "-genv" | "--genv" => {
+                let n = value("a name and a value")?;
+                let v = value("a name and a value")?;
+                genv.push((check_env_name(&n)?, v));
+            }
+            "-x" => {
+                let spec = value("NAME or NAME=VALUE")?;
+                match spec.split_once('=') {
+                    Some((n, v)) => genv.push((check_env_name(n)?, v.to_owned())),
+                    None => {
+                        let n = check_env_name(&spec)?;
+                        if let Ok(v) = std::env::var(&n) {
+                            genv.push((n, v));
+                        }
+                    }
+                }
+            }
+            "-genvall" | "-envall" | "--genvall" | "--envall" => {}
+            "-wdir" | "--wdir" | "-cwd" | "--cwd" => {
+                cur.wdir = Some(PathBuf::from(value("a directory")?));
+            }
+            "-gwdir" | "--gwdir" => gwdir = Some(PathBuf::from(value("a directory")?)),
+            "-l" | "-prepend-rank" | "--prepend-rank" | "-tag-output" | "--tag-output" => {
+                tag_output = true;
+            }
+            "-timeout" | "--timeout" => timeout = Some(parse_timeout(&value("seconds")?)?),
+            "-hosts" | "--hosts" | "-host" | "--host" => {
+                let list = value("a host list")?;
+                for h in list.split(',').filter(|h| !h.is_empty()) {
+                    check_host(h, is_local_host)?;
+                }
+            }
+            "-hostfile" | "--hostfile" | "-f" | "-machinefile" | "--machinefile" => {
+                let path = value("a file name")?;
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| usage_err(format!("cannot read host file '{path}': {e}")))?;
+                for line in text.lines() {
+                    let line = line.split('#').next().unwrap_or("");
+                    if let Some(h) = line.split_whitespace().next() {
+                        check_host(h, is_local_host)?;
+                    }
+                }
+            }
+            "-h" | "-help" | "--help" => return Ok(Command::Help),
+            "-version" | "--version" | "-V" => return Ok(Command::Version),
+            _ => return Err(usage_err(format!("unknown option '{arg}' (see mpiexec --help)"))),
+        }
+        if inline.is_some() {
+            return Err(usage_err(format!("option '{name}' does not take a value")));
+        }
+    }
+    segments.push(cur.finish()?);
+
+    if timeout.is_none() {
+        if let Some(t) = env_timeout.filter(|t| !t.trim().is_empty()) {
+            timeout = Some(parse_timeout(t).map_err(|e| usage_err(format!("MPIEXEC_TIMEOUT: {}", e.msg)))?);
+        }
+    }
+    let total: u64 = segments.iter().map(|s| u64::from(s.nprocs)).sum();
+    if total > u64::from(u32::MAX / 2) {
+        return Err(usage_err(format!("{total} ranks is too many")));
+    }
+    Ok(Command::Run(Options { segments, genv, gwdir, tag_output, timeout }))
+}
+
+fn check_env_name(n: &str) -> Result<String, CliError> {
+    if n.is_empty() || n.contains('=') || n.contains('\0') {
+        return Err(usage_err(format!("invalid environment variable name '{n}'")));
+    }
+    Ok(n.to_owned())
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, CliError> {
+    match s.trim().parse::<u64>() {
+        Ok(secs) if secs > 0 => Ok(Duration::from_secs(secs)),
+        _ => Err(usage_err(format!("invalid timeout '{s}' (expected a positive number of seconds)"))),
+    }
+}
+
+/// Accepts `host`, `host:slots` (Hydra) — only when it names this machine.
+fn check_host(spec: &str, is_local_host: &dyn Fn(&str) -> bool) -> Result<(), CliError> {
+    let host = match spec.rsplit_once(':') {
+        Some((h, slots)) if slots.chars().all(|c| c.is_ascii_digit()) => h,
+        _ => spec,
+    };
+    if is_local_host(host) {
+        Ok(())
+    } else {
+        Err(usage_err(format!("multi-host launch is not supported yet (host '{host}' is not this machine)")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(args: &[&str]) -> Result<Command, CliError> {
+        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        parse(&args, None, &|h| h == "localhost" || h == "me")
+    }
+
+    fn run(args: &[&str]) -> Options {
+        match p(args).unwrap() {
+            Command::Run(o) => o,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn basic_and_aliases() {
+        for flag in ["-n", "-np", "--np"] {
+            let o = run(&[flag, "3", "prog", "-n", "x"]);
+            assert_eq!(o.segments.len(), 1);
+            assert_eq!(o.segments[0].nprocs, 3);
+            assert_eq!(o.segments[0].program, "prog");
+            assert_eq!(o.segments[0].args, ["-n", "x"]);
+        }
+        assert_eq!(run(&["--np=4", "a"]).segments[0].nprocs, 4);
+        assert_eq!(run(&["a"]).segments[0].nprocs, 1);
+        assert_eq!(run(&["-n", "2", "--", "-weird"]).segments[0].program, "-weird");
+    }
+
+    #[test]
+    fn mpmd_env_wdir_and_globals() {
+        let o = run(&[
+            "-l",
+            "-genv",
+            "G",
+            "1",
+            "-x",
+            "X=2",
+            "-n",
+            "2",
+            "-env",
+            "L",
+            "3",
+            "-wdir",
+            "/tmp",
+            "a",
+            "arg",
+            ":",
+            "--timeout",
+            "7",
+            "-n",
+            "3",
+            "b",
+        ]);
+        assert!(o.tag_output);
+        assert_eq!(o.timeout, Some(Duration::from_secs(7)));
+        assert_eq!(o.genv, [("G".into(), "1".into()), ("X".into(), "2".into())]);
+        assert_eq!(o.segments.len(), 2);
+        assert_eq!(o.segments[0].env, [("L".into(), "3".into())]);
+        assert_eq!(o.segments[0].wdir, Some(PathBuf::from("/tmp")));
+        assert_eq!(o.segments[0].args, ["arg"]);
+        assert_eq!(o.segments[1].nprocs, 3);
+        assert_eq!(o.segments[1].wdir, None);
+    }
+
+    #[test]
+    fn errors() {
+        assert_eq!(p(&["--bogus", "a"]).unwrap_err().status, 2);
+        assert!(p(&["-n"]).is_err());
+        assert!(p(&["-n", "0", "a"]).is_err());
+        assert!(p(&["-n", "x", "a"]).is_err());
+        assert!(p(&["-n", "2"]).is_err());
+        assert!(p(&["a", ":"]).is_err());
+        assert!(p(&["--timeout", "0", "a"]).is_err());
+        assert!(p(&["-l=3", "a"]).is_err());
+        assert!(p(&["--tag-output=3", "a"]).is_err());
+        let e = p(&["-hosts", "localhost,far", "a"]).unwrap_err();
+        assert!(e.msg.contains("multi-host launch is not supported yet"));
+        assert!(p(&["-hosts", "localhost:4,me", "a"]).is_ok());
+        assert_eq!(p(&["--help"]).unwrap(), Command::Help);
+        assert_eq!(p(&["--version", "a"]).unwrap(), Command::Version);
+    }
+
+    #[test]
+    fn env_timeout() {
+        let args = vec!["a".to_string()];
+        let local = |_: &str| true;
+        let Command::Run(o) = parse(&args, Some("5"), &local).unwrap() else { panic!() };
+        assert_eq!(o.timeout, Some(Duration::from_secs(5)));
+        let args = vec!["--timeout".into(), "2".into(), "a".into()];
+        let Command::Run(o) = parse(&args, Some("5"), &local).unwrap() else { panic!() };
+        assert_eq!(o.timeout, Some(Duration::from_secs(2)));
+        assert!(parse(&["a".into()], Some("soon"), &local).is_err());
+    }
+}

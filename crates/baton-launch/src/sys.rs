@@ -1,0 +1,228 @@
+//! Thin wrappers over the Linux system calls the launcher needs: signal
+//! catching, reaping, the job memfd, and the child-side setup between fork
+//! and exec. All `unsafe` of the launcher lives here.
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::mpsc::Sender;
+use std::thread;
+
+use crate::Event;
+
+/// Signals mpiexec forwards to the ranks.
+const FORWARDED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// Write end of the self-pipe the signal handler reports into.
+static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
+
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is writable for buf.len() bytes; gethostname NUL-terminates
+    // on success when the name fits, and we stop at the first NUL anyway.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return "localhost".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// Whether `h` names this machine (so a host list can be accepted).
+pub fn is_local_host(h: &str, me: &str) -> bool {
+    let short = |s: &str| s.split('.').next().unwrap_or("").to_ascii_lowercase();
+    let h_l = h.to_ascii_lowercase();
+    matches!(h_l.as_str(), "localhost" | "localhost.localdomain" | "127.0.0.1" | "::1" | "ip6-localhost")
+        || h_l == me.to_ascii_lowercase()
+        || (!h_l.contains('.') && h_l == short(me))
+}
+
+pub fn random_job_id() -> Result<u64, String> {
+    loop {
+        let mut b = [0u8; 8];
+        getrandom::fill(&mut b).map_err(|e| format!("cannot obtain random bytes: {e}"))?;
+        let id = u64::from_le_bytes(b) >> 1; // stays positive if read as i64
+        if id != 0 {
+            return Ok(id);
+        }
+    }
+}
+
+/// The job's shared-memory object: anonymous, so it vanishes with its last
+/// open descriptor and nothing can be left behind in /dev/shm.
+pub fn create_job_memfd(job_id: u64) -> io::Result<OwnedFd> {
+    let name = std::ffi::CString::new(format!("baton-shm-{job_id}")).expect("no NUL in name");
+    // SAFETY: name is a valid NUL-terminated string for the call's duration.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just returned by memfd_create and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    let fd = SIGNAL_PIPE.load(Ordering::Relaxed);
+    if fd >= 0 {
+        let byte = sig as u8;
+        // SAFETY: write(2) is async-signal-safe; errno is saved and restored
+        // so the interrupted code does not observe a change.
+        unsafe {
+            let errno = *libc::__errno_location();
+            libc::write(fd, (&byte as *const u8).cast(), 1);
+            *libc::__errno_location() = errno;
+        }
+    }
+}
+
+/// Catches SIGINT/SIGTERM/SIGHUP and turns them into [`Event::Signal`].
+pub fn install_signal_forwarder(tx: Sender<Event>) -> io::Result<()> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: fds has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both fds were just created and are owned by us alone.
+    let (read_end, write_end) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // The write end must outlive every possible signal: leak it on purpose.
+    SIGNAL_PIPE.store(std::os::fd::IntoRawFd::into_raw_fd(write_end), Ordering::Relaxed);
+    thread::Builder::new().name("signals".into()).spawn(move || {
+        let mut f = std::fs::File::from(read_end);
+        let mut b = [0u8; 1];
+        while let Ok(1) = io::Read::read(&mut f, &mut b) {
+            if tx.send(Event::Signal(i32::from(b[0]))).is_err() {
+                return;
+            }
+        }
+    })?;
+    for sig in FORWARDED {
+        // SAFETY: sa is fully initialized (zeroed, then the fields we use);
+        // on_signal only performs async-signal-safe work.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs in the child between fork and exec; must stay async-signal-safe.
+pub fn child_setup(parent: i32, memfd: RawFd) -> io::Result<()> {
+    // SAFETY: only async-signal-safe calls on plain integers and a zeroed
+    // sigaction; nothing is allocated.
+    unsafe {
+        // Our handler would write into mpiexec's signal pipe until exec.
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = libc::SIG_DFL;
+        for sig in FORWARDED {
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+        // Die with mpiexec even if it is SIGKILLed.
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // mpiexec may have died before prctl took effect.
+        if libc::getppid() != parent {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        // The job memfd is close-on-exec in mpiexec; the rank inherits it.
+        if libc::fcntl(memfd, libc::F_SETFD, 0) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Reaps every child and reports it as [`Event::Exited`]; ends when no
+/// child is left.
+pub fn start_reaper(tx: Sender<Event>) {
+    let spawned = thread::Builder::new().name("reaper".into()).spawn(move || loop {
+        let mut status = 0;
+        // SAFETY: status is a valid out-pointer.
+        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if pid > 0 {
+            if tx.send(Event::Exited(pid, status)).is_err() {
+                return;
+            }
+        } else if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
+        }
+    });
+    if spawned.is_err() {
+        eprintln!("mpiexec: cannot start the reaper thread");
+        std::process::exit(1);
+    }
+}
+
+/// Rank 0 reads mpiexec's stdin unless that would stop mpiexec: reading a
+/// terminal from a background process group raises SIGTTIN.
+pub fn may_read_stdin() -> bool {
+    // SAFETY: isatty/tcgetpgrp/getpgrp take plain integers.
+    unsafe {
+        if libc::isatty(0) == 0 {
+            // Not a terminal: a pipe, a file, or closed (then reading hits EOF).
+            return libc::fcntl(0, libc::F_GETFD) >= 0;
+        }
+        libc::tcgetpgrp(0) == libc::getpgrp()
+    }
+}
+
+pub fn kill_group(pid: i32, sig: i32) {
+    if pid > 0 {
+        // SAFETY: kill with a negative pid signals that process group; a
+        // vanished group only yields ESRCH.
+        unsafe { libc::kill(-pid, sig) };
+    }
+}
+
+/// The error text without Rust's " (os error N)" suffix.
+pub fn describe_io_error(e: &io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_owned(),
+        None => s,
+    }
+}
+
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGHUP => "Hangup",
+        libc::SIGINT => "Interrupt",
+        libc::SIGQUIT => "Quit",
+        libc::SIGILL => "Illegal instruction",
+        libc::SIGTRAP => "Trace/breakpoint trap",
+        libc::SIGABRT => "Aborted",
+        libc::SIGBUS => "Bus error",
+        libc::SIGFPE => "Floating point exception",
+        libc::SIGKILL => "Killed",
+        libc::SIGUSR1 => "User defined signal 1",
+        libc::SIGSEGV => "Segmentation fault",
+        libc::SIGUSR2 => "User defined signal 2",
+        libc::SIGPIPE => "Broken pipe",
+        libc::SIGALRM => "Alarm clock",
+        libc::SIGTERM => "Terminated",
+        libc::SIGXCPU => "CPU time limit exceeded",
+        libc::SIGXFSZ => "File size limit exceeded",
+        libc::SIGSYS => "Bad system call",
+        _ => "unknown signal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_host_names() {
+        assert!(is_local_host("localhost", "node1.example.org"));
+        assert!(is_local_host("node1", "node1.example.org"));
+        assert!(is_local_host("NODE1.example.org", "node1.example.org"));
+        assert!(!is_local_host("node2", "node1.example.org"));
+        assert!(!is_local_host("node1.other.org", "node1.example.org"));
+    }
+}
