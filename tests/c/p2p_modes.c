@@ -31,6 +31,8 @@ static void ssend_part(size_t n, int tag)
         sleep_ms(5);
     }
     CHECK(flag == 0, "Issend of %zu bytes completed before the receive was posted", n);
+    /* nobody posts the receive before both sides of every pair finished testing */
+    MPI_Barrier(MPI_COMM_WORLD);
     /* a blocking Ssend to the partner on another tag would deadlock only if
        both use it first; receive first, then the Issend must complete */
     MPI_Status st;
