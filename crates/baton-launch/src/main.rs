@@ -340,7 +340,10 @@ impl Job {
                 eprintln!("mpiexec: rejected an unauthenticated bootstrap connection from {peer}");
             }
             Event::Pmi(ServerEvent::ProtocolError { peer, reason }) => {
-                eprintln!("mpiexec: closed a bootstrap connection from {peer}: {reason}");
+                // Once the job is failing, broken connections are expected.
+                if self.failure.is_none() {
+                    eprintln!("mpiexec: closed a bootstrap connection from {peer}: {reason}");
+                }
             }
         }
     }

@@ -69,13 +69,11 @@ impl std::fmt::Debug for Secret {
 }
 
 pub(crate) fn fill_random(buf: &mut [u8]) -> Result<(), PmiError> {
-    getrandom::fill(buf)
-        .map_err(|e| PmiError::new(PmiErrorKind::Io, format!("cannot obtain random bytes: {e}")))
+    getrandom::fill(buf).map_err(|e| PmiError::new(PmiErrorKind::Io, format!("cannot obtain random bytes: {e}")))
 }
 
 fn mac(secret: &Secret, label: &[u8], a: &[u8], b: &[u8]) -> Hmac<Sha256> {
-    let mut m =
-        <Hmac<Sha256> as Mac>::new_from_slice(&secret.0).expect("HMAC takes any key length");
+    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&secret.0).expect("HMAC takes any key length");
     m.update(label);
     m.update(a);
     m.update(b);
@@ -87,8 +85,7 @@ fn auth_err(msg: &str) -> PmiError {
 }
 
 fn read_fixed(r: &mut impl Read, buf: &mut [u8], what: &str) -> Result<(), PmiError> {
-    r.read_exact(buf)
-        .map_err(|e| auth_err(&format!("{what}: {e}")))
+    r.read_exact(buf).map_err(|e| auth_err(&format!("{what}: {e}")))
 }
 
 /// Client side of the handshake; on success the stream is ready for frames.
@@ -98,9 +95,7 @@ pub fn client_handshake<S: Read + Write>(stream: &mut S, secret: &Secret) -> Res
     let mut hello = Vec::with_capacity(MAGIC.len() + NONCE_LEN);
     hello.extend_from_slice(&MAGIC);
     hello.extend_from_slice(&nc);
-    stream
-        .write_all(&hello)
-        .map_err(|e| PmiError::io("sending the authentication challenge", e))?;
+    stream.write_all(&hello).map_err(|e| PmiError::io("sending the authentication challenge", e))?;
 
     let mut answer = [0u8; NONCE_LEN + MAC_LEN];
     read_fixed(stream, &mut answer, "launcher did not answer the challenge")?;
@@ -110,9 +105,7 @@ pub fn client_handshake<S: Read + Write>(stream: &mut S, secret: &Secret) -> Res
         .map_err(|_| auth_err("the launcher does not know the job secret"))?;
 
     let proof = mac(secret, CLIENT_LABEL, ns, &nc).finalize().into_bytes();
-    stream
-        .write_all(&proof)
-        .map_err(|e| PmiError::io("sending the authentication proof", e))?;
+    stream.write_all(&proof).map_err(|e| PmiError::io("sending the authentication proof", e))?;
     let mut verdict = [0u8; 1];
     read_fixed(stream, &mut verdict, "the launcher rejected the job secret")?;
     if verdict[0] != ACCEPTED {
@@ -136,18 +129,12 @@ pub fn server_handshake<S: Read + Write>(stream: &mut S, secret: &Secret) -> Res
     let mut answer = Vec::with_capacity(NONCE_LEN + MAC_LEN);
     answer.extend_from_slice(&ns);
     answer.extend_from_slice(&server_mac);
-    stream
-        .write_all(&answer)
-        .map_err(|e| PmiError::io("answering the authentication challenge", e))?;
+    stream.write_all(&answer).map_err(|e| PmiError::io("answering the authentication challenge", e))?;
 
     let mut proof = [0u8; MAC_LEN];
     read_fixed(stream, &mut proof, "no authentication proof")?;
-    mac(secret, CLIENT_LABEL, &ns, nc)
-        .verify_slice(&proof)
-        .map_err(|_| auth_err("wrong job secret"))?;
-    stream
-        .write_all(&[ACCEPTED])
-        .map_err(|e| PmiError::io("confirming authentication", e))?;
+    mac(secret, CLIENT_LABEL, &ns, nc).verify_slice(&proof).map_err(|_| auth_err("wrong job secret"))?;
+    stream.write_all(&[ACCEPTED]).map_err(|e| PmiError::io("confirming authentication", e))?;
     Ok(())
 }
 
@@ -157,10 +144,7 @@ mod tests {
     use std::net::{TcpListener, TcpStream};
     use std::thread;
 
-    fn run_pair(
-        server_secret: Secret,
-        client_secret: Secret,
-    ) -> (Result<(), PmiError>, Result<(), PmiError>) {
+    fn run_pair(server_secret: Secret, client_secret: Secret) -> (Result<(), PmiError>, Result<(), PmiError>) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let server = thread::spawn(move || {
@@ -204,10 +188,7 @@ mod tests {
         });
         let mut c = TcpStream::connect(addr).unwrap();
         c.write_all(&[0x42; 64]).unwrap();
-        assert_eq!(
-            server.join().unwrap().unwrap_err().kind(),
-            PmiErrorKind::Auth
-        );
+        assert_eq!(server.join().unwrap().unwrap_err().kind(), PmiErrorKind::Auth);
     }
 
     #[test]

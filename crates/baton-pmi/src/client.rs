@@ -57,9 +57,7 @@ fn env_var(name: &str) -> Result<String, PmiError> {
 
 fn env_num<T: std::str::FromStr>(name: &str) -> Result<T, PmiError> {
     let v = env_var(name)?;
-    v.trim()
-        .parse()
-        .map_err(|_| env_err(format!("{name}={v:?} is not a valid number")))
+    v.trim().parse().map_err(|_| env_err(format!("{name}={v:?} is not a valid number")))
 }
 
 /// Validates the inherited descriptor and marks it close-on-exec so that
@@ -94,12 +92,8 @@ impl PmiClient {
         let secret = env::var(env_names::SECRET);
         // Removed before anything can fail so no child ever inherits it.
         env::remove_var(env_names::SECRET);
-        let secret = secret.map_err(|_| {
-            env_err(format!(
-                "{} is missing (was from_env called twice?)",
-                env_names::SECRET
-            ))
-        })?;
+        let secret =
+            secret.map_err(|_| env_err(format!("{} is missing (was from_env called twice?)", env_names::SECRET)))?;
         let secret = Secret::from_hex(secret.trim())?;
         let rank: u32 = env_num(env_names::RANK)?;
         let job_id: u64 = env_num(env_names::JOB_ID)?;
@@ -114,25 +108,15 @@ impl PmiClient {
             )));
         }
         let universe_size = env_num(env_names::UNIVERSE_SIZE).unwrap_or(client.size);
-        Ok(Some(PmiClient {
-            appnum,
-            universe_size,
-            shm_fd: adopt_shm_fd(),
-            ..client
-        }))
+        Ok(Some(PmiClient { appnum, universe_size, shm_fd: adopt_shm_fd(), ..client }))
     }
 
     /// Connects and authenticates with explicit parameters instead of the
     /// environment. Used by `from_env` and by tests that need to present a
     /// wrong secret; `appnum`, `universe_size` and `shm_fd` take defaults.
-    pub fn connect(
-        addr: &str,
-        secret: &Secret,
-        rank: u32,
-        job_id: u64,
-    ) -> Result<PmiClient, PmiError> {
-        let mut stream = TcpStream::connect(addr)
-            .map_err(|e| PmiError::io(&format!("connecting to the launcher at {addr}"), e))?;
+    pub fn connect(addr: &str, secret: &Secret, rank: u32, job_id: u64) -> Result<PmiClient, PmiError> {
+        let mut stream =
+            TcpStream::connect(addr).map_err(|e| PmiError::io(&format!("connecting to the launcher at {addr}"), e))?;
         // Requests are small and latency-bound.
         let _ = stream.set_nodelay(true);
         client_handshake(&mut stream, secret)?;
@@ -183,10 +167,7 @@ impl PmiClient {
 
     fn check_open(&self) -> Result<(), PmiError> {
         if self.finalized {
-            return Err(PmiError::new(
-                PmiErrorKind::Usage,
-                "the bootstrap connection was already finalized",
-            ));
+            return Err(PmiError::new(PmiErrorKind::Usage, "the bootstrap connection was already finalized"));
         }
         Ok(())
     }
@@ -208,8 +189,7 @@ impl PmiClient {
             ));
         }
         self.pending.push((key.to_owned(), value.to_vec()));
-        self.store
-            .insert((self.rank, key.to_owned()), value.to_vec());
+        self.store.insert((self.rank, key.to_owned()), value.to_vec());
         Ok(())
     }
 
@@ -253,10 +233,7 @@ impl PmiClient {
             other => return Err(unexpected(other)),
         }
         std::thread::sleep(ABORT_GRACE);
-        Err(PmiError::new(
-            PmiErrorKind::Launcher,
-            "the launcher acknowledged the abort but did not end the job",
-        ))
+        Err(PmiError::new(PmiErrorKind::Launcher, "the launcher acknowledged the abort but did not end the job"))
     }
 
     /// Tells the launcher this rank finalized cleanly. Further calls other

@@ -30,10 +30,7 @@ pub struct PmiError {
 
 impl PmiError {
     pub fn new(kind: PmiErrorKind, msg: impl Into<String>) -> PmiError {
-        PmiError {
-            kind,
-            msg: msg.into(),
-        }
+        PmiError { kind, msg: msg.into() }
     }
 
     pub fn kind(&self) -> PmiErrorKind {

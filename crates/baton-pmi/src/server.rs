@@ -14,7 +14,7 @@ use std::thread;
 use std::time::Duration;
 
 use crate::auth::{server_handshake, Secret};
-use crate::error::PmiError;
+use crate::error::{PmiError, PmiErrorKind};
 use crate::wire::{self, KeyValue, Msg};
 
 /// A silent or slow peer gets this long to finish authenticating.
@@ -71,27 +71,17 @@ pub struct PmiServer {
 
 impl PmiServer {
     /// Binds `127.0.0.1:0` and starts accepting connections.
-    pub fn start(
-        cfg: ServerConfig,
-        on_event: impl Fn(ServerEvent) + Send + Sync + 'static,
-    ) -> io::Result<PmiServer> {
+    pub fn start(cfg: ServerConfig, on_event: impl Fn(ServerEvent) + Send + Sync + 'static) -> io::Result<PmiServer> {
         let listener = TcpListener::bind(("127.0.0.1", 0))?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             connected: Mutex::new(vec![false; cfg.size as usize]),
             cfg,
             on_event: Box::new(on_event),
-            fence: Mutex::new(FenceState {
-                epoch: 0,
-                arrived: 0,
-                kvs: Vec::new(),
-                answer: Arc::new(Vec::new()),
-            }),
+            fence: Mutex::new(FenceState { epoch: 0, arrived: 0, kvs: Vec::new(), answer: Arc::new(Vec::new()) }),
             fence_done: Condvar::new(),
         });
-        thread::Builder::new()
-            .name("pmi-accept".into())
-            .spawn(move || accept_loop(listener, shared))?;
+        thread::Builder::new().name("pmi-accept".into()).spawn(move || accept_loop(listener, shared))?;
         Ok(PmiServer { addr })
     }
 
@@ -105,9 +95,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     for conn in listener.incoming() {
         let Ok(stream) = conn else { continue };
         let shared = Arc::clone(&shared);
-        let spawned = thread::Builder::new()
-            .name("pmi-conn".into())
-            .spawn(move || serve(stream, &shared));
+        let spawned = thread::Builder::new().name("pmi-conn".into()).spawn(move || serve(stream, &shared));
         if spawned.is_err() {
             // Out of threads: the connection is dropped and the rank's
             // bootstrap fails with a clear I/O error on its side.
@@ -117,24 +105,21 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 }
 
 fn serve(mut stream: TcpStream, shared: &Shared) {
-    let peer = stream
-        .peer_addr()
-        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let peer = stream.peer_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(AUTH_TIMEOUT));
     if let Err(e) = server_handshake(&mut stream, &shared.cfg.secret) {
-        (shared.on_event)(ServerEvent::Rejected {
-            peer,
-            reason: e.to_string(),
-        });
+        (shared.on_event)(ServerEvent::Rejected { peer, reason: e.to_string() });
         return;
     }
     let _ = stream.set_read_timeout(None);
     if let Err(e) = session(&mut stream, shared) {
-        (shared.on_event)(ServerEvent::ProtocolError {
-            peer,
-            reason: e.to_string(),
-        });
+        // A rank that dies mid-conversation shows up as an I/O error; its
+        // exit status tells the launcher everything worth reporting.
+        if e.kind() == PmiErrorKind::Io {
+            return;
+        }
+        (shared.on_event)(ServerEvent::ProtocolError { peer, reason: e.to_string() });
         let _ = wire::send(&mut stream, &Msg::Error { msg: e.to_string() });
     }
 }
@@ -159,9 +144,7 @@ fn session(stream: &mut TcpStream, shared: &Shared) -> Result<(), PmiError> {
                 }
                 let mut connected = shared.connected.lock().unwrap();
                 if std::mem::replace(&mut connected[rank as usize], true) {
-                    return Err(PmiError::protocol(format!(
-                        "rank {rank} is already connected"
-                    )));
+                    return Err(PmiError::protocol(format!("rank {rank} is already connected")));
                 }
                 rank
             }
@@ -169,12 +152,7 @@ fn session(stream: &mut TcpStream, shared: &Shared) -> Result<(), PmiError> {
         },
     };
     (shared.on_event)(ServerEvent::Connected { rank });
-    wire::send(
-        stream,
-        &Msg::Welcome {
-            size: shared.cfg.size,
-        },
-    )?;
+    wire::send(stream, &Msg::Welcome { size: shared.cfg.size })?;
     let mut finalized = false;
     while let Some(payload) = wire::read_frame(stream)? {
         match Msg::decode(&payload)? {
@@ -191,11 +169,7 @@ fn session(stream: &mut TcpStream, shared: &Shared) -> Result<(), PmiError> {
                 (shared.on_event)(ServerEvent::Finalized { rank });
                 wire::send(stream, &Msg::FinalizeAck)?;
             }
-            other => {
-                return Err(PmiError::protocol(format!(
-                    "unexpected request from rank {rank}: {other:?}"
-                )))
-            }
+            other => return Err(PmiError::protocol(format!("unexpected request from rank {rank}: {other:?}"))),
         }
     }
     Ok(())
@@ -205,10 +179,7 @@ fn session(stream: &mut TcpStream, shared: &Shared) -> Result<(), PmiError> {
 /// `FenceDone` shared by all ranks of this epoch.
 fn fence(shared: &Shared, rank: u32, puts: Vec<(String, Vec<u8>)>) -> Arc<Vec<u8>> {
     let mut st = shared.fence.lock().unwrap();
-    st.kvs.extend(
-        puts.into_iter()
-            .map(|(key, value)| KeyValue { rank, key, value }),
-    );
+    st.kvs.extend(puts.into_iter().map(|(key, value)| KeyValue { rank, key, value }));
     st.arrived += 1;
     let my_epoch = st.epoch;
     if st.arrived == shared.cfg.size {
@@ -228,7 +199,7 @@ fn fence(shared: &Shared, rank: u32, puts: Vec<(String, Vec<u8>)>) -> Arc<Vec<u8
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{PmiClient, PmiErrorKind};
+    use crate::PmiClient;
     use std::io::Write;
     use std::sync::mpsc;
 
@@ -236,16 +207,9 @@ mod tests {
         let secret = Secret::generate().unwrap();
         let (tx, rx) = mpsc::channel();
         let tx = Mutex::new(tx);
-        let server = PmiServer::start(
-            ServerConfig {
-                size,
-                job_id: 42,
-                secret: secret.clone(),
-            },
-            move |ev| {
-                let _ = tx.lock().unwrap().send(ev);
-            },
-        )
+        let server = PmiServer::start(ServerConfig { size, job_id: 42, secret: secret.clone() }, move |ev| {
+            let _ = tx.lock().unwrap().send(ev);
+        })
         .unwrap();
         (server, secret, rx)
     }
@@ -263,10 +227,7 @@ mod tests {
                     let mut c = PmiClient::connect(&addr, &secret, rank, 42).unwrap();
                     assert_eq!(c.size(), n);
                     c.put("k", format!("v{rank}").as_bytes()).unwrap();
-                    assert_eq!(
-                        c.get(rank, "k").unwrap().unwrap(),
-                        format!("v{rank}").as_bytes()
-                    );
+                    assert_eq!(c.get(rank, "k").unwrap().unwrap(), format!("v{rank}").as_bytes());
                     c.fence().unwrap();
                     for r in 0..n {
                         assert_eq!(c.get(r, "k").unwrap().unwrap(), format!("v{r}").as_bytes());
@@ -301,16 +262,10 @@ mod tests {
         let wrong = Secret::generate().unwrap();
         let err = PmiClient::connect(&addr, &wrong, 0, 42).unwrap_err();
         assert_eq!(err.kind(), PmiErrorKind::Auth);
-        assert!(matches!(
-            rx.recv_timeout(Duration::from_secs(5)).unwrap(),
-            ServerEvent::Rejected { .. }
-        ));
+        assert!(matches!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), ServerEvent::Rejected { .. }));
         let mut raw = TcpStream::connect(&addr).unwrap();
         raw.write_all(&[0xff; 4096]).unwrap();
-        assert!(matches!(
-            rx.recv_timeout(Duration::from_secs(5)).unwrap(),
-            ServerEvent::Rejected { .. }
-        ));
+        assert!(matches!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), ServerEvent::Rejected { .. }));
     }
 
     #[test]

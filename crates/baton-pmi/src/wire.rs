@@ -130,10 +130,7 @@ impl Msg {
     pub fn decode(payload: &[u8]) -> Result<Msg, PmiError> {
         let mut r = Cursor { buf: payload };
         let msg = match r.u8()? {
-            TAG_HELLO => Msg::Hello {
-                rank: r.u32()?,
-                job_id: r.u64()?,
-            },
+            TAG_HELLO => Msg::Hello { rank: r.u32()?, job_id: r.u64()? },
             TAG_WELCOME => Msg::Welcome { size: r.u32()? },
             TAG_FENCE => {
                 // Each entry needs at least 8 bytes, so a count that cannot
@@ -158,10 +155,7 @@ impl Msg {
                 }
                 Msg::FenceDone { kvs }
             }
-            TAG_ABORT => Msg::Abort {
-                code: r.u32()? as i32,
-                msg: r.string()?,
-            },
+            TAG_ABORT => Msg::Abort { code: r.u32()? as i32, msg: r.string()? },
             TAG_ABORT_ACK => Msg::AbortAck,
             TAG_FINALIZE => Msg::Finalize,
             TAG_FINALIZE_ACK => Msg::FinalizeAck,
@@ -169,10 +163,7 @@ impl Msg {
             tag => return Err(PmiError::protocol(format!("unknown message tag {tag}"))),
         };
         if !r.buf.is_empty() {
-            return Err(PmiError::protocol(format!(
-                "{} trailing bytes after message",
-                r.buf.len()
-            )));
+            return Err(PmiError::protocol(format!("{} trailing bytes after message", r.buf.len())));
         }
         Ok(msg)
     }
@@ -200,10 +191,7 @@ struct Cursor<'a> {
 impl<'a> Cursor<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], PmiError> {
         if n > self.buf.len() {
-            return Err(PmiError::protocol(format!(
-                "truncated message: need {n} bytes, {} left",
-                self.buf.len()
-            )));
+            return Err(PmiError::protocol(format!("truncated message: need {n} bytes, {} left", self.buf.len())));
         }
         let (head, tail) = self.buf.split_at(n);
         self.buf = tail;
@@ -229,9 +217,7 @@ impl<'a> Cursor<'a> {
     fn count(&mut self, min_entry_len: usize) -> Result<usize, PmiError> {
         let n = self.u32()? as usize;
         if n.saturating_mul(min_entry_len) > self.buf.len() {
-            return Err(PmiError::protocol(format!(
-                "entry count {n} exceeds what the message can hold"
-            )));
+            return Err(PmiError::protocol(format!("entry count {n} exceeds what the message can hold")));
         }
         Ok(n)
     }
@@ -243,9 +229,7 @@ impl<'a> Cursor<'a> {
 
     fn string(&mut self) -> Result<String, PmiError> {
         let b = self.bytes()?;
-        std::str::from_utf8(b)
-            .map(str::to_owned)
-            .map_err(|_| PmiError::protocol("string is not valid UTF-8"))
+        std::str::from_utf8(b).map(str::to_owned).map_err(|_| PmiError::protocol("string is not valid UTF-8"))
     }
 }
 
@@ -261,9 +245,7 @@ pub fn write_frame(w: &mut impl Write, payload: &[u8]) -> Result<(), PmiError> {
     let mut buf = Vec::with_capacity(4 + payload.len());
     put_u32(&mut buf, payload.len() as u32);
     buf.extend_from_slice(payload);
-    w.write_all(&buf)
-        .and_then(|()| w.flush())
-        .map_err(|e| PmiError::io("sending to the bootstrap peer", e))
+    w.write_all(&buf).and_then(|()| w.flush()).map_err(|e| PmiError::io("sending to the bootstrap peer", e))
 }
 
 /// Reads one frame payload. `Ok(None)` means the peer closed the connection
@@ -274,11 +256,7 @@ pub fn read_frame(r: &mut impl Read) -> Result<Option<Vec<u8>>, PmiError> {
     while got < 4 {
         match r.read(&mut len[got..]) {
             Ok(0) if got == 0 => return Ok(None),
-            Ok(0) => {
-                return Err(PmiError::protocol(
-                    "connection closed inside a frame header",
-                ))
-            }
+            Ok(0) => return Err(PmiError::protocol("connection closed inside a frame header")),
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(PmiError::io("reading from the bootstrap peer", e)),
@@ -286,9 +264,7 @@ pub fn read_frame(r: &mut impl Read) -> Result<Option<Vec<u8>>, PmiError> {
     }
     let len = u32::from_le_bytes(len) as usize;
     if len == 0 || len > MAX_FRAME_LEN {
-        return Err(PmiError::protocol(format!(
-            "frame length {len} is outside 1..={MAX_FRAME_LEN}"
-        )));
+        return Err(PmiError::protocol(format!("frame length {len} is outside 1..={MAX_FRAME_LEN}")));
     }
     let mut payload = vec![0u8; len];
     r.read_exact(&mut payload).map_err(|e| {
@@ -310,10 +286,7 @@ pub fn send(w: &mut impl Write, msg: &Msg) -> Result<(), PmiError> {
 pub fn recv(r: &mut impl Read) -> Result<Msg, PmiError> {
     match read_frame(r)? {
         Some(payload) => Msg::decode(&payload),
-        None => Err(PmiError::new(
-            crate::PmiErrorKind::Io,
-            "the bootstrap peer closed the connection",
-        )),
+        None => Err(PmiError::new(crate::PmiErrorKind::Io, "the bootstrap peer closed the connection")),
     }
 }
 
@@ -324,10 +297,7 @@ mod tests {
 
     fn all_messages() -> Vec<Msg> {
         vec![
-            Msg::Hello {
-                rank: 7,
-                job_id: 0xdead_beef_1234_5678,
-            },
+            Msg::Hello { rank: 7, job_id: 0xdead_beef_1234_5678 },
             Msg::Welcome { size: 64 },
             Msg::Fence { puts: vec![] },
             Msg::Fence {
@@ -339,22 +309,11 @@ mod tests {
             },
             Msg::FenceDone {
                 kvs: vec![
-                    KeyValue {
-                        rank: 0,
-                        key: "a".into(),
-                        value: b"x".to_vec(),
-                    },
-                    KeyValue {
-                        rank: 3,
-                        key: "b".into(),
-                        value: vec![],
-                    },
+                    KeyValue { rank: 0, key: "a".into(), value: b"x".to_vec() },
+                    KeyValue { rank: 3, key: "b".into(), value: vec![] },
                 ],
             },
-            Msg::Abort {
-                code: -3,
-                msg: "bad things".into(),
-            },
+            Msg::Abort { code: -3, msg: "bad things".into() },
             Msg::AbortAck,
             Msg::Finalize,
             Msg::FinalizeAck,
