@@ -93,7 +93,7 @@ int main(int argc, char **argv)
         CHECK_MPI(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_UNIVERSE_SIZE, &v, &flag));
         CHECK(flag == 0 || flag == 1, "UNIVERSE_SIZE flag %d", flag);
         if (flag == 1)
-            CHECK(v && *v >= size, "MPI_UNIVERSE_SIZE %d < world size %d", *v, size);
+            CHECK(v && *v >= 1, "MPI_UNIVERSE_SIZE %d", *v); /* may be < size when oversubscribed */
         flag = -1;
         CHECK_MPI(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_APPNUM, &v, &flag));
         CHECK(flag == 0 || flag == 1, "APPNUM flag %d", flag);

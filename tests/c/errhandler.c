@@ -39,8 +39,10 @@ int main(int argc, char **argv)
         if (eh != MPI_ERRHANDLER_NULL)
             MPI_Errhandler_free(&eh);
     }
+#if MPI_VERSION >= 4
     CHECK(MPI_ERRORS_ABORT != MPI_ERRHANDLER_NULL && MPI_ERRORS_ABORT != MPI_ERRORS_RETURN &&
           MPI_ERRORS_ABORT != MPI_ERRORS_ARE_FATAL, "MPI_ERRORS_ABORT not a distinct handler");
+#endif
 
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN));
