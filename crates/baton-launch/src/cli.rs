@@ -26,6 +26,8 @@ Global options (apply to all segments):
   -x NAME                   pass mpiexec's current value of NAME
   -genvall, -envall         pass mpiexec's whole environment (the default)
   -gwdir DIR                default working directory for every segment
+  --oversubscribe           accepted and ignored (more ranks than cores is
+                            always allowed)
   -l, -prepend-rank, --tag-output
                             prefix every output line with '[RANK] '
   --timeout SECS            kill the job and exit with status 124 after SECS
@@ -169,7 +171,8 @@ pub fn parse(
                     }
                 }
             }
-            "-genvall" | "-envall" | "--genvall" | "--envall" => {}
+            // Accepted for compatibility: both are what mpiexec always does.
+            "-genvall" | "-envall" | "--genvall" | "--envall" | "--oversubscribe" | "-oversubscribe" => {}
             "-wdir" | "--wdir" | "-cwd" | "--cwd" => {
                 cur.wdir = Some(PathBuf::from(value("a directory")?));
             }
@@ -271,6 +274,7 @@ mod tests {
         }
         assert_eq!(run(&["--np=4", "a"]).segments[0].nprocs, 4);
         assert_eq!(run(&["a"]).segments[0].nprocs, 1);
+        assert_eq!(run(&["--oversubscribe", "-n", "9", "a"]).segments[0].nprocs, 9);
         assert_eq!(run(&["-n", "2", "--", "-weird"]).segments[0].program, "-weird");
     }
 

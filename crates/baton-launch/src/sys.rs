@@ -1,6 +1,6 @@
 //! Thin wrappers over the Linux system calls the launcher needs: signal
 //! catching, reaping, the job memfd, and the child-side setup between fork
-//! and exec. All `unsafe` of the launcher lives here.
+//! and exec. Most of the launcher's `unsafe` lives here.
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
