@@ -280,4 +280,31 @@ mod tests {
         let e = PmiClient::connect(&addr, &secret, 1, 42).unwrap_err();
         assert!(e.to_string().contains("already connected"), "{e}");
     }
+
+    #[test]
+    fn malformed_frame_closes_only_that_connection() {
+        let (server, secret, rx) = start(2);
+        let addr = server.addr().to_string();
+        let good = {
+            let (addr, secret) = (addr.clone(), secret.clone());
+            thread::spawn(move || {
+                let mut c = PmiClient::connect(&addr, &secret, 0, 42).unwrap();
+                c.put("k", b"v").unwrap();
+                c.fence().unwrap();
+                c.get(1, "k").unwrap()
+            })
+        };
+        // Authenticated, then a frame header claiming 4 GiB.
+        let mut raw = TcpStream::connect(&addr).unwrap();
+        crate::auth::client_handshake(&mut raw, &secret).unwrap();
+        raw.write_all(&u32::MAX.to_le_bytes()).unwrap();
+        let ev = rx.iter().find(|e| !matches!(e, ServerEvent::Connected { .. })).unwrap();
+        assert!(matches!(ev, ServerEvent::ProtocolError { .. }), "{ev:?}");
+        // The job goes on: rank 1 connects normally and the fence completes.
+        let mut c = PmiClient::connect(&addr, &secret, 1, 42).unwrap();
+        c.put("k", b"w").unwrap();
+        c.fence().unwrap();
+        assert_eq!(c.get(0, "k").unwrap().unwrap(), b"v");
+        assert_eq!(good.join().unwrap().unwrap(), b"w");
+    }
 }
