@@ -1,0 +1,1173 @@
+//! Deterministic tests of the point-to-point engine: two or three `Engine`s joined by an
+//! in-memory fake `Net` (per-pair FIFO rings with a capacity, a configurable eager limit and
+//! frame size, and single-copy reads that either work or are refused). No processes, no threads.
+
+use baton_abi::consts as c;
+use baton_core::datatype::predefined;
+use baton_core::engine::{Engine, Net, ProcIdx, ReqId, Request, SendData, Sink, Status, ANY_SOURCE, ANY_TAG};
+use baton_transport::frame::{Header, Kind};
+use baton_transport::mem::UserBuf;
+use std::collections::VecDeque;
+
+const TRUNCATE: i32 = 15;
+const GUARD: u8 = 0xEE;
+
+// ---------------------------------------------------------------------------------------------
+// The fake network
+// ---------------------------------------------------------------------------------------------
+
+/// One frame in a ring: header and payload.
+type Frame = (Header, Vec<u8>);
+
+/// Everything between the engines: rings, settings, and a record of what crossed.
+struct Wire {
+    /// Frames one ring holds (per ordered pair of processes).
+    cap: usize,
+    eager: usize,
+    max_frame: usize,
+    /// Single-copy reads allowed (else the engine must stream with Cts/Data).
+    read_ok: bool,
+    /// Ordered pairs (from, to) whose ring refuses every frame for now.
+    blocked: Vec<(ProcIdx, ProcIdx)>,
+    /// `rings[from][to]`.
+    rings: Vec<Vec<VecDeque<Frame>>>,
+    /// "Remote memory" a peer may read: (owner, address, length).
+    exposed: Vec<(ProcIdx, usize, usize)>,
+    /// Reads done: (reader, owner, address, length).
+    reads: Vec<(ProcIdx, ProcIdx, u64, usize)>,
+    /// Frames pushed: (from, to, header, payload length).
+    log: Vec<(ProcIdx, ProcIdx, Header, usize)>,
+    /// Pushes refused for lack of room.
+    refused: usize,
+}
+
+impl Wire {
+    fn new(n: usize) -> Wire {
+        Wire {
+            cap: usize::MAX,
+            eager: 64,
+            max_frame: 128,
+            read_ok: true,
+            blocked: Vec::new(),
+            rings: (0..n).map(|_| (0..n).map(|_| VecDeque::new()).collect()).collect(),
+            exposed: Vec::new(),
+            reads: Vec::new(),
+            log: Vec::new(),
+            refused: 0,
+        }
+    }
+
+    fn queued(&self) -> usize {
+        self.rings.iter().flatten().map(|q| q.len()).sum()
+    }
+
+    /// A copy of `n` bytes at `addr` in `owner`, if reads are allowed. Panics when the engine
+    /// asks for memory the owner never exposed (a wrong address or an over-long read).
+    fn remote_bytes(&mut self, reader: ProcIdx, owner: ProcIdx, addr: u64, n: usize) -> Option<Vec<u8>> {
+        if !self.read_ok {
+            return None;
+        }
+        let a = addr as usize;
+        let ok = self.exposed.iter().any(|&(o, base, len)| o == owner && a >= base && a + n <= base + len);
+        assert!(ok, "engine read {n} bytes at {a:#x} of process {owner}, outside any exposed buffer");
+        self.reads.push((reader, owner, addr, n));
+        if n == 0 {
+            return Some(Vec::new());
+        }
+        // SAFETY: `[a, a+n)` lies within a buffer the test exposed for process `owner`; the test
+        // keeps that buffer alive and unmodified until the send that exposed it completes, and
+        // the engine only reads it while the send is active.
+        Some(unsafe { std::slice::from_raw_parts(a as *const u8, n) }.to_vec())
+    }
+}
+
+/// One engine's view of the wire.
+struct Port<'a> {
+    w: &'a mut Wire,
+    me: ProcIdx,
+}
+
+impl Net for Port<'_> {
+    fn try_send(&mut self, to: ProcIdx, h: &Header, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        let me = self.me;
+        let ring_len = self.w.rings[me as usize][to as usize].len();
+        if ring_len >= self.w.cap || self.w.blocked.contains(&(me, to)) {
+            self.w.refused += 1;
+            return false;
+        }
+        assert!(len <= self.w.max_frame || h.kind != Kind::Data, "Data frame of {len} > max frame");
+        let mut v = vec![0u8; len];
+        fill(&mut v);
+        self.w.log.push((me, to, *h, len));
+        self.w.rings[me as usize][to as usize].push_back((*h, v));
+        true
+    }
+
+    fn max_frame(&self, _to: ProcIdx) -> usize {
+        self.w.max_frame
+    }
+
+    fn eager_limit(&self, _to: ProcIdx) -> usize {
+        self.w.eager
+    }
+
+    fn read_remote(&mut self, from: ProcIdx, addr: u64, dst: &UserBuf) -> bool {
+        match self.w.remote_bytes(self.me, from, addr, dst.len()) {
+            Some(bytes) => {
+                assert_eq!(dst.write(0, &bytes), bytes.len());
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn read_remote_into(&mut self, from: ProcIdx, addr: u64, dst: &mut [u8]) -> bool {
+        match self.w.remote_bytes(self.me, from, addr, dst.len()) {
+            Some(bytes) => {
+                dst.copy_from_slice(&bytes);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Engines plus the wire between them.
+struct Sim {
+    eng: Vec<Engine>,
+    w: Wire,
+}
+
+impl Sim {
+    fn new(n: usize) -> Sim {
+        Sim { eng: (0..n).map(|_| Engine::new()).collect(), w: Wire::new(n) }
+    }
+
+    fn with<R>(&mut self, i: ProcIdx, f: impl FnOnce(&mut Engine, &mut dyn Net) -> R) -> R {
+        let mut port = Port { w: &mut self.w, me: i };
+        f(&mut self.eng[i as usize], &mut port)
+    }
+
+    /// Sends `data` (the application's buffer, exposed for remote reads) from `i` as rank `i`.
+    fn send(&mut self, i: ProcIdx, to: ProcIdx, ctx: u64, tag: i32, data: &[u8], sync: bool) -> ReqId {
+        self.w.exposed.push((i, data.as_ptr() as usize, data.len()));
+        // SAFETY: `data` belongs to the test, which keeps it alive and unmodified until the send
+        // completes (every test pumps to completion before dropping its buffers).
+        let buf = unsafe { UserBuf::new(data.as_ptr() as usize, data.len()) };
+        self.with(i, |e, n| e.send(n, to, ctx, i as i32, tag, SendData::User(buf), sync))
+    }
+
+    /// Sends a packed copy owned by the request.
+    fn send_packed(&mut self, i: ProcIdx, to: ProcIdx, ctx: u64, tag: i32, data: Vec<u8>) -> ReqId {
+        // The heap block does not move when the Vec moves into the request.
+        self.w.exposed.push((i, data.as_ptr() as usize, data.len()));
+        self.with(i, |e, n| e.send(n, to, ctx, i as i32, tag, SendData::Packed(data), false))
+    }
+
+    fn recv(&mut self, i: ProcIdx, ctx: u64, src: i32, tag: i32, sink: Sink) -> ReqId {
+        self.with(i, |e, n| e.recv(n, ctx, src, tag, sink))
+    }
+
+    fn get(&self, i: ProcIdx, id: ReqId) -> &Request {
+        self.eng[i as usize].get(id).expect("request not found")
+    }
+
+    fn done(&self, i: ProcIdx, id: ReqId) -> bool {
+        self.get(i, id).complete
+    }
+
+    /// One round: every engine progresses, then at most one frame per ring is delivered.
+    /// Returns whether anything moved.
+    fn step(&mut self) -> bool {
+        let before = self.w.log.len();
+        for i in 0..self.eng.len() {
+            self.with(i as ProcIdx, |e, net| e.progress(net));
+        }
+        let moved = self.w.log.len() != before;
+        self.deliver() || moved
+    }
+
+    /// Delivers at most one frame per ring, without calling `progress`: room appears in the
+    /// rings while the engines still hold queued frames. Returns whether anything was delivered.
+    fn deliver(&mut self) -> bool {
+        let n = self.eng.len();
+        // Take the frames first, so that answers pushed during delivery wait for the next round.
+        let mut batch = Vec::new();
+        for from in 0..n {
+            for to in 0..n {
+                if let Some(f) = self.w.rings[from][to].pop_front() {
+                    batch.push((from as ProcIdx, to as ProcIdx, f));
+                }
+            }
+        }
+        let delivered = !batch.is_empty();
+        for (from, to, (h, p)) in batch {
+            self.with(to, |e, net| e.on_frame(net, from, &h, &p));
+        }
+        delivered
+    }
+
+    /// Steps until nothing moves (all delivered, or the rest stuck behind blocked rings).
+    fn pump(&mut self) {
+        for _ in 0..1_000_000 {
+            if !self.step() {
+                return;
+            }
+        }
+        panic!("the simulation did not settle");
+    }
+
+    fn kinds(&self, from: ProcIdx, to: ProcIdx) -> Vec<Kind> {
+        self.w.log.iter().filter(|l| l.0 == from && l.1 == to).map(|l| l.2.kind).collect()
+    }
+
+    fn count(&self, kind: Kind) -> usize {
+        self.w.log.iter().filter(|l| l.2.kind == kind).count()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Buffers
+// ---------------------------------------------------------------------------------------------
+
+/// Recognizable bytes, different per `seed`.
+fn pat(seed: usize, n: usize) -> Vec<u8> {
+    (0..n).map(|i| ((i * 7 + seed * 13 + i / 251) % 251) as u8).collect()
+}
+
+/// A contiguous sink over the first `cap` bytes of `buf` (the rest are guard bytes).
+fn contig(buf: &mut [u8], cap: usize) -> Sink {
+    assert!(cap <= buf.len());
+    // SAFETY: `buf` is a test-owned buffer that outlives the receive and is not touched by the
+    // test until the receive completes (or is cancelled).
+    Sink::Contig(unsafe { UserBuf::new(buf.as_mut_ptr() as usize, cap) })
+}
+
+fn guarded(cap: usize) -> Vec<u8> {
+    vec![GUARD; cap + 32]
+}
+
+fn assert_guard(buf: &[u8], from: usize) {
+    assert!(buf[from..].iter().all(|&b| b == GUARD), "bytes past the receive span were written");
+}
+
+fn status(src: i32, tag: i32, bytes: u64, error: i32) -> Status {
+    Status { source: src, tag, error, bytes, cancelled: false }
+}
+
+/// Wire settings: eager limit 64, frames of 128 bytes, ring capacity and read policy as given.
+fn sim(n: usize, cap: usize, read_ok: bool) -> Sim {
+    let mut s = Sim::new(n);
+    s.w.cap = cap;
+    s.w.read_ok = read_ok;
+    s
+}
+
+// ---------------------------------------------------------------------------------------------
+// Basics
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn eager_message_posted_before_and_unexpected_before() {
+    let mut s = sim(2, usize::MAX, true);
+    let msg = pat(1, 40);
+    let mut a = guarded(64);
+    let r = s.recv(1, 3, 0, 9, contig(&mut a, 64));
+    assert!(s.eng[1].is_posted_recv(r));
+    let sd = s.send(0, 1, 3, 9, &msg, false);
+    // A standard eager send completes as soon as its frame is pushed.
+    assert!(s.done(0, sd));
+    assert!(!s.done(1, r));
+    s.pump();
+    assert!(s.done(1, r));
+    assert!(!s.eng[1].is_posted_recv(r));
+    assert_eq!(s.get(1, r).status, status(0, 9, 40, 0));
+    assert_eq!(&a[..40], &msg[..]);
+    assert_guard(&a, 40);
+    assert!(s.eng[1].completed_any);
+
+    // Unexpected first: the message waits, a later receive takes it at once.
+    let msg2 = pat(2, 17);
+    let sd2 = s.send(0, 1, 3, 9, &msg2, false);
+    s.pump();
+    assert!(s.done(0, sd2));
+    assert_eq!(s.eng[1].unexpected_len(), 1);
+    let mut b = guarded(64);
+    let r2 = s.recv(1, 3, 0, 9, contig(&mut b, 64));
+    assert!(s.done(1, r2), "a receive matching an unexpected eager message completes at once");
+    assert_eq!(s.eng[1].unexpected_len(), 0);
+    assert_eq!(s.get(1, r2).status, status(0, 9, 17, 0));
+    assert_eq!(&b[..17], &msg2[..]);
+    assert_guard(&b, 17);
+    assert_eq!(s.kinds(0, 1), vec![Kind::Eager, Kind::Eager]);
+    assert!(s.kinds(1, 0).is_empty());
+}
+
+#[test]
+fn zero_byte_messages() {
+    for read_ok in [true, false] {
+        let mut s = sim(2, 1, read_ok);
+        let mut a = guarded(0);
+        let r = s.recv(1, 1, 0, 0, contig(&mut a, 0));
+        let sd = s.send(0, 1, 1, 0, &[], true);
+        s.pump();
+        assert!(s.done(0, sd) && s.done(1, r));
+        assert_eq!(s.get(1, r).status, status(0, 0, 0, 0));
+        assert_guard(&a, 0);
+    }
+}
+
+#[test]
+fn eager_limit_is_capped_by_the_frame_size() {
+    let mut s = sim(2, usize::MAX, true);
+    s.w.eager = 1000;
+    s.w.max_frame = 64;
+    let msg = pat(3, 100);
+    let mut a = guarded(100);
+    let r = s.recv(1, 1, 0, 0, contig(&mut a, 100));
+    let sd = s.send(0, 1, 1, 0, &msg, false);
+    s.pump();
+    assert_eq!(s.kinds(0, 1), vec![Kind::Rts], "100 bytes exceed the 64-byte frame: rendezvous");
+    assert!(s.done(0, sd) && s.done(1, r));
+    assert_eq!(&a[..100], &msg[..]);
+    // Exactly the eager limit still goes eagerly.
+    s.w.max_frame = 1 << 20;
+    let msg2 = pat(4, 1000);
+    let mut b = guarded(1000);
+    let r2 = s.recv(1, 1, 0, 0, contig(&mut b, 1000));
+    s.send(0, 1, 1, 0, &msg2, false);
+    s.pump();
+    assert_eq!(s.kinds(0, 1).last(), Some(&Kind::Eager));
+    assert!(s.done(1, r2));
+    assert_eq!(&b[..1000], &msg2[..]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ordering
+// ---------------------------------------------------------------------------------------------
+
+/// Sizes around the eager limit (64) and the frame size (128), zero included.
+fn mixed_size(k: usize) -> usize {
+    [10, 300, 64, 65, 0, 129, 1, 1000, 127, 256][k % 10]
+}
+
+fn run_non_overtaking(read_ok: bool, cap: usize, posted_before: usize) {
+    const N: usize = 40;
+    let mut s = sim(2, cap, read_ok);
+    let msgs: Vec<Vec<u8>> = (0..N).map(|k| pat(k, mixed_size(k))).collect();
+    let mut bufs: Vec<Vec<u8>> = (0..N).map(|_| guarded(1000)).collect();
+    let mut recvs = Vec::new();
+    for b in bufs.iter_mut().take(posted_before) {
+        recvs.push(s.recv(1, 5, 0, 7, contig(b, 1000)));
+    }
+    let mut sends = Vec::new();
+    for (k, m) in msgs.iter().enumerate() {
+        sends.push(s.send(0, 1, 5, 7, m, false));
+        if k % 3 == 2 {
+            // Room appears in the ring while earlier frames still wait in the engine's queue:
+            // the next send must queue behind them, not jump ahead into the ring.
+            s.deliver();
+        }
+    }
+    if cap < N {
+        assert!(s.eng[0].has_outgoing(), "a full ring must leave frames in the engine's queue");
+        assert!(s.w.refused > 0);
+    }
+    // Let some traffic through before the remaining receives are posted.
+    for _ in 0..3 {
+        s.step();
+    }
+    for b in bufs.iter_mut().skip(posted_before) {
+        recvs.push(s.recv(1, 5, 0, 7, contig(b, 1000)));
+    }
+    s.pump();
+    assert!(!s.eng[0].has_outgoing() && !s.eng[1].has_outgoing());
+    assert_eq!(s.w.queued(), 0);
+    assert_eq!(s.eng[1].unexpected_len(), 0);
+    for k in 0..N {
+        let r = s.get(1, recvs[k]);
+        assert!(r.complete, "receive {k} incomplete (read_ok {read_ok}, cap {cap}, posted {posted_before})");
+        assert_eq!(r.status, status(0, 7, msgs[k].len() as u64, 0), "receive {k}");
+        assert_eq!(&bufs[k][..msgs[k].len()], &msgs[k][..], "receive {k} got another message's bytes");
+        assert!(bufs[k][msgs[k].len()..].iter().all(|&b| b == GUARD));
+        assert!(s.done(0, sends[k]), "send {k}");
+    }
+    // The wire carried the matching frames in send order.
+    let order: Vec<u64> =
+        s.w.log.iter().filter(|l| l.0 == 0 && matches!(l.2.kind, Kind::Eager | Kind::Rts)).map(|l| l.2.len).collect();
+    assert_eq!(order, msgs.iter().map(|m| m.len() as u64).collect::<Vec<_>>());
+    if !read_ok {
+        assert!(s.count(Kind::Cts) > 0 && s.count(Kind::Data) > 0);
+        assert_eq!(s.count(Kind::Fin), 0);
+    } else {
+        assert_eq!(s.count(Kind::Cts), 0);
+    }
+}
+
+#[test]
+fn non_overtaking_mixed_eager_and_rendezvous() {
+    for read_ok in [true, false] {
+        for cap in [1, 2, 3, 7, usize::MAX] {
+            for posted_before in [0, 13, 40] {
+                run_non_overtaking(read_ok, cap, posted_before);
+            }
+        }
+    }
+}
+
+#[test]
+fn blocked_ring_keeps_order_and_control_frames_queue_too() {
+    let mut s = sim(2, usize::MAX, true);
+    s.w.blocked = vec![(0, 1)];
+    let big = pat(1, 500);
+    let small = pat(2, 8);
+    let s1 = s.send(0, 1, 1, 4, &big, false);
+    let s2 = s.send(0, 1, 1, 4, &small, false);
+    assert!(s.w.log.is_empty() && s.eng[0].has_outgoing());
+    assert!(!s.done(0, s2), "an eager send queued behind a full ring is not complete yet");
+    s.pump();
+    assert!(s.w.log.is_empty() && s.eng[0].has_outgoing());
+    // The ring frees up but only one frame fits at a time; the small message must not overtake.
+    s.w.blocked.clear();
+    s.w.cap = 1;
+    let mut a = guarded(500);
+    let mut b = guarded(500);
+    let r1 = s.recv(1, 1, 0, ANY_TAG, contig(&mut a, 500));
+    let r2 = s.recv(1, 1, ANY_SOURCE, 4, contig(&mut b, 500));
+    // The receiver's Fin has to wait in its own queue while the ring back is blocked.
+    s.w.blocked = vec![(1, 0)];
+    s.pump();
+    assert_eq!(s.kinds(0, 1), vec![Kind::Rts, Kind::Eager]);
+    assert!(s.done(1, r1) && s.done(1, r2));
+    assert_eq!(s.get(1, r1).status.bytes, 500);
+    assert_eq!(&a[..500], &big[..]);
+    assert_eq!(&b[..8], &small[..]);
+    assert!(s.done(0, s2));
+    assert!(!s.done(0, s1), "the Fin is stuck behind the blocked ring");
+    assert!(s.eng[1].has_outgoing());
+    s.w.blocked.clear();
+    s.pump();
+    assert!(s.done(0, s1));
+    assert!(!s.eng[1].has_outgoing());
+}
+
+#[test]
+fn posted_receives_match_in_post_order_and_unexpected_in_arrival_order() {
+    let mut s = sim(2, usize::MAX, true);
+    // Posted first: the earliest posted matching receive wins, even if a later one is exact.
+    let mut a = guarded(8);
+    let mut b = guarded(8);
+    let ra = s.recv(1, 1, ANY_SOURCE, ANY_TAG, contig(&mut a, 8));
+    let rb = s.recv(1, 1, 0, 5, contig(&mut b, 8));
+    let m1 = pat(1, 8);
+    s.send(0, 1, 1, 5, &m1, false);
+    s.pump();
+    assert!(s.done(1, ra) && !s.done(1, rb));
+    assert_eq!(&a[..8], &m1[..]);
+    let m2 = pat(2, 8);
+    s.send(0, 1, 1, 5, &m2, false);
+    s.pump();
+    assert!(s.done(1, rb));
+    assert_eq!(&b[..8], &m2[..]);
+
+    // Unexpected first: a wildcard receive takes the earliest arrival.
+    let m3 = pat(3, 4);
+    let m4 = pat(4, 4);
+    s.send(0, 1, 1, 30, &m3, false);
+    s.send(0, 1, 1, 20, &m4, false);
+    s.pump();
+    assert_eq!(s.eng[1].unexpected_len(), 2);
+    let mut c = guarded(8);
+    let rc = s.recv(1, 1, ANY_SOURCE, ANY_TAG, contig(&mut c, 8));
+    assert_eq!(s.get(1, rc).status, status(0, 30, 4, 0));
+    assert_eq!(&c[..4], &m3[..]);
+    // A specific tag skips over non-matching earlier arrivals.
+    s.send(0, 1, 1, 40, &m3, false);
+    s.pump();
+    let mut d = guarded(8);
+    let rd = s.recv(1, 1, 0, 40, contig(&mut d, 8));
+    assert_eq!(s.get(1, rd).status, status(0, 40, 4, 0));
+    assert_eq!(s.eng[1].unexpected_len(), 1);
+    let mut e = guarded(8);
+    let re = s.recv(1, 1, 0, 20, contig(&mut e, 8));
+    assert_eq!(s.get(1, re).status, status(0, 20, 4, 0));
+    assert_eq!(&e[..4], &m4[..]);
+    assert_eq!(s.eng[1].unexpected_len(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wildcards and contexts
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn any_source_and_any_tag_report_the_actual_envelope() {
+    for read_ok in [true, false] {
+        let mut s = sim(3, 2, read_ok);
+        let m0 = pat(10, 30); // eager from 0
+        let m1 = pat(11, 700); // rendezvous from 1
+        let mut a = guarded(1000);
+        let mut b = guarded(1000);
+        let mut c = guarded(1000);
+        let ra = s.recv(2, 9, ANY_SOURCE, 11, contig(&mut a, 1000));
+        let rb = s.recv(2, 9, 1, ANY_TAG, contig(&mut b, 1000));
+        let rc = s.recv(2, 9, ANY_SOURCE, ANY_TAG, contig(&mut c, 1000));
+        let s0 = s.send(0, 2, 9, 11, &m0, false);
+        let s1 = s.send(1, 2, 9, 22, &m1, false);
+        s.pump();
+        assert!(s.done(0, s0) && s.done(1, s1));
+        assert_eq!(s.get(2, ra).status, status(0, 11, 30, 0));
+        assert_eq!(&a[..30], &m0[..]);
+        assert_eq!(s.get(2, rb).status, status(1, 22, 700, 0));
+        assert_eq!(&b[..700], &m1[..]);
+        assert!(!s.done(2, rc));
+        // The last wildcard takes whatever comes next, from anyone.
+        let m2 = pat(12, 5);
+        let s2 = s.send(1, 2, 9, 99, &m2, false);
+        s.pump();
+        assert!(s.done(1, s2));
+        assert_eq!(s.get(2, rc).status, status(1, 99, 5, 0));
+        assert_eq!(&c[..5], &m2[..]);
+        assert_guard(&c, 5);
+    }
+}
+
+#[test]
+fn any_source_across_unexpected_senders() {
+    let mut s = sim(3, usize::MAX, true);
+    let m0 = pat(1, 10);
+    let m1 = pat(2, 200);
+    let s1 = s.send(1, 2, 4, 3, &m1, false);
+    s.pump();
+    let s0 = s.send(0, 2, 4, 3, &m0, false);
+    s.pump();
+    assert_eq!(s.eng[2].unexpected_len(), 2);
+    let mut a = guarded(200);
+    let mut b = guarded(200);
+    let ra = s.recv(2, 4, ANY_SOURCE, 3, contig(&mut a, 200));
+    let rb = s.recv(2, 4, ANY_SOURCE, 3, contig(&mut b, 200));
+    s.pump();
+    assert_eq!(s.get(2, ra).status, status(1, 3, 200, 0), "the earlier arrival (from 1) first");
+    assert_eq!(s.get(2, rb).status, status(0, 3, 10, 0));
+    assert_eq!(&a[..200], &m1[..]);
+    assert_eq!(&b[..10], &m0[..]);
+    assert!(s.done(0, s0) && s.done(1, s1));
+}
+
+#[test]
+fn contexts_never_cross() {
+    for size in [16, 600] {
+        let mut s = sim(2, usize::MAX, true);
+        let on_a = pat(1, size);
+        let on_b = pat(2, size);
+        let mut rb_buf = guarded(size);
+        // A wildcard receive on context B does not take a message on context A.
+        let rb = s.recv(1, 200, ANY_SOURCE, ANY_TAG, contig(&mut rb_buf, size));
+        let sa = s.send(0, 1, 100, 1, &on_a, false);
+        s.pump();
+        assert!(!s.done(1, rb));
+        assert_eq!(s.eng[1].unexpected_len(), 1);
+        assert!(rb_buf.iter().all(|&b| b == GUARD));
+        assert!(s.eng[1].probe(200, ANY_SOURCE, ANY_TAG).is_none());
+        assert!(s.eng[1].probe(100, ANY_SOURCE, ANY_TAG).is_some());
+        // Context B's own message matches it.
+        let sb = s.send(0, 1, 200, 1, &on_b, false);
+        s.pump();
+        assert!(s.done(1, rb));
+        assert_eq!(&rb_buf[..size], &on_b[..]);
+        assert_eq!(s.eng[1].unexpected_len(), 1);
+        // And the context A message is still there for a context A receive.
+        let mut ra_buf = guarded(size);
+        let ra = s.recv(1, 100, 0, 1, contig(&mut ra_buf, size));
+        s.pump();
+        assert!(s.done(1, ra) && s.done(0, sa) && s.done(0, sb));
+        assert_eq!(&ra_buf[..size], &on_a[..]);
+        assert_eq!(s.eng[1].unexpected_len(), 0);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Truncation
+// ---------------------------------------------------------------------------------------------
+
+fn run_truncation(size: usize, cap: usize, read_ok: bool, posted_first: bool) {
+    let mut s = sim(2, 2, read_ok);
+    let msg = pat(5, size);
+    let mut buf = guarded(cap);
+    let mut r = None;
+    if posted_first {
+        r = Some(s.recv(1, 1, 0, 2, contig(&mut buf, cap)));
+    }
+    let sd = s.send(0, 1, 1, 2, &msg, false);
+    s.pump();
+    let r = r.unwrap_or_else(|| s.recv(1, 1, 0, 2, contig(&mut buf, cap)));
+    s.pump();
+    let what = format!("size {size} cap {cap} read {read_ok} posted {posted_first}");
+    assert!(s.done(0, sd), "{what}: send");
+    assert!(s.done(1, r), "{what}: recv");
+    assert_eq!(s.get(1, r).status, status(0, 2, cap as u64, TRUNCATE), "{what}");
+    assert_eq!(&buf[..cap], &msg[..cap], "{what}");
+    assert_guard(&buf, cap);
+    for &(_, _, _, n) in &s.w.reads {
+        assert!(n <= cap, "{what}: read {n} bytes into a {cap}-byte buffer");
+    }
+}
+
+#[test]
+fn truncation_eager() {
+    for posted_first in [true, false] {
+        run_truncation(60, 10, true, posted_first);
+        run_truncation(60, 0, true, posted_first);
+        run_truncation(64, 63, false, posted_first);
+    }
+}
+
+#[test]
+fn truncation_rendezvous_with_read() {
+    for posted_first in [true, false] {
+        for (size, cap) in [(1000, 300), (65, 64), (500, 0), (129, 128)] {
+            run_truncation(size, cap, true, posted_first);
+        }
+    }
+}
+
+#[test]
+fn truncation_rendezvous_streamed() {
+    for posted_first in [true, false] {
+        for (size, cap) in [(1000, 300), (65, 64), (500, 0), (1000, 129), (1000, 128), (257, 1)] {
+            run_truncation(size, cap, false, posted_first);
+        }
+    }
+}
+
+#[test]
+fn exact_fit_is_not_truncation() {
+    for read_ok in [true, false] {
+        for size in [64, 65, 256] {
+            let mut s = sim(2, usize::MAX, read_ok);
+            let msg = pat(6, size);
+            let mut buf = guarded(size);
+            let r = s.recv(1, 1, 0, 0, contig(&mut buf, size));
+            s.send(0, 1, 1, 0, &msg, false);
+            s.pump();
+            assert_eq!(s.get(1, r).status, status(0, 0, size as u64, 0));
+            assert_eq!(&buf[..size], &msg[..]);
+            assert_guard(&buf, size);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cancel
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn cancel_posted_receive() {
+    let mut s = sim(2, usize::MAX, true);
+    let mut buf = guarded(16);
+    let r = s.recv(1, 1, 0, 5, contig(&mut buf, 16));
+    assert!(s.eng[1].cancel_recv(r));
+    let req = s.get(1, r);
+    assert!(req.complete && req.status.cancelled);
+    assert_eq!(req.status.bytes, 0);
+    assert!(!s.eng[1].is_posted_recv(r));
+    assert!(!s.eng[1].cancel_recv(r), "a second cancel does nothing");
+    // A later message is not delivered to the cancelled receive.
+    let msg = pat(1, 16);
+    s.send(0, 1, 1, 5, &msg, false);
+    s.pump();
+    assert_eq!(s.eng[1].unexpected_len(), 1);
+    assert!(buf.iter().all(|&b| b == GUARD));
+    assert!(s.get(1, r).status.cancelled);
+    // Cancelling an Owned receive hands the buffer back.
+    let ro = s.recv(1, 1, 0, 6, Sink::Owned(vec![7u8; 3]));
+    assert!(s.eng[1].cancel_recv(ro));
+    assert!(s.get(1, ro).status.cancelled);
+    assert_eq!(s.get(1, ro).owned.as_deref(), Some(&[7u8, 7, 7][..]));
+}
+
+#[test]
+fn cancel_after_match_fails() {
+    // Matched and complete (eager).
+    let mut s = sim(2, usize::MAX, false);
+    let mut buf = guarded(600);
+    let r = s.recv(1, 1, 0, 5, contig(&mut buf, 600));
+    let msg = pat(1, 16);
+    s.send(0, 1, 1, 5, &msg, false);
+    s.pump();
+    assert!(s.done(1, r));
+    assert!(!s.eng[1].cancel_recv(r));
+    assert!(!s.get(1, r).status.cancelled);
+    assert_eq!(s.get(1, r).status, status(0, 5, 16, 0));
+
+    // Matched a rendezvous, still streaming (reads refused): too late to cancel.
+    let mut buf2 = guarded(600);
+    let big = pat(2, 600);
+    let sd = s.send(0, 1, 1, 5, &big, false);
+    s.step(); // Rts delivered: unexpected
+    assert_eq!(s.eng[1].unexpected_len(), 1);
+    let r2 = s.recv(1, 1, 0, 5, contig(&mut buf2, 600));
+    assert!(!s.done(1, r2), "matched an Rts, waiting for Data");
+    assert!(!s.eng[1].is_posted_recv(r2));
+    assert!(!s.eng[1].cancel_recv(r2));
+    s.pump();
+    assert!(s.done(1, r2) && s.done(0, sd));
+    assert!(!s.get(1, r2).status.cancelled);
+    assert_eq!(&buf2[..600], &big[..]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Synchronous sends
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn synchronous_send_waits_for_the_match() {
+    for size in [0, 20, 64, 65, 900] {
+        for read_ok in [true, false] {
+            let mut s = sim(2, 3, read_ok);
+            let msg = pat(1, size);
+            let sd = s.send(0, 1, 1, 8, &msg, true);
+            s.pump();
+            assert!(!s.done(0, sd), "size {size}: a synchronous send completed before any match");
+            assert_eq!(s.eng[1].unexpected_len(), 1);
+            // Other traffic does not complete it either.
+            let other = pat(2, 4);
+            let mut ob = guarded(4);
+            let ro = s.recv(1, 1, 0, 9, contig(&mut ob, 4));
+            s.send(0, 1, 1, 9, &other, false);
+            s.pump();
+            assert!(s.done(1, ro) && !s.done(0, sd));
+            let mut buf = guarded(size);
+            let r = s.recv(1, 1, 0, 8, contig(&mut buf, size));
+            s.pump();
+            assert!(s.done(1, r) && s.done(0, sd), "size {size} read {read_ok}");
+            assert_eq!(s.get(1, r).status, status(0, 8, size as u64, 0));
+            assert_eq!(&buf[..size], &msg[..]);
+            let k = s.kinds(1, 0);
+            if size <= 64 {
+                assert_eq!(k, vec![Kind::SyncAck]);
+            } else if read_ok {
+                assert_eq!(k, vec![Kind::Fin]);
+            } else {
+                assert_eq!(k, vec![Kind::Cts]);
+            }
+        }
+    }
+}
+
+#[test]
+fn synchronous_send_to_a_posted_receive() {
+    let mut s = sim(2, usize::MAX, true);
+    let msg = pat(1, 30);
+    let mut buf = guarded(30);
+    let r = s.recv(1, 1, 0, 8, contig(&mut buf, 30));
+    let sd = s.send(0, 1, 1, 8, &msg, true);
+    assert!(!s.done(0, sd));
+    s.step(); // EagerSync delivered, SyncAck pushed
+    assert!(s.done(1, r) && !s.done(0, sd));
+    s.pump();
+    assert!(s.done(0, sd));
+    assert_eq!(s.kinds(0, 1), vec![Kind::EagerSync]);
+    assert_eq!(s.kinds(1, 0), vec![Kind::SyncAck]);
+    assert_eq!(&buf[..30], &msg[..]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendezvous
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn rendezvous_with_remote_read() {
+    let mut s = sim(2, usize::MAX, true);
+    let msg = pat(1, 1000);
+    let sd = s.send(0, 1, 1, 2, &msg, false);
+    s.pump();
+    assert!(!s.done(0, sd), "the receiver has not matched yet");
+    assert!(s.w.reads.is_empty());
+    let mut buf = guarded(1000);
+    let r = s.recv(1, 1, 0, 2, contig(&mut buf, 1000));
+    assert!(s.done(1, r), "the read happens at match time");
+    assert_eq!(s.w.reads, vec![(1, 0, msg.as_ptr() as u64, 1000)]);
+    assert!(!s.done(0, sd), "the send waits for Fin");
+    s.pump();
+    assert!(s.done(0, sd));
+    assert_eq!(s.kinds(0, 1), vec![Kind::Rts]);
+    assert_eq!(s.kinds(1, 0), vec![Kind::Fin]);
+    assert_eq!(s.get(1, r).status, status(0, 2, 1000, 0));
+    assert_eq!(&buf[..1000], &msg[..]);
+    assert_guard(&buf, 1000);
+    // The Rts told the size and the sender's address.
+    let rts = s.w.log[0].2;
+    assert_eq!((rts.len, rts.aux), (1000, msg.as_ptr() as u64));
+}
+
+#[test]
+fn rendezvous_streamed_when_reads_are_refused() {
+    for size in [65, 128, 129, 255, 1000, 1023, 4097] {
+        for cap in [1, 2, usize::MAX] {
+            for posted_first in [true, false] {
+                let mut s = sim(2, cap, false);
+                let msg = pat(size, size);
+                let mut buf = guarded(size);
+                let mut r = None;
+                if posted_first {
+                    r = Some(s.recv(1, 1, 0, 2, contig(&mut buf, size)));
+                }
+                let sd = s.send(0, 1, 1, 2, &msg, false);
+                s.pump();
+                let r = r.unwrap_or_else(|| s.recv(1, 1, 0, 2, contig(&mut buf, size)));
+                s.pump();
+                let what = format!("size {size} cap {cap} posted {posted_first}");
+                assert!(s.done(0, sd) && s.done(1, r), "{what}");
+                assert_eq!(s.get(1, r).status, status(0, 2, size as u64, 0), "{what}");
+                assert_eq!(&buf[..size], &msg[..], "{what}");
+                assert_guard(&buf, size);
+                assert_eq!(s.kinds(1, 0), vec![Kind::Cts], "{what}");
+                let data: Vec<_> = s.w.log.iter().filter(|l| l.2.kind == Kind::Data).collect();
+                assert_eq!(data.len(), size.div_ceil(128), "{what}");
+                let mut off = 0;
+                for d in data {
+                    assert_eq!(d.2.aux as usize, off, "{what}: Data offsets in order");
+                    assert_eq!(d.2.id, r.wire(), "{what}: Data addressed to the receive request");
+                    assert!(d.3 <= 128 && d.3 > 0);
+                    off += d.3;
+                }
+                assert_eq!(off, size);
+                assert!(s.w.reads.is_empty());
+            }
+        }
+    }
+}
+
+#[test]
+fn several_streams_at_once() {
+    let mut s = sim(3, 2, false);
+    s.w.max_frame = 50;
+    s.w.eager = 10;
+    let m: Vec<Vec<u8>> = (0..6).map(|k| pat(k, 333 + k * 17)).collect();
+    let mut bufs: Vec<Vec<u8>> = (0..6).map(|_| guarded(500)).collect();
+    let mut recvs = Vec::new();
+    for (k, b) in bufs.iter_mut().enumerate() {
+        recvs.push(s.recv(2, 1, (k % 2) as i32, 0, contig(b, 500)));
+    }
+    let sends: Vec<(ProcIdx, ReqId)> = m
+        .iter()
+        .enumerate()
+        .map(|(k, x)| ((k % 2) as ProcIdx, s.send((k % 2) as ProcIdx, 2, 1, 0, x, false)))
+        .collect();
+    s.pump();
+    for k in 0..6 {
+        assert!(s.done(sends[k].0, sends[k].1));
+        assert_eq!(s.get(2, recvs[k]).status, status((k % 2) as i32, 0, m[k].len() as u64, 0));
+        assert_eq!(&bufs[k][..m[k].len()], &m[k][..]);
+        assert_guard(&bufs[k], m[k].len());
+    }
+}
+
+#[test]
+fn packed_send_data() {
+    for read_ok in [true, false] {
+        let mut s = sim(2, usize::MAX, read_ok);
+        let msg = pat(9, 777);
+        let mut buf = guarded(777);
+        let r = s.recv(1, 1, 0, 0, contig(&mut buf, 777));
+        let sd = s.send_packed(0, 1, 1, 0, msg.clone());
+        s.pump();
+        assert!(s.done(0, sd) && s.done(1, r));
+        assert_eq!(&buf[..777], &msg[..]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Probe, mprobe, owned sinks
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn probe_reports_without_receiving() {
+    for size in [12, 800] {
+        let mut s = sim(2, usize::MAX, true);
+        assert!(s.eng[1].probe(1, ANY_SOURCE, ANY_TAG).is_none());
+        let msg = pat(1, size);
+        let sd = s.send(0, 1, 1, 44, &msg, false);
+        s.pump();
+        let st = s.eng[1].probe(1, ANY_SOURCE, ANY_TAG).expect("probe");
+        assert_eq!(st, status(0, 44, size as u64, 0));
+        assert_eq!(s.eng[1].probe(1, 0, 44), Some(st));
+        assert!(s.eng[1].probe(1, 0, 45).is_none());
+        assert!(s.eng[1].probe(1, 1, 44).is_none());
+        assert!(s.eng[1].probe(2, 0, 44).is_none());
+        assert_eq!(s.eng[1].unexpected_len(), 1, "probe leaves the message queued");
+        let mut buf = guarded(size);
+        let r = s.recv(1, 1, 0, 44, contig(&mut buf, size));
+        s.pump();
+        assert!(s.done(1, r) && s.done(0, sd));
+        assert_eq!(&buf[..size], &msg[..]);
+        assert!(s.eng[1].probe(1, ANY_SOURCE, ANY_TAG).is_none());
+    }
+}
+
+#[test]
+fn mprobe_then_mrecv() {
+    for read_ok in [true, false] {
+        for size in [12, 800] {
+            let mut s = sim(2, 2, read_ok);
+            let first = pat(1, size);
+            let second = pat(2, size);
+            let s1 = s.send(0, 1, 1, 3, &first, false);
+            let s2 = s.send(0, 1, 1, 3, &second, false);
+            s.pump();
+            assert!(s.eng[1].mprobe(1, 0, 4).is_none());
+            let msg = s.eng[1].mprobe(1, ANY_SOURCE, 3).expect("mprobe");
+            assert_eq!((msg.from, msg.h.src, msg.h.tag, msg.h.len), (0, 0, 3, size as u64));
+            assert_eq!(s.eng[1].unexpected_len(), 1);
+            // A normal receive cannot take the mprobed message: it gets the second one.
+            let mut b2 = guarded(size);
+            let r2 = s.recv(1, 1, 0, 3, contig(&mut b2, size));
+            s.pump();
+            assert!(s.done(1, r2));
+            assert_eq!(&b2[..size], &second[..]);
+            // Nor does a wildcard receive posted now.
+            let mut bw = guarded(size);
+            let rw = s.recv(1, 1, ANY_SOURCE, ANY_TAG, contig(&mut bw, size));
+            s.pump();
+            assert!(!s.done(1, rw));
+            assert!(s.eng[1].probe(1, ANY_SOURCE, ANY_TAG).is_none());
+            let mut b1 = guarded(size);
+            let r1 = s.with(1, |e, n| e.mrecv(n, msg, contig(&mut b1, size)));
+            s.pump();
+            assert!(s.done(1, r1) && s.done(0, s1) && s.done(0, s2));
+            assert_eq!(s.get(1, r1).status, status(0, 3, size as u64, 0));
+            assert_eq!(&b1[..size], &first[..]);
+            assert!(!s.done(1, rw));
+            assert!(s.eng[1].cancel_recv(rw));
+            assert!(bw.iter().all(|&b| b == GUARD));
+        }
+    }
+}
+
+#[test]
+fn owned_sink_gives_the_data_back() {
+    for read_ok in [true, false] {
+        for (size, cap) in [(0, 0), (40, 40), (40, 100), (900, 900), (900, 129)] {
+            let mut s = sim(2, 2, read_ok);
+            let msg = pat(3, size);
+            let r = s.recv(1, 1, 0, 0, Sink::Owned(vec![0xAB; cap]));
+            assert!(s.get(1, r).owned.is_none());
+            let sd = s.send(0, 1, 1, 0, &msg, false);
+            s.pump();
+            assert!(s.done(0, sd) && s.done(1, r));
+            let req = s.get(1, r);
+            let n = size.min(cap);
+            let err = if size > cap { TRUNCATE } else { 0 };
+            assert_eq!(req.status, status(0, 0, n as u64, err));
+            let owned = req.owned.as_ref().expect("owned data");
+            assert_eq!(owned.len(), cap);
+            assert_eq!(&owned[..n], &msg[..n]);
+            assert!(owned[n..].iter().all(|&b| b == 0xAB));
+        }
+    }
+}
+
+#[test]
+fn owned_sink_on_an_unexpected_and_an_mprobed_message() {
+    for read_ok in [true, false] {
+        let mut s = sim(2, usize::MAX, read_ok);
+        let a = pat(1, 300);
+        let b = pat(2, 20);
+        s.send(0, 1, 1, 0, &a, false);
+        s.send(0, 1, 1, 1, &b, false);
+        s.pump();
+        let m = s.eng[1].mprobe(1, 0, 0).unwrap();
+        let ra = s.with(1, |e, n| e.mrecv(n, m, Sink::Owned(vec![0; 300])));
+        let rb = s.recv(1, 1, 0, 1, Sink::Owned(vec![0; 20]));
+        s.pump();
+        assert_eq!(s.get(1, ra).owned.as_deref(), Some(&a[..]));
+        assert_eq!(s.get(1, rb).owned.as_deref(), Some(&b[..]));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request slots
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn release_frees_the_slot_and_stale_ids_are_not_found() {
+    let mut s = sim(2, usize::MAX, true);
+    let msg = pat(1, 8);
+    let mut buf = guarded(8);
+    let r = s.recv(1, 1, 0, 0, contig(&mut buf, 8));
+    s.send(0, 1, 1, 0, &msg, false);
+    s.pump();
+    assert!(s.done(1, r));
+    s.eng[1].release(r);
+    assert!(s.eng[1].get(r).is_none());
+    assert!(s.eng[1].get_mut(r).is_none());
+    s.eng[1].release(r); // releasing a stale id is harmless
+    let again = s.eng[1].completed(Status::default());
+    assert_eq!(again.idx, r.idx, "the freed slot is reused");
+    assert_ne!(again.gen, r.gen);
+    assert!(s.eng[1].get(r).is_none(), "the old generation must not find the new request");
+    assert!(s.eng[1].get(again).unwrap().complete);
+    assert_eq!(ReqId::from_wire(again.wire()), again);
+
+    // A stale Fin (old generation) must not complete the send that now owns the slot.
+    let m1 = pat(2, 8);
+    let s1 = s.send(0, 1, 1, 0, &m1, false);
+    assert!(s.done(0, s1));
+    s.pump();
+    s.eng[0].release(s1);
+    let big = pat(3, 500);
+    let s2 = s.send(0, 1, 1, 0, &big, false);
+    assert_eq!(s2.idx, s1.idx);
+    s.pump();
+    assert!(!s.done(0, s2));
+    let stale = Header::control(Kind::Fin, s1.wire(), 0);
+    s.with(0, |e, n| e.on_frame(n, 1, &stale, &[]));
+    assert!(!s.done(0, s2), "a Fin for an old generation completed the slot's new request");
+    let stale_cts = Header::control(Kind::Cts, s1.wire(), 0);
+    s.with(0, |e, n| e.on_frame(n, 1, &stale_cts, &[]));
+    assert!(!s.eng[0].has_outgoing());
+    s.eng[1].mprobe(1, 0, 0).expect("the first 8-byte message");
+    let mut b2 = guarded(500);
+    let r2 = s.recv(1, 1, 0, 0, contig(&mut b2, 500));
+    s.pump();
+    assert!(s.done(0, s2) && s.done(1, r2));
+    assert_eq!(&b2[..500], &big[..]);
+}
+
+#[test]
+fn release_of_active_requests_detaches_them() {
+    for read_ok in [true, false] {
+        let mut s = sim(2, 1, read_ok);
+        // An active receive.
+        let mut buf = guarded(600);
+        let r = s.recv(1, 1, 0, 0, contig(&mut buf, 600));
+        s.eng[1].release(r);
+        let req = s.get(1, r);
+        assert!(req.detached && !req.complete);
+        assert!(s.eng[1].is_posted_recv(r), "a detached receive still matches");
+        // An active rendezvous send.
+        let big = pat(1, 600);
+        let sd = s.send(0, 1, 1, 0, &big, false);
+        s.eng[0].release(sd);
+        assert!(s.get(0, sd).detached);
+        s.pump();
+        assert_eq!(&buf[..600], &big[..], "the detached receive still wrote its data");
+        assert!(s.eng[1].get(r).is_none(), "completed detached receive dropped");
+        assert!(s.eng[0].get(sd).is_none(), "completed detached send dropped");
+        // Both slots are free again.
+        let n1 = s.eng[1].completed(Status::default());
+        let n0 = s.eng[0].completed(Status::default());
+        assert_eq!((n1.idx, n0.idx), (r.idx, sd.idx));
+        assert!(s.eng[1].get(r).is_none() && s.eng[0].get(sd).is_none());
+
+        // A synchronous eager send detached while waiting for its SyncAck.
+        let small = pat(2, 10);
+        let ss = s.send(0, 1, 1, 0, &small, true);
+        s.pump();
+        s.eng[0].release(ss);
+        assert!(s.eng[0].get(ss).is_some());
+        let mut b2 = guarded(10);
+        let r2 = s.recv(1, 1, 0, 0, contig(&mut b2, 10));
+        s.pump();
+        assert!(s.done(1, r2));
+        assert!(s.eng[0].get(ss).is_none());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Typed sinks
+// ---------------------------------------------------------------------------------------------
+
+/// Receives `msg` (packed MPI_DOUBLE_INT elements) into `count` elements at offset 8 of a
+/// guarded buffer, and checks the data blocks, the padding and the bytes around the span.
+fn run_double_int(msg_elems: usize, count: usize, eager: usize, max_frame: usize, read_ok: bool, posted_first: bool) {
+    let lay = predefined(c::MPI_DOUBLE_INT).expect("MPI_DOUBLE_INT").clone();
+    assert_eq!((lay.size, lay.extent), (12, 16));
+    let mut s = sim(2, 2, read_ok);
+    s.w.eager = eager;
+    s.w.max_frame = max_frame;
+    let msg = pat(7, 12 * msg_elems);
+    let base = 8usize;
+    let mut buf = vec![GUARD; base + 16 * count + 16];
+    let make_sink = |buf: &mut Vec<u8>| {
+        // SAFETY: `buf` is test-owned, outlives the receive and is untouched until it completes.
+        let span = unsafe { UserBuf::new(buf.as_mut_ptr() as usize, buf.len() - 16) };
+        Sink::Typed { span, base_off: base as isize, layout: lay.clone(), count }
+    };
+    let mut r = None;
+    if posted_first {
+        r = Some(s.recv(1, 1, 0, 0, make_sink(&mut buf)));
+    }
+    let sd = s.send(0, 1, 1, 0, &msg, false);
+    s.pump();
+    let r = r.unwrap_or_else(|| s.recv(1, 1, 0, 0, make_sink(&mut buf)));
+    s.pump();
+    let what = format!("elems {msg_elems} count {count} eager {eager} frame {max_frame} read {read_ok}");
+    assert!(s.done(0, sd) && s.done(1, r), "{what}");
+    let n = msg_elems.min(count);
+    let err = if msg_elems > count { TRUNCATE } else { 0 };
+    assert_eq!(s.get(1, r).status, status(0, 0, 12 * n as u64, err), "{what}");
+    let mut expect = vec![GUARD; buf.len()];
+    for e in 0..n {
+        let at = base + 16 * e;
+        expect[at..at + 12].copy_from_slice(&msg[12 * e..12 * e + 12]);
+    }
+    assert_eq!(buf, expect, "{what}");
+}
+
+#[test]
+fn typed_double_int_sink() {
+    for read_ok in [true, false] {
+        for posted_first in [true, false] {
+            // Eager.
+            run_double_int(3, 3, 64, 128, read_ok, posted_first);
+            // Rendezvous (read into a bounce buffer, or streamed in pieces that split elements).
+            run_double_int(3, 3, 16, 128, read_ok, posted_first);
+            run_double_int(7, 7, 16, 5, read_ok, posted_first);
+            run_double_int(7, 7, 16, 13, read_ok, posted_first);
+            // Truncated: the extra elements never land.
+            run_double_int(3, 2, 64, 128, read_ok, posted_first);
+            run_double_int(9, 4, 16, 7, read_ok, posted_first);
+            // Fewer elements than room.
+            run_double_int(2, 5, 16, 11, read_ok, posted_first);
+        }
+    }
+}
+
+#[test]
+fn mprobed_synchronous_send_completes_on_mrecv() {
+    for size in [10, 300] {
+        let mut s = sim(2, usize::MAX, true);
+        let msg = pat(1, size);
+        let sd = s.send(0, 1, 1, 0, &msg, true);
+        s.pump();
+        let m = s.eng[1].mprobe(1, 0, 0).expect("mprobe");
+        s.pump();
+        assert!(!s.done(0, sd), "mprobe is not a match for a synchronous send");
+        let mut buf = guarded(size);
+        let r = s.with(1, |e, n| e.mrecv(n, m, contig(&mut buf, size)));
+        s.pump();
+        assert!(s.done(1, r) && s.done(0, sd));
+        assert_eq!(&buf[..size], &msg[..]);
+    }
+}
+
+#[test]
+fn send_to_self() {
+    for read_ok in [true, false] {
+        for size in [5, 64, 65, 1000] {
+            let mut s = sim(1, 1, read_ok);
+            let msg = pat(2, size);
+            let sd = s.send(0, 0, 1, 3, &msg, true);
+            s.pump();
+            assert!(!s.done(0, sd));
+            let mut buf = guarded(size);
+            let r = s.recv(0, 1, 0, 3, contig(&mut buf, size));
+            s.pump();
+            assert!(s.done(0, sd) && s.done(0, r), "size {size} read {read_ok}");
+            assert_eq!(s.get(0, r).status, status(0, 3, size as u64, 0));
+            assert_eq!(&buf[..size], &msg[..]);
+            assert_guard(&buf, size);
+        }
+    }
+}
