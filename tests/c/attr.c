@@ -200,7 +200,7 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Comm_set_attr(MPI_COMM_SELF, skey, (void *)(intptr_t)4242));
 
     int mine = check_failures, total = 0;
-    MPI_Allreduce(&mine, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    total = check_collect(mine);
     MPI_Finalize();
     CHECK(self_del_count == 1, "COMM_SELF attribute delete fn ran %d times in Finalize",
           self_del_count);
