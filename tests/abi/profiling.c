@@ -19,8 +19,8 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, v = 42, got = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Send(&v, 1, MPI_INT, rank, 5, MPI_COMM_SELF);
-    MPI_Recv(&got, 1, MPI_INT, rank, 5, MPI_COMM_SELF, MPI_STATUS_IGNORE);
+    MPI_Send(&v, 1, MPI_INT, 0, 5 + rank, MPI_COMM_SELF);
+    MPI_Recv(&got, 1, MPI_INT, 0, 5 + rank, MPI_COMM_SELF, MPI_STATUS_IGNORE);
     MPI_Finalize();
     if (sends != 1 || recvs != 1 || got != 42) {
         printf("FAIL profiling: sends=%d recvs=%d got=%d\n", sends, recvs, got);

@@ -298,26 +298,12 @@ int main(int argc, char **argv)
               MPI_SIMILAR < MPI_UNEQUAL, "comparison constants not ordered");
     }
 
-    /* test_inter and an intercommunicator */
+    /* test_inter on an intracommunicator */
     {
         int flag = -1;
         CHECK_MPI(MPI_Comm_test_inter(MPI_COMM_WORLD, &flag));
         CHECK(flag == 0, "test_inter(world) %d", flag);
-        if (size >= 2) {
-            int low = rank < size / 2;
-            MPI_Comm half, inter;
-            MPI_Comm_split(MPI_COMM_WORLD, low, rank, &half);
-            int remote_leader = low ? size / 2 : 0;
-            CHECK_MPI(MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, remote_leader, 99, &inter));
-            flag = 0;
-            CHECK_MPI(MPI_Comm_test_inter(inter, &flag));
-            CHECK(flag == 1, "test_inter(intercomm) %d", flag);
-            int rs = -1;
-            MPI_Comm_remote_size(inter, &rs);
-            CHECK(rs == (low ? size - size / 2 : size / 2), "remote size %d", rs);
-            MPI_Comm_free(&inter);
-            MPI_Comm_free(&half);
-        }
+        /* test_inter on an intercommunicator: tests/c/intercomm.c */
     }
 
     /* group of a dup equals the world group */

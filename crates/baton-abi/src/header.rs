@@ -55,15 +55,16 @@ pub fn render(abi: &Abi) -> String {
 
     h.push_str("\n/* Constants */\n");
     let skip = enum_members_of_types(abi);
-    for c in &abi.constants {
-        if c.name == "MPI_H_ABI" || skip.contains(&c.name) {
-            continue;
-        }
-        match c.kind {
-            ConstKind::Define => writeln!(h, "#define {} {}", c.name, c.value).unwrap(),
-            ConstKind::Enum => writeln!(h, "enum {{ {} = {} }};", c.name, c.value).unwrap(),
-        }
+    for c in abi.constants.iter().filter(|c| c.kind == ConstKind::Define && c.name != "MPI_H_ABI") {
+        writeln!(h, "#define {} {}", c.name, c.value).unwrap();
     }
+    // One enum for every integer constant: comparing two of them (MPI_IDENT < MPI_CONGRUENT,
+    // MPI_THREAD_SINGLE < MPI_THREAD_MULTIPLE) must not trip -Wenum-compare.
+    h.push_str("enum {\n");
+    for c in abi.constants.iter().filter(|c| c.kind == ConstKind::Enum && !skip.contains(&c.name)) {
+        writeln!(h, "    {} = {},", c.name, c.value).unwrap();
+    }
+    h.push_str("};\n");
 
     h.push_str("\n/* Functions; each MPI_ function has a PMPI_ twin for profiling tools. */\n");
     for prefix in ["MPI_", "PMPI_"] {

@@ -45,7 +45,11 @@ fn register(l: &Lib, parent: &CommObj, core: Comm) -> usize {
 
 fn dup(l: &Lib, call: &str, comm: usize) -> Result<usize> {
     let parent = l.comm(call, comm)?;
-    let core = Comm::new(parent.core.derive_ctx(u64::from_le_bytes(*b"dup\0\0\0\0\0")), parent.core.group.clone(), parent.core.rank);
+    let core = Comm::new(
+        parent.core.derive_ctx(u64::from_le_bytes(*b"dup\0\0\0\0\0")),
+        parent.core.group.clone(),
+        parent.core.rank,
+    );
     let h = register(l, &parent, core);
     let child = l.t().comms.get(h).cloned().expect("just inserted");
     copy_attrs_on_dup(comm, &parent, h, &child)?;
@@ -68,7 +72,7 @@ pub unsafe extern "C" fn PMPI_Comm_dup_with_info(comm: usize, info: usize, newco
     guard(comm, || {
         let l = lib("MPI_Comm_dup_with_info")?;
         nonnull_mut("MPI_Comm_dup_with_info", "newcomm", newcomm)?;
-        let kv = crate::info::info_pairs(l, "MPI_Comm_dup_with_info", info)?;
+        let kv = crate::info::info_pairs("MPI_Comm_dup_with_info", info)?;
         let h = dup(l, "MPI_Comm_dup_with_info", comm)?;
         if let Some(o) = l.t().comms.get(h) {
             *o.info.lock().unwrap() = kv;
@@ -82,7 +86,7 @@ fn idup(call: &str, comm: usize, info: Option<usize>, newcomm: *mut usize, reque
         let l = lib(call)?;
         nonnull_mut(call, "newcomm", newcomm)?;
         nonnull_mut(call, "request", request)?;
-        let kv = info.map(|i| crate::info::info_pairs(l, call, i)).transpose()?;
+        let kv = info.map(|i| crate::info::info_pairs(call, i)).transpose()?;
         // Context ids are derived locally, so the duplicate is ready at once.
         let h = dup(l, call, comm)?;
         if let (Some(kv), Some(o)) = (kv, l.t().comms.get(h)) {
@@ -337,7 +341,7 @@ pub unsafe extern "C" fn PMPI_Comm_set_info(comm: usize, info: usize) -> c_int {
     guard(comm, || {
         let l = lib("MPI_Comm_set_info")?;
         let cm = l.comm("MPI_Comm_set_info", comm)?;
-        let kv = crate::info::info_pairs(l, "MPI_Comm_set_info", info)?;
+        let kv = crate::info::info_pairs("MPI_Comm_set_info", info)?;
         *cm.info.lock().unwrap() = kv;
         Ok(())
     })
@@ -350,7 +354,7 @@ pub unsafe extern "C" fn PMPI_Comm_get_info(comm: usize, info: *mut usize) -> c_
         let cm = l.comm("MPI_Comm_get_info", comm)?;
         nonnull_mut("MPI_Comm_get_info", "info_used", info)?;
         let kv = cm.info.lock().unwrap().clone();
-        let h = l.t().infos.insert(kv);
+        let h = crate::info::infos().insert(kv);
         out("MPI_Comm_get_info", "info_used", info, h)
     })
 }

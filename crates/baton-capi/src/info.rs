@@ -1,14 +1,27 @@
 //! Info objects: ordered (key, value) string pairs.
 
 use crate::errors::guard;
-use crate::state::{lib, Lib};
+use crate::handles::{Kind, Table};
+use crate::state::{lib_any, phase, Lib};
 use crate::{cstr_in, cstr_out, nonnull_mut};
 use baton_abi::consts as c;
 use baton_core::error::{MpiError, Result};
 use std::ffi::{c_char, c_int};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 const W: usize = c::MPI_COMM_WORLD;
-type Pairs = Vec<(String, String)>;
+pub type Pairs = Vec<(String, String)>;
+
+/// Info objects live outside the library state: MPI allows them before `MPI_Init` and after
+/// `MPI_Finalize`.
+pub fn infos() -> MutexGuard<'static, Table<Pairs>> {
+    static T: OnceLock<Mutex<Table<Pairs>>> = OnceLock::new();
+    T.get_or_init(|| Mutex::new(Table::new(Kind::Info))).lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn initialized() -> Option<&'static Lib> {
+    lib_any().filter(|_| phase() == 1)
+}
 
 /// What `MPI_INFO_ENV` says about how this process was started.
 fn env_pairs(l: Option<&Lib>) -> Pairs {
@@ -34,11 +47,11 @@ fn env_pairs(l: Option<&Lib>) -> Pairs {
 }
 
 /// The pairs of info `h` (MPI_INFO_NULL gives none).
-pub fn info_pairs(l: &Lib, call: &str, h: usize) -> Result<Pairs> {
+pub fn info_pairs(call: &str, h: usize) -> Result<Pairs> {
     match h {
         c::MPI_INFO_NULL => Ok(Vec::new()),
-        c::MPI_INFO_ENV => Ok(env_pairs(Some(l))),
-        _ => l.t().infos.get(h).cloned().ok_or_else(|| bad(call, h)),
+        c::MPI_INFO_ENV => Ok(env_pairs(initialized())),
+        _ => infos().get(h).cloned().ok_or_else(|| bad(call, h)),
     }
 }
 
@@ -46,12 +59,12 @@ fn bad(call: &str, h: usize) -> MpiError {
     MpiError::new(c::MPI_ERR_INFO, format!("{call}: info {h:#x} is not a valid info handle"))
 }
 
-fn with_info<R>(l: &Lib, call: &str, h: usize, f: impl FnOnce(&mut Pairs) -> Result<R>) -> Result<R> {
+fn with_info<R>(call: &str, h: usize, f: impl FnOnce(&mut Pairs) -> Result<R>) -> Result<R> {
     if h == c::MPI_INFO_ENV {
-        return f(&mut env_pairs(Some(l)));
+        return f(&mut env_pairs(initialized()));
     }
-    let mut t = l.t();
-    let p = t.infos.get_mut(h).ok_or_else(|| bad(call, h))?;
+    let mut t = infos();
+    let p = t.get_mut(h).ok_or_else(|| bad(call, h))?;
     f(p)
 }
 
@@ -77,9 +90,8 @@ fn out<T: Copy>(call: &str, arg: &str, p: *mut T, v: T) -> Result<()> {
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_create(info: *mut usize) -> c_int {
     guard(W, || {
-        let l = lib("MPI_Info_create")?;
         nonnull_mut("MPI_Info_create", "info", info)?;
-        let h = l.t().infos.insert(Vec::new());
+        let h = infos().insert(Vec::new());
         out("MPI_Info_create", "info", info, h)
     })
 }
@@ -88,18 +100,8 @@ pub unsafe extern "C" fn PMPI_Info_create(info: *mut usize) -> c_int {
 pub unsafe extern "C" fn PMPI_Info_create_env(_argc: c_int, _argv: *mut *mut c_char, info: *mut usize) -> c_int {
     guard(W, || {
         nonnull_mut("MPI_Info_create_env", "info", info)?;
-        // Allowed before MPI_Init, so it cannot need the library.
-        let l = crate::state::lib_any().filter(|_| crate::state::phase() == 1);
-        let pairs = env_pairs(l);
-        let h = match l {
-            Some(l) => l.t().infos.insert(pairs),
-            None => {
-                return Err(MpiError::new(
-                    c::MPI_ERR_OTHER,
-                    "MPI_Info_create_env: call it after MPI_Init in this version",
-                ))
-            }
-        };
+        // Allowed before MPI_Init: the keys that need the library are left out then.
+        let h = infos().insert(env_pairs(initialized()));
         out("MPI_Info_create_env", "info", info, h)
     })
 }
@@ -108,7 +110,6 @@ pub unsafe extern "C" fn PMPI_Info_create_env(_argc: c_int, _argv: *mut *mut c_c
 pub unsafe extern "C" fn PMPI_Info_set(info: usize, k: *const c_char, v: *const c_char) -> c_int {
     guard(W, || {
         let call = "MPI_Info_set";
-        let l = lib(call)?;
         let k = key(call, k)?;
         // SAFETY: NUL-terminated per the MPI contract (checked non-null).
         let v = unsafe { cstr_in(call, "value", v)? };
@@ -118,7 +119,7 @@ pub unsafe extern "C" fn PMPI_Info_set(info: usize, k: *const c_char, v: *const 
         if info == c::MPI_INFO_ENV {
             return Err(MpiError::new(c::MPI_ERR_INFO, format!("{call}: MPI_INFO_ENV cannot be modified")));
         }
-        with_info(l, call, info, |p| {
+        with_info(call, info, |p| {
             match p.iter_mut().find(|(kk, _)| *kk == k) {
                 Some(e) => e.1 = v,
                 None => p.push((k, v)),
@@ -132,9 +133,8 @@ pub unsafe extern "C" fn PMPI_Info_set(info: usize, k: *const c_char, v: *const 
 pub unsafe extern "C" fn PMPI_Info_delete(info: usize, k: *const c_char) -> c_int {
     guard(W, || {
         let call = "MPI_Info_delete";
-        let l = lib(call)?;
         let k = key(call, k)?;
-        with_info(l, call, info, |p| {
+        with_info(call, info, |p| {
             let n = p.len();
             p.retain(|(kk, _)| *kk != k);
             if p.len() == n {
@@ -146,9 +146,8 @@ pub unsafe extern "C" fn PMPI_Info_delete(info: usize, k: *const c_char) -> c_in
 }
 
 fn lookup(call: &str, info: usize, k: *const c_char) -> Result<Option<String>> {
-    let l = lib(call)?;
     let k = key(call, k)?;
-    with_info(l, call, info, |p| Ok(p.iter().find(|(kk, _)| *kk == k).map(|(_, v)| v.clone())))
+    with_info(call, info, |p| Ok(p.iter().find(|(kk, _)| *kk == k).map(|(_, v)| v.clone())))
 }
 
 #[no_mangle]
@@ -223,8 +222,7 @@ pub unsafe extern "C" fn PMPI_Info_get_valuelen(
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_get_nkeys(info: usize, n: *mut c_int) -> c_int {
     guard(W, || {
-        let l = lib("MPI_Info_get_nkeys")?;
-        let k = with_info(l, "MPI_Info_get_nkeys", info, |p| Ok(p.len()))?;
+        let k = with_info("MPI_Info_get_nkeys", info, |p| Ok(p.len()))?;
         out("MPI_Info_get_nkeys", "nkeys", n, k as c_int)
     })
 }
@@ -233,9 +231,8 @@ pub unsafe extern "C" fn PMPI_Info_get_nkeys(info: usize, n: *mut c_int) -> c_in
 pub unsafe extern "C" fn PMPI_Info_get_nthkey(info: usize, n: c_int, k: *mut c_char) -> c_int {
     guard(W, || {
         let call = "MPI_Info_get_nthkey";
-        let l = lib(call)?;
         nonnull_mut(call, "key", k)?;
-        let key = with_info(l, call, info, |p| {
+        let key = with_info(call, info, |p| {
             p.get(n.max(0) as usize).filter(|_| n >= 0).map(|(kk, _)| kk.clone()).ok_or_else(|| {
                 MpiError::new(
                     c::MPI_ERR_ARG,
@@ -252,13 +249,12 @@ pub unsafe extern "C" fn PMPI_Info_get_nthkey(info: usize, n: c_int, k: *mut c_c
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_dup(info: usize, newinfo: *mut usize) -> c_int {
     guard(W, || {
-        let l = lib("MPI_Info_dup")?;
         nonnull_mut("MPI_Info_dup", "newinfo", newinfo)?;
         if info == c::MPI_INFO_NULL {
             return Err(bad("MPI_Info_dup", info));
         }
-        let p = info_pairs(l, "MPI_Info_dup", info)?;
-        let h = l.t().infos.insert(p);
+        let p = info_pairs("MPI_Info_dup", info)?;
+        let h = infos().insert(p);
         out("MPI_Info_dup", "newinfo", newinfo, h)
     })
 }
@@ -266,13 +262,42 @@ pub unsafe extern "C" fn PMPI_Info_dup(info: usize, newinfo: *mut usize) -> c_in
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_free(info: *mut usize) -> c_int {
     guard(W, || {
-        let l = lib("MPI_Info_free")?;
         nonnull_mut("MPI_Info_free", "info", info)?;
         // SAFETY: checked non-null.
         let h = unsafe { *info };
-        if l.t().infos.remove(h).is_none() {
+        if infos().remove(h).is_none() {
             return Err(bad("MPI_Info_free", h));
         }
         out("MPI_Info_free", "info", info, c::MPI_INFO_NULL)
+    })
+}
+
+/// Fortran ABI details: none until a Fortran layer provides them with `MPI_Abi_set_fortran_info`.
+static FORTRAN_INFO: Mutex<Option<Pairs>> = Mutex::new(None);
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Abi_get_fortran_info(info: *mut usize) -> c_int {
+    guard(W, || {
+        nonnull_mut("MPI_Abi_get_fortran_info", "info", info)?;
+        let stored = FORTRAN_INFO.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let h = match stored {
+            Some(p) => infos().insert(p),
+            None => c::MPI_INFO_NULL,
+        };
+        out("MPI_Abi_get_fortran_info", "info", info, h)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Abi_set_fortran_info(info: usize) -> c_int {
+    guard(W, || {
+        let call = "MPI_Abi_set_fortran_info";
+        let p = info_pairs(call, info)?;
+        let mut g = FORTRAN_INFO.lock().unwrap_or_else(|e| e.into_inner());
+        if g.is_some() {
+            return Err(MpiError::new(c::MPI_ERR_ABI, format!("{call}: the Fortran ABI details were already set")));
+        }
+        *g = Some(p);
+        Ok(())
     })
 }

@@ -89,8 +89,8 @@ pub unsafe extern "C" fn PMPI_Finalize() -> c_int {
     guard(c::MPI_COMM_WORLD, || {
         let l = lib("MPI_Finalize")?;
         // Attributes on MPI_COMM_SELF are deleted first, as the standard requires.
-        let self_h = c::MPI_COMM_SELF;
-        crate::attr::delete_all_attrs(l, self_h, &l.t().self_comm.clone())?;
+        let self_comm = l.t().self_comm.clone();
+        crate::attr::delete_all_attrs(l, c::MPI_COMM_SELF, &self_comm)?;
         crate::p2p::bsend_flush(l);
         l.mpi.finalize();
         state::PHASE.store(2, std::sync::atomic::Ordering::SeqCst);
@@ -189,7 +189,7 @@ pub unsafe extern "C" fn PMPI_Abi_get_version(major: *mut c_int, minor: *mut c_i
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Abi_get_info(info: *mut usize) -> c_int {
     guard(c::MPI_COMM_WORLD, || {
-        let l = lib("MPI_Abi_get_info")?;
+        lib("MPI_Abi_get_info")?;
         nonnull_mut("MPI_Abi_get_info", "info", info)?;
         let size = |n: usize| n.to_string();
         let kv = vec![
@@ -199,7 +199,7 @@ pub unsafe extern "C" fn PMPI_Abi_get_info(info: *mut usize) -> c_int {
             ("mpi_abi_version".to_string(), "1.0".to_string()),
             ("mpi_library_version".to_string(), LIBRARY_VERSION.to_string()),
         ];
-        let h = l.t().infos.insert(kv);
+        let h = crate::info::infos().insert(kv);
         // SAFETY: non-null out pointer.
         unsafe { *info = h };
         Ok(())

@@ -14,6 +14,7 @@ use baton_core::error::{MpiError, Result};
 use std::ffi::{c_char, c_int, c_void};
 
 pub mod attr;
+pub mod coll;
 pub mod comm;
 pub mod errors;
 pub mod group;
@@ -26,6 +27,7 @@ pub mod request;
 pub mod state;
 
 pub use attr::*;
+pub use coll::*;
 pub use comm::*;
 pub use errors::*;
 pub use group::*;

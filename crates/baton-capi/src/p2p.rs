@@ -40,11 +40,27 @@ impl SendMode {
     }
 }
 
+/// The layout of a datatype usable for communication (predefined, or user-defined and committed).
 pub fn dtype(call: &str, h: usize) -> Result<Arc<Layout>> {
+    let (lay, committed) = dtype_any(call, h)?;
+    if !committed {
+        return Err(MpiError::new(
+            c::MPI_ERR_TYPE,
+            format!("{call}: datatype {h:#x} has not been committed (MPI_Type_commit)"),
+        ));
+    }
+    Ok(lay)
+}
+
+/// The layout of any valid datatype, and whether it may be used for communication.
+pub fn dtype_any(call: &str, h: usize) -> Result<(Arc<Layout>, bool)> {
     if h == c::MPI_DATATYPE_NULL {
         return Err(MpiError::new(c::MPI_ERR_TYPE, format!("{call}: datatype is MPI_DATATYPE_NULL")));
     }
-    predefined(h).cloned().ok_or_else(|| {
+    if let Some(l) = predefined(h) {
+        return Ok((l.clone(), true));
+    }
+    crate::state::lib_any().and_then(|l| l.t().datatypes.get(h).cloned()).ok_or_else(|| {
         MpiError::new(c::MPI_ERR_TYPE, format!("{call}: datatype {h:#x} is not a valid datatype handle"))
     })
 }

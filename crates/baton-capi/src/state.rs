@@ -88,10 +88,11 @@ pub enum ReqObj {
 pub struct Tables {
     pub comms: Table<Arc<CommObj>>,
     pub groups: Table<Arc<Group>>,
-    pub infos: Table<Vec<(String, String)>>,
     pub errhandlers: Table<UserErrhandler>,
     pub requests: Table<ReqObj>,
     pub messages: Table<(Unexpected, Arc<CommObj>)>,
+    /// User-defined datatypes: layout and whether committed.
+    pub datatypes: Table<(Arc<baton_core::datatype::Layout>, bool)>,
     pub keyvals: BTreeMap<c_int, Keyval>,
     pub next_keyval: c_int,
     pub world: Arc<CommObj>,
@@ -175,10 +176,10 @@ pub fn new_tables(mpi: &Mpi) -> Tables {
     Tables {
         comms: Table::new(Kind::Comm),
         groups: Table::new(Kind::Group),
-        infos: Table::new(Kind::Info),
         errhandlers: Table::new(Kind::Errhandler),
         requests: Table::new(Kind::Request),
         messages: Table::new(Kind::Message),
+        datatypes: Table::new(Kind::Datatype),
         keyvals: BTreeMap::new(),
         next_keyval: 1000,
         world,

@@ -14,4 +14,5 @@ pub mod engine;
 pub mod error;
 pub mod fabric;
 pub mod group;
+pub mod op;
 pub mod runtime;

@@ -130,12 +130,14 @@ fn transports_allowed() -> Result<bool> {
         match t {
             "shm" => shm = true,
             "self" => {}
-            other => return Err(MpiError::new(
-                c::MPI_ERR_OTHER,
-                format!(
+            other => {
+                return Err(MpiError::new(
+                    c::MPI_ERR_OTHER,
+                    format!(
                     "MPI_Init: BATON_TRANSPORTS names '{other}', which this build does not have (available: self, shm)"
                 ),
-            )),
+                ))
+            }
         }
     }
     Ok(shm)
@@ -208,9 +210,13 @@ impl Mpi {
             None => Bell::Local(Box::new(ProcCtl { bell: AtomicU32::new(0), sleepers: AtomicU32::new(0) })),
         };
         let world_group = Arc::new(Group::new((0..size).collect()));
-        let world = Arc::new(Comm::new(hash_words(&[job_id, u64::from_le_bytes(*b"world\0\0\0")]), world_group, rank as i32));
-        let self_comm =
-            Arc::new(Comm::new(hash_words(&[job_id, rank as u64, u64::from_le_bytes(*b"self\0\0\0\0")]), Arc::new(Group::new(vec![me])), 0));
+        let world =
+            Arc::new(Comm::new(hash_words(&[job_id, u64::from_le_bytes(*b"world\0\0\0")]), world_group, rank as i32));
+        let self_comm = Arc::new(Comm::new(
+            hash_words(&[job_id, rank as u64, u64::from_le_bytes(*b"self\0\0\0\0")]),
+            Arc::new(Group::new(vec![me])),
+            0,
+        ));
         Ok(Mpi {
             state: Mutex::new(State { engine: Engine::new(), fabric, consumers }),
             bell,
@@ -311,9 +317,21 @@ impl Mpi {
     // ----- the library's own messages (collective context) -----
 
     pub fn isend_internal(&self, comm: &Comm, dest: i32, tag: i32, data: Vec<u8>) -> ReqId {
+        self.coll_isend(comm, dest, tag, SendData::Packed(data))
+    }
+
+    /// Sends on the collective context of `comm` (the library's own traffic).
+    pub fn coll_isend(&self, comm: &Comm, dest: i32, tag: i32, data: SendData) -> ReqId {
         let mut st = self.lock();
         let State { engine, fabric, .. } = &mut *st;
-        engine.send(fabric, comm.proc_of(dest), comm.coll_ctx(), comm.rank, tag, SendData::Packed(data), false)
+        engine.send(fabric, comm.proc_of(dest), comm.coll_ctx(), comm.rank, tag, data, false)
+    }
+
+    /// Receives on the collective context of `comm` into `sink`.
+    pub fn coll_irecv(&self, comm: &Comm, src: i32, tag: i32, sink: Sink) -> ReqId {
+        let mut st = self.lock();
+        let State { engine, fabric, .. } = &mut *st;
+        engine.recv(fabric, comm.coll_ctx(), src, tag, sink)
     }
 
     /// Receives a message of unknown length from `src` on the collective context.
@@ -393,6 +411,11 @@ impl Mpi {
 
 pub const TAG_BARRIER: i32 = 1;
 pub const TAG_ALLGATHER: i32 = 2;
+pub const TAG_BCAST: i32 = 3;
+pub const TAG_REDUCE: i32 = 4;
+pub const TAG_GATHER: i32 = 5;
+pub const TAG_SCATTER: i32 = 6;
+pub const TAG_ALLTOALL: i32 = 7;
 
 fn now_nanos() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
