@@ -33,7 +33,15 @@ fn do_init(required: c_int, call: &str) -> baton_core::error::Result<c_int> {
     let mpi = Mpi::init().map_err(|e| MpiError::new(e.class, e.msg))?;
     let tables = new_tables(&mpi);
     // Every level up to MPI_THREAD_MULTIPLE is provided: the engine is behind a lock.
-    install(Lib { mpi, tables: Mutex::new(tables), thread_level: required, main_thread: std::thread::current().id() });
+    let (world, self_comm) = (tables.world.clone(), tables.self_comm.clone());
+    install(Lib {
+        mpi,
+        world,
+        self_comm,
+        tables: Mutex::new(tables),
+        thread_level: required,
+        main_thread: std::thread::current().id(),
+    });
     Ok(required)
 }
 

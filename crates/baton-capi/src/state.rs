@@ -102,6 +102,9 @@ pub struct Tables {
 
 pub struct Lib {
     pub mpi: Mpi,
+    /// The predefined communicators, reachable without the tables lock.
+    pub world: Arc<CommObj>,
+    pub self_comm: Arc<CommObj>,
     pub tables: Mutex<Tables>,
     pub thread_level: c_int,
     pub main_thread: std::thread::ThreadId,
@@ -141,10 +144,13 @@ impl Lib {
 
     /// The communicator behind `h`, or an MPI_ERR_COMM error naming `call`.
     pub fn comm(&self, call: &str, h: usize) -> Result<Arc<CommObj>> {
+        match h {
+            c::MPI_COMM_WORLD => return Ok(self.world.clone()),
+            c::MPI_COMM_SELF => return Ok(self.self_comm.clone()),
+            _ => {}
+        }
         let t = self.t();
         match h {
-            c::MPI_COMM_WORLD => Ok(t.world.clone()),
-            c::MPI_COMM_SELF => Ok(t.self_comm.clone()),
             c::MPI_COMM_NULL => Err(MpiError::new(c::MPI_ERR_COMM, format!("{call}: comm is MPI_COMM_NULL"))),
             _ => t.comms.get(h).cloned().ok_or_else(|| {
                 MpiError::new(c::MPI_ERR_COMM, format!("{call}: comm {h:#x} is not a valid communicator handle"))

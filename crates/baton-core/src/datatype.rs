@@ -173,9 +173,23 @@ impl Layout {
     }
 }
 
-fn table() -> &'static HashMap<usize, Arc<Layout>> {
-    static T: OnceLock<HashMap<usize, Arc<Layout>>> = OnceLock::new();
+/// Predefined datatype handles lie in 0x200..0x300 (the ABI's datatype range).
+const FIRST: usize = 0x200;
+const SLOTS: usize = 0x100;
+
+fn table() -> &'static [Option<Arc<Layout>>] {
+    static T: OnceLock<Vec<Option<Arc<Layout>>>> = OnceLock::new();
     T.get_or_init(|| {
+        let mut v = vec![None; SLOTS];
+        for (h, l) in build() {
+            v[h - FIRST] = Some(l);
+        }
+        v
+    })
+}
+
+fn build() -> HashMap<usize, Arc<Layout>> {
+    {
         use std::mem::{align_of, size_of};
         let ld = size_of::<f64>() * 2; // long double on x86-64 and aarch64 Linux: 16 bytes
         let basic: &[(usize, &'static str, usize)] = &[
@@ -260,12 +274,13 @@ fn table() -> &'static HashMap<usize, Arc<Layout>> {
             m.insert(h, Arc::new(lay));
         }
         m
-    })
+    }
 }
 
 /// The layout of a predefined datatype, by its ABI handle value.
+#[inline]
 pub fn predefined(handle: usize) -> Option<&'static Arc<Layout>> {
-    table().get(&handle)
+    table().get(handle.wrapping_sub(FIRST))?.as_ref()
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use baton_abi::consts as c;
 use baton_pmi::PmiClient;
 use baton_transport::shm::{Consumer, ProcCtl, Segment};
 use baton_transport::wait::{futex_wait, futex_wake};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -80,11 +80,19 @@ impl Bell {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+/// How blocking calls wait: poll for an adaptive budget, then sleep on the doorbell.
+///
+/// The budget starts at `BATON_SPIN_US` (default 200 µs, above a sleeping wake-up) and follows the waits actually seen: a wait that ended only after sleeping
+/// raises it to twice that wait's length (so a stream of 1 MiB messages, each a few hundred
+/// microseconds apart, is caught while polling), up to `BATON_SPIN_MAX_US` (default 5 ms);
+/// waits far shorter than the budget let it decay back. With more ranks than cores, polls
+/// `sched_yield` between checks, which hands the core to a rank with work at about the cost of
+/// a context switch instead of a sleeping wake-up.
+#[derive(Debug)]
 pub struct WaitPolicy {
-    /// Poll this long before sleeping.
-    pub spin: Duration,
-    /// Give the core away between polls (more ranks than cores).
+    budget_ns: AtomicU64,
+    min_ns: u64,
+    max_ns: u64,
     pub yield_between_polls: bool,
 }
 
@@ -92,9 +100,37 @@ impl WaitPolicy {
     fn choose(local_ranks: usize) -> WaitPolicy {
         let cores = available_cores();
         let oversubscribed = local_ranks > cores;
-        let default_us = if oversubscribed { 20 } else { 200 };
-        let us = std::env::var("BATON_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(default_us);
-        WaitPolicy { spin: Duration::from_micros(us), yield_between_polls: oversubscribed }
+        let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+        // The floor must exceed a sleeping wake-up (tens of microseconds here), or a peer that
+        // slept once makes the other sleep too, and every message pays a wake-up.
+        let min_us = env("BATON_SPIN_US").unwrap_or(200);
+        let max_us = env("BATON_SPIN_MAX_US").unwrap_or(5000).max(min_us);
+        WaitPolicy {
+            budget_ns: AtomicU64::new(min_us * 1000),
+            min_ns: min_us * 1000,
+            max_ns: max_us * 1000,
+            yield_between_polls: oversubscribed,
+        }
+    }
+
+    pub fn budget(&self) -> Duration {
+        Duration::from_nanos(self.budget_ns.load(Ordering::Relaxed))
+    }
+
+    /// Learns from a finished wait of `waited` that did (or did not) need to sleep.
+    fn learn(&self, waited: Duration, slept: bool) {
+        let w = waited.as_nanos().min(u64::MAX as u128) as u64;
+        let b = self.budget_ns.load(Ordering::Relaxed);
+        let nb = if slept {
+            (w.saturating_mul(2)).clamp(b, self.max_ns)
+        } else if w < b / 16 {
+            (b - b / 64).max(self.min_ns)
+        } else {
+            b
+        };
+        if nb != b {
+            self.budget_ns.store(nb, Ordering::Relaxed);
+        }
     }
 }
 
@@ -259,16 +295,27 @@ impl Mpi {
 
     /// Blocks until `f` returns a value, progressing all communication meanwhile.
     pub fn block<T>(&self, mut f: impl FnMut(&mut State) -> Option<T>) -> T {
+        {
+            let mut st = self.lock();
+            self.progress_locked(&mut st);
+            if let Some(v) = f(&mut st) {
+                return v;
+            }
+        }
         let start = Instant::now();
+        let budget = self.policy.budget();
+        let mut slept = false;
         loop {
             {
                 let mut st = self.lock();
                 self.progress_locked(&mut st);
                 if let Some(v) = f(&mut st) {
+                    drop(st);
+                    self.policy.learn(start.elapsed(), slept);
                     return v;
                 }
             }
-            if start.elapsed() < self.policy.spin {
+            if start.elapsed() < budget {
                 if self.policy.yield_between_polls {
                     std::thread::yield_now();
                 } else {
@@ -286,6 +333,8 @@ impl Mpi {
                 self.progress_locked(&mut st);
                 if let Some(v) = f(&mut st) {
                     ctl.sleepers.fetch_sub(1, Ordering::SeqCst);
+                    drop(st);
+                    self.policy.learn(start.elapsed(), slept);
                     return v;
                 }
                 // Frames queued for a full ring or being streamed need polling, not a doorbell.
@@ -298,11 +347,21 @@ impl Mpi {
             }
             futex_wait(&ctl.bell, seq, Duration::from_millis(100));
             ctl.sleepers.fetch_sub(1, Ordering::SeqCst);
+            slept = true;
         }
     }
 
     /// Waits for request `id` and releases it, returning its status.
     pub fn wait(&self, id: ReqId) -> (Status, Option<Vec<u8>>) {
+        // Eager sends are usually complete on return: no progress pass needed.
+        {
+            let mut st = self.lock();
+            if let Some(r) = st.engine.get_mut(id).filter(|r| r.complete) {
+                let out = (r.status, r.owned.take());
+                st.engine.release(id);
+                return out;
+            }
+        }
         self.block(|st| {
             let r = st.engine.get_mut(id)?;
             if !r.complete {

@@ -6,12 +6,13 @@
 //!
 //! ## Rings
 //! Each ring has one producer and one consumer. Records start on 64-byte boundaries and begin with
-//! a *stamp*: the record's absolute position plus one, stored last with release ordering. The
-//! consumer polls the stamp at its own position, so a small message costs one cache-line transfer
-//! (stamp, header and up to 8 bytes of payload share a line). Before publishing a record the
-//! producer zeroes the stamp word of the next record, so bytes left by earlier laps can never look
-//! like a valid stamp. The consumer publishes how far it has read (`tail`) for the producer's
-//! free-space check; the producer reads it only when its cached copy says the ring is full.
+//! a *stamp*, stored last with release ordering: a keyed hash of the record's absolute position
+//! (the key is random per segment). The consumer polls the stamp at its own position, so a small
+//! message costs one cache line (stamp, header and up to 8 bytes of payload share a line) and the
+//! producer touches no other line. A stale stamp from an earlier lap encodes another position, and
+//! stale payload bytes match the expected stamp only by a 2^-64 chance, since they cannot know the
+//! key. The consumer publishes how far it has read (`tail`) for the producer's free-space check;
+//! the producer reads it only when its cached copy says the ring is full.
 
 use crate::frame::{Header, Kind};
 use std::io;
@@ -41,6 +42,28 @@ struct SegHeader {
     magic: AtomicU64,
     nprocs: u64,
     ring_size: u64,
+    stamp_key: u64,
+}
+
+/// The stamp a record at absolute position `pos` carries (never 0, the value of fresh memory).
+#[inline]
+fn stamp_for(key: u64, pos: u64) -> u64 {
+    let mut z = pos ^ key;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) | 1
+}
+
+fn random_key() -> u64 {
+    let mut k = [0u8; 8];
+    // SAFETY: getrandom fills the 8-byte buffer we own.
+    let n = unsafe { libc::getrandom(k.as_mut_ptr() as *mut libc::c_void, 8, 0) };
+    if n != 8 {
+        // No entropy source: a time-derived key still differs per job.
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        return (t as u64) ^ ((std::process::id() as u64) << 32);
+    }
+    u64::from_ne_bytes(k)
 }
 
 #[repr(C)]
@@ -106,6 +129,7 @@ impl Segment {
             let hp = base as *mut SegHeader;
             (*hp).nprocs = nprocs as u64;
             (*hp).ring_size = ring_size as u64;
+            (*hp).stamp_key = random_key();
         }
         h.magic.store(MAGIC, Ordering::Release);
         Ok(seg)
@@ -147,6 +171,10 @@ impl Segment {
         self.ring_size
     }
 
+    fn stamp_key(&self) -> u64 {
+        self.header().stamp_key
+    }
+
     /// The control block of process `p`.
     pub fn ctl(&self, p: usize) -> &ProcCtl {
         assert!(p < self.nprocs);
@@ -184,6 +212,7 @@ pub struct Producer {
     head: u64,
     tail_cache: u64,
     peer: usize,
+    key: u64,
 }
 
 // SAFETY: used under the runtime's lock; the pointers target the shared mapping kept alive by `seg`.
@@ -198,6 +227,7 @@ pub struct Consumer {
     tail: u64,
     /// Length of the record at `tail` once `next_frame` returned it.
     cur: usize,
+    key: u64,
 }
 
 // SAFETY: as for Producer.
@@ -215,6 +245,7 @@ impl Producer {
             head: 0,
             tail_cache: 0,
             peer,
+            key: seg.stamp_key(),
         }
     }
 
@@ -250,8 +281,7 @@ impl Producer {
         let len = round_up(rec_len) as u64;
         let off = self.head as usize & (self.size - 1);
         let pad = if off + len as usize > self.size { (self.size - off) as u64 } else { 0 };
-        // Room for the padding, the record and the next record's stamp word.
-        if !self.free_for(pad + len + ALIGN as u64) {
+        if !self.free_for(pad + len) {
             return false;
         }
         if pad > 0 {
@@ -278,8 +308,7 @@ impl Producer {
             let payload = std::slice::from_raw_parts_mut((r as *mut u8).add(RECORD_HEADER), plen);
             fill(payload);
         }
-        self.stamp(pos + len).store(0, Ordering::Relaxed);
-        self.stamp(pos).store(pos + 1, Ordering::Release);
+        self.stamp(pos).store(stamp_for(self.key, pos), Ordering::Release);
         self.head = pos + len;
     }
 
@@ -306,6 +335,7 @@ impl Consumer {
             size: seg.ring_size,
             tail: 0,
             cur: 0,
+            key: seg.stamp_key(),
         }
     }
 
@@ -317,7 +347,7 @@ impl Consumer {
     fn published(&self) -> bool {
         // SAFETY: record positions are 8-aligned inside the ring.
         let stamp = unsafe { &*(self.rec(self.tail) as *const AtomicU64) };
-        stamp.load(Ordering::Acquire) == self.tail + 1
+        stamp.load(Ordering::Acquire) == stamp_for(self.key, self.tail)
     }
 
     /// True when a record is waiting (does not consume it).
@@ -423,7 +453,8 @@ mod tests {
 
     #[test]
     fn stale_payload_bytes_never_look_like_a_stamp() {
-        // Payloads full of every plausible stamp value must not create phantom records.
+        // Payloads full of position-like values (what an unkeyed stamp would be) must not create
+        // phantom records.
         let fd = memfd();
         let seg = Arc::new(Segment::create(fd, 2, 4096).unwrap());
         let mut p = Producer::new(&seg, 0, 1);
