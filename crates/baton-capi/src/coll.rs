@@ -68,7 +68,7 @@ impl Buf {
     }
 }
 
-fn comm(l: &Lib, call: &str, h: usize) -> Result<Arc<CommObj>> {
+fn comm<'a>(l: &'a Lib, call: &str, h: usize) -> Result<crate::state::CommRef<'a>> {
     l.comm(call, h)
 }
 

@@ -177,13 +177,30 @@ pub fn start_send(
     tag: c_int,
     mode: SendMode,
 ) -> Result<ReqId> {
+    Ok(send_inner(l, call, comm, buf, count, dt, dest, tag, mode, false)?.expect("kept"))
+}
+
+/// Starts a send. With `release_if_done`, a send complete on return (an eager message that
+/// fit in the ring) is released under the same lock and `None` is returned.
+fn send_inner(
+    l: &Lib,
+    call: &str,
+    comm: &CommObj,
+    buf: usize,
+    count: i64,
+    dt: usize,
+    dest: c_int,
+    tag: c_int,
+    mode: SendMode,
+    release_if_done: bool,
+) -> Result<Option<ReqId>> {
     let lay = dtype(call, dt)?;
     let count = check_count(call, count)?;
     check_peer(call, "dest", comm, dest, false)?;
     check_tag(call, tag, false)?;
     check_buf(call, buf, count, &lay)?;
     if dest == c::MPI_PROC_NULL {
-        return Ok(l.mpi.lock().engine.completed(proc_null_status()));
+        return Ok(Some(l.mpi.lock().engine.completed(proc_null_status())));
     }
     let mut data = send_data(call, buf, count, &lay)?;
     let to = comm.core.proc_of(dest);
@@ -215,11 +232,25 @@ pub fn start_send(
         let id = engine.send(fabric, to, comm.core.ctx, comm.core.rank, tag, data, false);
         t.bsend.inflight.push((id, need));
         // The application's request (if any) completes at once: the data is ours now.
-        return Ok(engine.completed(proc_null_status_for_send()));
+        return Ok(Some(engine.completed(proc_null_status_for_send())));
     }
     let mut st = l.mpi.lock();
     let State { engine, fabric, .. } = &mut *st;
-    Ok(engine.send(fabric, to, comm.core.ctx, comm.core.rank, tag, data, mode == SendMode::Sync))
+    let id = engine.send(fabric, to, comm.core.ctx, comm.core.rank, tag, data, mode == SendMode::Sync);
+    if release_if_done && engine.get(id).is_some_and(|r| r.complete) {
+        engine.release(id);
+        return Ok(None);
+    }
+    Ok(Some(id))
+}
+
+/// A blocking send: like [`start_send`], then waits. An eager send that left at once is released
+/// under the same lock, the common case for small messages.
+fn send_and_wait(l: &Lib, call: &str, comm: &CommObj, buf: usize, count: i64, dt: usize, dest: c_int, tag: c_int, mode: SendMode) -> Result<()> {
+    if let Some(id) = send_inner(l, call, comm, buf, count, dt, dest, tag, mode, true)? {
+        l.mpi.wait(id);
+    }
+    Ok(())
 }
 
 fn proc_null_status_for_send() -> Status {
@@ -278,9 +309,7 @@ fn blocking_send(
         let call = mode.call(false);
         let l = lib(call)?;
         let comm = l.comm(call, comm_h)?;
-        let id = start_send(l, call, &comm, buf as usize, count, dt, dest, tag, mode)?;
-        l.mpi.wait(id);
-        Ok(())
+        send_and_wait(l, call, &comm, buf as usize, count, dt, dest, tag, mode)
     })
 }
 
@@ -358,7 +387,7 @@ fn persistent(comm_h: usize, call: &str, op: PersistentOpArgs, request: *mut usi
     guard(comm_h, || {
         let l = lib(call)?;
         out_request(call, request)?;
-        let comm = l.comm(call, comm_h)?;
+        let comm = l.comm_arc(call, comm_h)?;
         // Check the arguments now, as the standard allows, so Start cannot fail on them later.
         let lay = dtype(call, op.dtype)?;
         let count = check_count(call, op.count)?;
@@ -735,7 +764,7 @@ pub unsafe extern "C" fn PMPI_Sendrecv_replace_c(
 // ----- probes -----
 
 fn probe_args(call: &str, l: &Lib, comm_h: usize, src: c_int, tag: c_int) -> Result<Arc<CommObj>> {
-    let comm = l.comm(call, comm_h)?;
+    let comm = l.comm_arc(call, comm_h)?;
     check_peer(call, "source", &comm, src, true)?;
     check_tag(call, tag, true)?;
     Ok(comm)

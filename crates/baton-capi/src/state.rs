@@ -16,6 +16,22 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
+/// A communicator found by handle: borrowed when predefined, else a counted reference.
+pub enum CommRef<'a> {
+    Borrowed(&'a Arc<CommObj>),
+    Owned(Arc<CommObj>),
+}
+
+impl std::ops::Deref for CommRef<'_> {
+    type Target = Arc<CommObj>;
+    fn deref(&self) -> &Arc<CommObj> {
+        match self {
+            CommRef::Borrowed(a) => a,
+            CommRef::Owned(a) => a,
+        }
+    }
+}
+
 /// A communicator as the application sees it.
 pub struct CommObj {
     pub core: Arc<Comm>,
@@ -142,15 +158,23 @@ impl Lib {
         self.tables.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The communicator behind `h`, or an MPI_ERR_COMM error naming `call`.
-    pub fn comm(&self, call: &str, h: usize) -> Result<Arc<CommObj>> {
+    /// The communicator behind `h`, or an MPI_ERR_COMM error naming `call`. The predefined
+    /// ones are borrowed (no lock, no reference count traffic on the hot path).
+    pub fn comm(&self, call: &str, h: usize) -> Result<CommRef<'_>> {
         match h {
-            c::MPI_COMM_WORLD => return Ok(self.world.clone()),
-            c::MPI_COMM_SELF => return Ok(self.self_comm.clone()),
+            c::MPI_COMM_WORLD => return Ok(CommRef::Borrowed(&self.world)),
+            c::MPI_COMM_SELF => return Ok(CommRef::Borrowed(&self.self_comm)),
             _ => {}
         }
+        self.comm_arc(call, h).map(CommRef::Owned)
+    }
+
+    /// Like [`comm`](Self::comm), as an owned reference (to keep beyond the call).
+    pub fn comm_arc(&self, call: &str, h: usize) -> Result<Arc<CommObj>> {
         let t = self.t();
         match h {
+            c::MPI_COMM_WORLD => Ok(t.world.clone()),
+            c::MPI_COMM_SELF => Ok(t.self_comm.clone()),
             c::MPI_COMM_NULL => Err(MpiError::new(c::MPI_ERR_COMM, format!("{call}: comm is MPI_COMM_NULL"))),
             _ => t.comms.get(h).cloned().ok_or_else(|| {
                 MpiError::new(c::MPI_ERR_COMM, format!("{call}: comm {h:#x} is not a valid communicator handle"))

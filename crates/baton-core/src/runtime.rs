@@ -295,33 +295,28 @@ impl Mpi {
 
     /// Blocks until `f` returns a value, progressing all communication meanwhile.
     pub fn block<T>(&self, mut f: impl FnMut(&mut State) -> Option<T>) -> T {
-        {
-            let mut st = self.lock();
-            self.progress_locked(&mut st);
-            if let Some(v) = f(&mut st) {
-                return v;
-            }
-        }
-        let start = Instant::now();
         let budget = self.policy.budget();
         let mut slept = false;
+        let mut polls: u64 = 0;
+        // The clock starts only once a wait lasts 64 polls: short waits never read it.
+        let mut start: Option<Instant> = None;
         loop {
             {
                 let mut st = self.lock();
                 self.progress_locked(&mut st);
                 if let Some(v) = f(&mut st) {
                     drop(st);
-                    self.policy.learn(start.elapsed(), slept);
+                    self.policy.learn(start.map(|s| s.elapsed()).unwrap_or_default(), slept);
                     return v;
                 }
             }
-            if start.elapsed() < budget {
+            polls += 1;
+            if polls % 64 != 0 || start.get_or_insert_with(Instant::now).elapsed() < budget {
                 if self.policy.yield_between_polls {
                     std::thread::yield_now();
                 } else {
-                    for _ in 0..32 {
-                        std::hint::spin_loop();
-                    }
+                    // One pause: on recent cores it alone lasts tens of cycles.
+                    std::hint::spin_loop();
                 }
                 continue;
             }
@@ -334,7 +329,7 @@ impl Mpi {
                 if let Some(v) = f(&mut st) {
                     ctl.sleepers.fetch_sub(1, Ordering::SeqCst);
                     drop(st);
-                    self.policy.learn(start.elapsed(), slept);
+                    self.policy.learn(start.map(|s| s.elapsed()).unwrap_or_default(), slept);
                     return v;
                 }
                 // Frames queued for a full ring or being streamed need polling, not a doorbell.
