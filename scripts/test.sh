@@ -32,14 +32,23 @@ run_abi_prog() {
   "$mpicc" -Wall -Wextra -Werror -o "$build/$1" "tests/abi/$1.c" && timeout 60 "$mpiexec" -n "$2" "$build/$1"
 }
 
+transports_error() {
+  "$mpicc" -o "$build/hello" examples/hello.c || return 1
+  local err
+  err=$(BATON_TRANSPORTS=tcp timeout 30 "$mpiexec" -n 2 "$build/hello" 2>&1)
+  [ $? != 0 ] && echo "$err" | grep -q "BATON_TRANSPORTS names 'tcp'"
+}
+
 relocated_install() {
-  local dir
+  local dir rc=0
   dir=$(mktemp -d)
-  make -s install PREFIX="$dir/baton" >/dev/null &&
-    "$dir/baton/bin/mpicc" -o "$dir/hello" examples/hello.c &&
-    env -u LD_LIBRARY_PATH timeout 60 "$dir/baton/bin/mpiexec" -n 3 "$dir/hello" >/dev/null &&
-    pkg-config --exists --path "$dir/baton/lib/pkgconfig/mpi.pc" 2>/dev/null || true
-  local rc=$?
+  make -s install PREFIX="$dir/baton" >/dev/null || rc=1
+  # The wrapper, the rpath (no LD_LIBRARY_PATH) and the pkg-config file all point at the new prefix.
+  "$dir/baton/bin/mpicc" -o "$dir/hello" examples/hello.c || rc=1
+  env -u LD_LIBRARY_PATH timeout 60 "$dir/baton/bin/mpiexec" -n 3 "$dir/hello" >/dev/null || rc=1
+  "$dir/baton/bin/mpicc" -show | grep -q "$dir/baton/include" || rc=1
+  PKG_CONFIG_PATH="$dir/baton/lib/pkgconfig" pkg-config --cflags mpi | grep -q "$dir/baton/include" || rc=1
+  readelf -d "$dir/hello" | grep -q "$dir/baton/lib" || rc=1
   rm -rf "$dir"
   return $rc
 }
@@ -54,6 +63,12 @@ step "unsupported functions" run_abi_prog unsupported 1
 step "install elsewhere (make install PREFIX=...)" relocated_install
 # intercomm: intercommunicators come with dynamic process management (issue 7).
 step "C test suite" env XFAIL="intercomm" MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" tests/run-c-tests
+# The fallback paths: no single-copy reads (data streamed through the rings), tiny rings that
+# fill constantly, a tiny eager limit (almost everything by rendezvous).
+step "C point-to-point suite, streamed rendezvous and tiny rings" env BATON_CMA=0 BATON_SHM_RING_SIZE=8192 BATON_SHM_EAGER_MAX=64 \
+  MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" tests/run-c-tests p2p_basic p2p_order p2p_modes p2p_probe p2p_complete threads coll_basic
+step "BATON_TRANSPORTS names a missing transport: clear error" transports_error
+step "fault tests (rank and mpiexec SIGKILL)" env BUILD_DIR="$root/build/fault" tests/fault/run.sh "$prefix"
 if [ -x bench/ci-smoke ]; then
   step "benchmark smoke run (Baton)" env BENCH_MPI=baton bench/ci-smoke
 fi

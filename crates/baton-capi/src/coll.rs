@@ -731,7 +731,10 @@ fn gatherv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
         let receiver = root.is_none_or(|r| r == me);
         let mine = if in_place(sbuf) {
             if !receiver {
-                return Err(MpiError::new(c::MPI_ERR_BUFFER, format!("{call}: MPI_IN_PLACE is only valid at the root")));
+                return Err(MpiError::new(
+                    c::MPI_ERR_BUFFER,
+                    format!("{call}: MPI_IN_PLACE is only valid at the root"),
+                ));
             }
             None
         } else {
@@ -757,7 +760,10 @@ fn gatherv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
                     None => {
                         // SAFETY: arrays of n entries per the standard.
                         let (c, d) = unsafe {
-                            (counts(call, "recvcounts", rcounts, n as usize)?, counts(call, "displs", displs, n as usize)?)
+                            (
+                                counts(call, "recvcounts", rcounts, n as usize)?,
+                                counts(call, "displs", displs, n as usize)?,
+                            )
                         };
                         vblock(call, rbuf, c[me as usize].into(), d[me as usize].into(), rt)?.packed(call)?
                     }
@@ -770,7 +776,8 @@ fn gatherv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
             }
         };
         // SAFETY: arrays of n entries per the standard (significant at receivers).
-        let (c, d) = unsafe { (counts(call, "recvcounts", rcounts, n as usize)?, counts(call, "displs", displs, n as usize)?) };
+        let (c, d) =
+            unsafe { (counts(call, "recvcounts", rcounts, n as usize)?, counts(call, "displs", displs, n as usize)?) };
         for (i, part) in all.iter().enumerate() {
             if let Some(p) = part {
                 let b = vblock(call, rbuf, c[i].into(), d[i].into(), rt)?;
@@ -838,7 +845,8 @@ pub unsafe extern "C" fn PMPI_Scatterv(
             return Ok(());
         }
         // SAFETY: arrays of n entries per the standard.
-        let (c, d) = unsafe { (counts(call, "sendcounts", scounts, n as usize)?, counts(call, "displs", displs, n as usize)?) };
+        let (c, d) =
+            unsafe { (counts(call, "sendcounts", scounts, n as usize)?, counts(call, "displs", displs, n as usize)?) };
         let mut ids = Vec::new();
         for i in (0..n).filter(|&i| i != me) {
             let b = vblock(call, sbuf, c[i as usize] as i64, d[i as usize] as i64, st)?;
@@ -856,12 +864,24 @@ pub unsafe extern "C" fn PMPI_Scatterv(
 }
 
 /// Reduce to rank 0 then scatter the blocks (`counts[i]` elements each).
-fn reduce_scatter(call: &str, sbuf: *const c_void, rbuf: *mut c_void, cnts: &[i64], dt: usize, oph: usize, comm_h: usize) -> Result<()> {
+fn reduce_scatter(
+    call: &str,
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    cnts: &[i64],
+    dt: usize,
+    oph: usize,
+    comm_h: usize,
+) -> Result<()> {
     let l = lib(call)?;
     let cm = comm(l, call, comm_h)?;
     let me = cm.core.rank as usize;
     let total: i64 = cnts.iter().sum();
-    let sb = if in_place(sbuf) { Buf::new(call, "receive", rbuf, total, dt)? } else { Buf::new(call, "send", sbuf, total, dt)? };
+    let sb = if in_place(sbuf) {
+        Buf::new(call, "receive", rbuf, total, dt)?
+    } else {
+        Buf::new(call, "send", sbuf, total, dt)?
+    };
     let o = op_of(call, oph, &sb)?;
     let acc = reduce_bytes(l, &cm, 0, o, dt, sb.packed(call)?)?;
     let all = bcast_bytes(l, &cm, 0, acc);
@@ -872,7 +892,14 @@ fn reduce_scatter(call: &str, sbuf: *const c_void, rbuf: *mut c_void, cnts: &[i6
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Reduce_scatter_block(sbuf: *mut c_void, rbuf: *mut c_void, rc: c_int, dt: usize, op: usize, comm_h: usize) -> c_int {
+pub unsafe extern "C" fn PMPI_Reduce_scatter_block(
+    sbuf: *mut c_void,
+    rbuf: *mut c_void,
+    rc: c_int,
+    dt: usize,
+    op: usize,
+    comm_h: usize,
+) -> c_int {
     guard(comm_h, || {
         let call = "MPI_Reduce_scatter_block";
         let n = lib(call)?.comm(call, comm_h)?.core.size() as usize;
@@ -884,7 +911,14 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_block(sbuf: *mut c_void, rbuf: *mut
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Reduce_scatter(sbuf: *mut c_void, rbuf: *mut c_void, rc: *mut c_int, dt: usize, op: usize, comm_h: usize) -> c_int {
+pub unsafe extern "C" fn PMPI_Reduce_scatter(
+    sbuf: *mut c_void,
+    rbuf: *mut c_void,
+    rc: *mut c_int,
+    dt: usize,
+    op: usize,
+    comm_h: usize,
+) -> c_int {
     guard(comm_h, || {
         let call = "MPI_Reduce_scatter";
         let n = lib(call)?.comm(call, comm_h)?.core.size() as usize;
@@ -898,13 +932,26 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter(sbuf: *mut c_void, rbuf: *mut c_voi
 }
 
 /// Inclusive (`exclusive == false`) or exclusive prefix reduction, in rank order along a chain.
-fn scan(call: &str, sbuf: *const c_void, rbuf: *mut c_void, count: c_int, dt: usize, oph: usize, comm_h: usize, exclusive: bool) -> c_int {
+fn scan(
+    call: &str,
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    count: c_int,
+    dt: usize,
+    oph: usize,
+    comm_h: usize,
+    exclusive: bool,
+) -> c_int {
     guard(comm_h, || {
         let l = lib(call)?;
         let cm = comm(l, call, comm_h)?;
         let (n, me) = (cm.core.size(), cm.core.rank);
         let rb = Buf::new(call, "receive", rbuf, count as i64, dt)?;
-        let sb = if in_place(sbuf) { Buf::new(call, "receive", rbuf, count as i64, dt)? } else { Buf::new(call, "send", sbuf, count as i64, dt)? };
+        let sb = if in_place(sbuf) {
+            Buf::new(call, "receive", rbuf, count as i64, dt)?
+        } else {
+            Buf::new(call, "send", sbuf, count as i64, dt)?
+        };
         let o = op_of(call, oph, &sb)?;
         let mine = sb.packed(call)?;
         // prefix = op over ranks 0..me-1, received from the left neighbour.
@@ -930,11 +977,25 @@ fn scan(call: &str, sbuf: *const c_void, rbuf: *mut c_void, count: c_int, dt: us
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Scan(sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, comm: usize) -> c_int {
+pub unsafe extern "C" fn PMPI_Scan(
+    sbuf: *mut c_void,
+    rbuf: *mut c_void,
+    count: c_int,
+    dt: usize,
+    op: usize,
+    comm: usize,
+) -> c_int {
     scan("MPI_Scan", sbuf, rbuf, count, dt, op, comm, false)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Exscan(sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, comm: usize) -> c_int {
+pub unsafe extern "C" fn PMPI_Exscan(
+    sbuf: *mut c_void,
+    rbuf: *mut c_void,
+    count: c_int,
+    dt: usize,
+    op: usize,
+    comm: usize,
+) -> c_int {
     scan("MPI_Exscan", sbuf, rbuf, count, dt, op, comm, true)
 }

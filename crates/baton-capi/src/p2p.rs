@@ -246,7 +246,17 @@ fn send_inner(
 
 /// A blocking send: like [`start_send`], then waits. An eager send that left at once is released
 /// under the same lock, the common case for small messages.
-fn send_and_wait(l: &Lib, call: &str, comm: &CommObj, buf: usize, count: i64, dt: usize, dest: c_int, tag: c_int, mode: SendMode) -> Result<()> {
+fn send_and_wait(
+    l: &Lib,
+    call: &str,
+    comm: &CommObj,
+    buf: usize,
+    count: i64,
+    dt: usize,
+    dest: c_int,
+    tag: c_int,
+    mode: SendMode,
+) -> Result<()> {
     if let Some(id) = send_inner(l, call, comm, buf, count, dt, dest, tag, mode, true)? {
         l.mpi.wait(id);
     }

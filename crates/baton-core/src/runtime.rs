@@ -94,6 +94,8 @@ pub struct WaitPolicy {
     min_ns: u64,
     max_ns: u64,
     pub yield_between_polls: bool,
+    /// Polls between two yields when oversubscribed.
+    pub yield_every: u64,
 }
 
 impl WaitPolicy {
@@ -110,6 +112,7 @@ impl WaitPolicy {
             min_ns: min_us * 1000,
             max_ns: max_us * 1000,
             yield_between_polls: oversubscribed,
+            yield_every: env("BATON_YIELD_EVERY").unwrap_or(1).max(1),
         }
     }
 
@@ -311,9 +314,13 @@ impl Mpi {
                 }
             }
             polls += 1;
-            if polls % 64 != 0 || start.get_or_insert_with(Instant::now).elapsed() < budget {
+            if !polls.is_multiple_of(64) || start.get_or_insert_with(Instant::now).elapsed() < budget {
                 if self.policy.yield_between_polls {
-                    std::thread::yield_now();
+                    if polls.is_multiple_of(self.policy.yield_every) {
+                        std::thread::yield_now();
+                    } else {
+                        std::hint::spin_loop();
+                    }
                 } else {
                     // One pause: on recent cores it alone lasts tens of cycles.
                     std::hint::spin_loop();
