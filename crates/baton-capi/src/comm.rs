@@ -2,7 +2,7 @@
 
 use crate::attr::{copy_attrs_on_dup, delete_all_attrs};
 use crate::errors::guard;
-use crate::state::{lib, CommObj, Lib, ReqObj, UserErrhandler};
+use crate::state::{lib, CommObj, Lib, UserErrhandler};
 use crate::{cstr_in, cstr_out, empty_status, nonnull_mut};
 use baton_abi::consts as c;
 use baton_core::comm::{hash_words, Comm};
@@ -40,7 +40,9 @@ pub unsafe extern "C" fn PMPI_Comm_rank(comm: usize, rank: *mut c_int) -> c_int 
 /// Registers a new communicator derived from `parent` (inherits its error handler).
 fn register(l: &Lib, parent: &CommObj, core: Comm) -> usize {
     let obj = CommObj::new(Arc::new(core), "", parent.errhandler.load(Ordering::SeqCst));
-    l.t().comms.insert(obj)
+    let h = l.t().comms.insert(obj.clone());
+    obj.handle.store(h, Ordering::Relaxed);
+    h
 }
 
 fn dup(l: &Lib, call: &str, comm: usize) -> Result<usize> {
@@ -92,7 +94,8 @@ fn idup(call: &str, comm: usize, info: Option<usize>, newcomm: *mut usize, reque
         if let (Some(kv), Some(o)) = (kv, l.t().comms.get(h)) {
             *o.info.lock().unwrap() = kv;
         }
-        let r = l.t().requests.insert(ReqObj::Done { status: empty_status(), comm });
+        let id = l.mpi.lock().engine.completed(empty_status());
+        let r = crate::request::handle_of(l, id, comm);
         out(call, "newcomm", newcomm, h)?;
         out(call, "request", request, r)
     })

@@ -19,6 +19,21 @@ pub enum Kind {
     Errhandler = 6,
     Request = 7,
     Message = 8,
+    /// Persistent requests live in a table of their own; other requests are engine ids.
+    PersistentRequest = 9,
+}
+
+/// Packs (kind, generation, slot) into a handle (see the module doc).
+pub fn encode(kind: Kind, slot: u32, gen: u32) -> usize {
+    ((kind as usize) << KIND_SHIFT) | (((gen & ((1 << GEN_BITS) - 1)) as usize) << SLOT_BITS) | slot as usize
+}
+
+/// The (slot, generation) of a handle of `kind`, or None if it is not one.
+pub fn decode(kind: Kind, h: usize) -> Option<(u32, u32)> {
+    if h >> 31 != 0 || (h >> KIND_SHIFT) as u32 != kind as u32 {
+        return None;
+    }
+    Some(((h & ((1 << SLOT_BITS) - 1)) as u32, ((h >> SLOT_BITS) & ((1 << GEN_BITS) - 1)) as u32))
 }
 
 const SLOT_BITS: u32 = 20;

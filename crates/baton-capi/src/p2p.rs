@@ -3,7 +3,7 @@
 //! Every call is written once over 64-bit counts; the `int` and `_c` entry points are thin.
 
 use crate::errors::guard;
-use crate::state::{lib, CommObj, Lib, PersistentOp, ReqObj};
+use crate::state::{lib, CommObj, Lib, PersistentOp, PersistentReq};
 use crate::{put_status, MPI_Status};
 use baton_abi::consts as c;
 use baton_core::datatype::{predefined, Layout};
@@ -237,6 +237,9 @@ fn send_inner(
     let mut st = l.mpi.lock();
     let State { engine, fabric, .. } = &mut *st;
     let id = engine.send(fabric, to, comm.core.ctx, comm.core.rank, tag, data, mode == SendMode::Sync);
+    if let Some(r) = engine.get_mut(id) {
+        r.comm = comm.handle.load(std::sync::atomic::Ordering::Relaxed);
+    }
     if release_if_done && engine.get(id).is_some_and(|r| r.complete) {
         engine.release(id);
         return Ok(None);
@@ -289,7 +292,11 @@ pub fn start_recv(
     let sink = sink(call, buf, count, &lay)?;
     let mut st = l.mpi.lock();
     let State { engine, fabric, .. } = &mut *st;
-    Ok(engine.recv(fabric, comm.core.ctx, src, tag, sink))
+    let id = engine.recv(fabric, comm.core.ctx, src, tag, sink);
+    if let Some(r) = engine.get_mut(id) {
+        r.comm = comm.handle.load(std::sync::atomic::Ordering::Relaxed);
+    }
+    Ok(id)
 }
 
 /// Turns a completed receive's status into the call's result.
@@ -343,8 +350,8 @@ fn blocking_recv(
     })
 }
 
-pub fn new_request(l: &Lib, id: ReqId, comm: usize, recv: bool) -> usize {
-    l.t().requests.insert(ReqObj::Active { id, comm, recv })
+pub fn new_request(l: &Lib, id: ReqId, comm: usize) -> usize {
+    crate::request::handle_of(l, id, comm)
 }
 
 fn out_request(call: &str, request: *mut usize) -> Result<()> {
@@ -368,7 +375,7 @@ fn nonblocking_send(
         let comm = l.comm(call, comm_h)?;
         let id = start_send(l, call, &comm, buf as usize, count, dt, dest, tag, mode)?;
         // SAFETY: checked non-null above.
-        unsafe { *request = new_request(l, id, comm_h, false) };
+        unsafe { *request = new_request(l, id, comm_h) };
         Ok(())
     })
 }
@@ -388,7 +395,7 @@ fn nonblocking_recv(
         let comm = l.comm("MPI_Irecv", comm_h)?;
         let id = start_recv(l, "MPI_Irecv", &comm, buf as usize, count, dt, src, tag)?;
         // SAFETY: checked non-null above.
-        unsafe { *request = new_request(l, id, comm_h, true) };
+        unsafe { *request = new_request(l, id, comm_h) };
         Ok(())
     })
 }
@@ -414,7 +421,7 @@ fn persistent(comm_h: usize, call: &str, op: PersistentOpArgs, request: *mut usi
             tag: op.tag,
             comm,
         };
-        let h = l.t().requests.insert(ReqObj::Persistent { op: Box::new(p), active: None, comm: comm_h });
+        let h = l.t().persistent.insert(PersistentReq { op: Box::new(p), active: None, comm: comm_h });
         // SAFETY: checked non-null above.
         unsafe { *request = h };
         Ok(())
@@ -952,7 +959,7 @@ fn imrecv(buf: *mut c_void, count: i64, dt: usize, message: *mut usize, request:
         let (id, comm) = start_mrecv(l, "MPI_Imrecv", buf as usize, count, dt, message)?;
         let id = id.unwrap_or_else(|| l.mpi.lock().engine.completed(proc_null_status()));
         // SAFETY: checked non-null.
-        unsafe { *request = new_request(l, id, comm, true) };
+        unsafe { *request = new_request(l, id, comm) };
         Ok(())
     })
 }

@@ -6,7 +6,8 @@
 
 use crate::errors::{guard, guard_at};
 use crate::p2p::{check_status, dtype, start_persistent};
-use crate::state::{lib, Lib, ReqObj};
+use crate::handles::{self, Kind};
+use crate::state::{lib, Lib, PersistentReq};
 use crate::{empty_status, put_status, MPI_Status};
 use baton_abi::consts as c;
 use baton_core::engine::{ReqId, Status};
@@ -14,63 +15,118 @@ use baton_core::error::{MpiError, Result};
 use baton_core::runtime::State;
 use std::ffi::c_int;
 
+/// What a request handle stands for.
 #[derive(Clone, Copy)]
 enum Res {
     Null,
+    /// A persistent request between rounds.
     Inactive,
-    Engine { id: ReqId, comm: usize },
-    Done { status: Status, comm: usize },
+    /// An engine request; `persistent` is the handle of the persistent request it belongs to.
+    Engine { id: ReqId, persistent: Option<usize> },
+}
+
+/// The handle of engine request `id`: its slot and generation, so that no table stands between
+/// `MPI_Isend` and `MPI_Wait`.
+pub fn handle_of(_l: &Lib, id: ReqId, _comm: usize) -> usize {
+    if id.idx >= 1 << 20 {
+        // A million requests in flight at once: beyond what a handle can name.
+        crate::errors::fatal(&MpiError::new(c::MPI_ERR_INTERN, "more than 2^20 requests are active at once"));
+    }
+    handles::encode(Kind::Request, id.idx, id.gen)
+}
+
+fn invalid(call: &str, h: usize) -> MpiError {
+    MpiError::new(c::MPI_ERR_REQUEST, format!("{call}: request {h:#x} is not a valid request handle"))
 }
 
 fn resolve(l: &Lib, call: &str, h: usize) -> Result<Res> {
     if h == c::MPI_REQUEST_NULL {
         return Ok(Res::Null);
     }
+    if let Some((idx, gen)) = handles::decode(Kind::Request, h) {
+        return Ok(Res::Engine { id: ReqId { idx, gen }, persistent: None });
+    }
     let t = l.t();
-    match t.requests.get(h) {
-        Some(ReqObj::Active { id, comm, .. }) => Ok(Res::Engine { id: *id, comm: *comm }),
-        Some(ReqObj::Persistent { active: Some(id), comm, .. }) => Ok(Res::Engine { id: *id, comm: *comm }),
-        Some(ReqObj::Persistent { active: None, .. }) => Ok(Res::Inactive),
-        Some(ReqObj::Done { status, comm }) => Ok(Res::Done { status: *status, comm: *comm }),
-        None => Err(MpiError::new(c::MPI_ERR_REQUEST, format!("{call}: request {h:#x} is not a valid request handle"))),
+    match t.persistent.get(h) {
+        Some(PersistentReq { active: Some(id), .. }) => Ok(Res::Engine { id: *id, persistent: Some(h) }),
+        Some(PersistentReq { active: None, .. }) => Ok(Res::Inactive),
+        None => Err(invalid(call, h)),
     }
 }
 
-fn done(st: &State, r: &Res) -> bool {
+/// Whether `r` is complete: None when its engine request does not exist (a stale or garbage
+/// handle that happened to decode).
+fn done(st: &State, r: &Res) -> Option<bool> {
     match r {
-        Res::Engine { id, .. } => st.engine.get(*id).is_none_or(|q| q.complete),
-        _ => true,
+        Res::Engine { id, .. } => st.engine.get(*id).map(|q| q.complete),
+        _ => Some(true),
     }
 }
 
-/// Completes request `*hp`, which is known to be done: its status, and the handle freed (or a
-/// persistent one made inactive).
-fn finish(l: &Lib, hp: &mut usize, r: Res) -> (Status, usize) {
-    match r {
-        Res::Null | Res::Inactive => (empty_status(), c::MPI_COMM_WORLD),
-        Res::Done { status, comm } => {
-            l.t().requests.remove(*hp);
-            *hp = c::MPI_REQUEST_NULL;
-            (status, comm)
+/// Waits until every request in `rs` is complete (or, with `any`, one of the live ones) and
+/// returns the indices that are; an invalid one fails the call.
+fn block_on(l: &Lib, call: &str, hs: &[usize], rs: &[Res], any: bool) -> Result<Vec<usize>> {
+    let found = l.mpi.block(|st| {
+        let mut ready = Vec::new();
+        for (i, r) in rs.iter().enumerate() {
+            match done(st, r) {
+                None => return Some(Err(i)),
+                Some(true) if !any || matches!(r, Res::Engine { .. }) => ready.push(i),
+                _ => {}
+            }
         }
-        Res::Engine { id, comm } => {
-            let mut t = l.t();
-            let status = {
-                let mut st = l.mpi.lock();
-                let s = st.engine.get(id).map(|q| q.status).unwrap_or_else(empty_status);
-                st.engine.release(id);
-                s
-            };
-            match t.requests.get_mut(*hp) {
-                Some(ReqObj::Persistent { active, .. }) => *active = None,
-                _ => {
-                    t.requests.remove(*hp);
-                    *hp = c::MPI_REQUEST_NULL;
+        let enough = if any { !ready.is_empty() } else { ready.len() == rs.len() };
+        enough.then_some(Ok(ready))
+    });
+    found.map_err(|i| invalid(call, hs[i]))
+}
+
+/// Non-blocking twin of [`block_on`]: one progress pass, then what is complete.
+fn poll_on(l: &Lib, call: &str, hs: &[usize], rs: &[Res]) -> Result<Vec<usize>> {
+    l.mpi.poll();
+    let st = l.mpi.lock();
+    let mut ready = Vec::new();
+    for (i, r) in rs.iter().enumerate() {
+        match done(&st, r) {
+            None => return Err(invalid(call, hs[i])),
+            Some(true) => ready.push(i),
+            Some(false) => {}
+        }
+    }
+    Ok(ready)
+}
+
+/// Completes the requests at `idx` (all known to be done): their statuses and error-handler
+/// communicators, with handles freed (persistent ones made inactive).
+fn finish(l: &Lib, hs: &mut [usize], rs: &[Res], idx: &[usize]) -> Vec<(Status, usize)> {
+    let mut out = Vec::with_capacity(idx.len());
+    let mut persistent = Vec::new();
+    {
+        let mut st = l.mpi.lock();
+        for &i in idx {
+            match rs[i] {
+                Res::Null | Res::Inactive => out.push((empty_status(), c::MPI_COMM_WORLD)),
+                Res::Engine { id, persistent: p } => {
+                    let (s, comm) = st.engine.get(id).map(|q| (q.status, q.comm)).unwrap_or((empty_status(), 0));
+                    st.engine.release(id);
+                    out.push((s, if comm == 0 { c::MPI_COMM_WORLD } else { comm }));
+                    match p {
+                        Some(h) => persistent.push(h),
+                        None => hs[i] = c::MPI_REQUEST_NULL,
+                    }
                 }
             }
-            (status, comm)
         }
     }
+    if !persistent.is_empty() {
+        let mut t = l.t();
+        for h in persistent {
+            if let Some(p) = t.persistent.get_mut(h) {
+                p.active = None;
+            }
+        }
+    }
+    out
 }
 
 unsafe fn req_array<'a>(call: &str, n: c_int, reqs: *mut usize) -> Result<&'a mut [usize]> {
@@ -97,90 +153,72 @@ unsafe fn status_at(statuses: *mut MPI_Status, i: usize) -> *mut MPI_Status {
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Wait(request: *mut usize, status: *mut MPI_Status) -> c_int {
     guard_at(|comm| {
-        let l = lib("MPI_Wait")?;
-        crate::nonnull_mut("MPI_Wait", "request", request)?;
+        let call = "MPI_Wait";
+        let l = lib(call)?;
+        crate::nonnull_mut(call, "request", request)?;
         // SAFETY: checked non-null.
         let hp = unsafe { &mut *request };
-        let r = resolve(l, "MPI_Wait", *hp)?;
-        l.mpi.block(|st| done(st, &r).then_some(()));
-        let (s, cm) = finish(l, hp, r);
+        let r = resolve(l, call, *hp)?;
+        let (s, cm) = match r {
+            Res::Engine { id, persistent } => {
+                let got = l.mpi.block(|st| match st.engine.get_mut(id) {
+                    None => Some(None),
+                    Some(q) if q.complete => {
+                        let out = (q.status, q.comm);
+                        st.engine.release(id);
+                        Some(Some(out))
+                    }
+                    Some(_) => None,
+                });
+                let (s, cm) = got.ok_or_else(|| invalid(call, *hp))?;
+                match persistent {
+                    Some(h) => {
+                        if let Some(p) = l.t().persistent.get_mut(h) {
+                            p.active = None;
+                        }
+                    }
+                    None => *hp = c::MPI_REQUEST_NULL,
+                }
+                (s, if cm == 0 { c::MPI_COMM_WORLD } else { cm })
+            }
+            _ => (empty_status(), c::MPI_COMM_WORLD),
+        };
         *comm = cm;
         // SAFETY: ignore (null) or caller-owned status.
         unsafe { put_status(status, &s, false) };
-        check_status("MPI_Wait", &s)
+        check_status(call, &s)
     })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Test(request: *mut usize, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     guard_at(|comm_out| {
-        let l = lib("MPI_Test")?;
-        crate::nonnull_mut("MPI_Test", "request", request)?;
-        crate::nonnull_mut("MPI_Test", "flag", flag)?;
+        let call = "MPI_Test";
+        let l = lib(call)?;
+        crate::nonnull_mut(call, "request", request)?;
+        crate::nonnull_mut(call, "flag", flag)?;
         // SAFETY: checked non-null.
         let hp = unsafe { &mut *request };
-        let r = resolve(l, "MPI_Test", *hp)?;
-        l.mpi.poll();
-        let ready = done(&l.mpi.lock(), &r);
+        let rs = [resolve(l, call, *hp)?];
+        let ready = poll_on(l, call, std::slice::from_ref(hp), &rs)?;
         // SAFETY: checked non-null.
-        unsafe { *flag = ready as c_int };
-        if ready {
-            let (s, comm) = finish(l, hp, r);
+        unsafe { *flag = (!ready.is_empty()) as c_int };
+        if !ready.is_empty() {
+            let (s, comm) = finish(l, std::slice::from_mut(hp), &rs, &[0])[0];
             // SAFETY: ignore or caller-owned status.
             unsafe { put_status(status, &s, false) };
             *comm_out = comm;
-            check_status("MPI_Test", &s)?;
+            check_status(call, &s)?;
         }
         Ok(())
     })
 }
 
-fn wait_all(
-    call: &str,
-    n: c_int,
-    reqs: *mut usize,
-    statuses: *mut MPI_Status,
-    blocking: bool,
-    flag: *mut c_int,
-) -> c_int {
-    guard_at(|comm_out| {
-        let l = lib(call)?;
-        // SAFETY: `n` handles at `reqs`, checked by req_array.
-        let hs = unsafe { req_array(call, n, reqs)? };
-        let rs = hs.iter().map(|&h| resolve(l, call, h)).collect::<Result<Vec<_>>>()?;
-        if blocking {
-            l.mpi.block(|st| rs.iter().all(|r| done(st, r)).then_some(()));
-        } else {
-            crate::nonnull_mut(call, "flag", flag)?;
-            l.mpi.poll();
-            let all = {
-                let st = l.mpi.lock();
-                rs.iter().all(|r| done(&st, r))
-            };
-            // SAFETY: checked non-null.
-            unsafe { *flag = all as c_int };
-            if !all {
-                return Ok(());
-            }
-        }
-        let mut failed = None;
-        for (i, r) in rs.into_iter().enumerate() {
-            let (s, comm) = finish(l, &mut hs[i], r);
-            // SAFETY: ignore or an array with an entry per request.
-            unsafe { put_status(status_at(statuses, i), &s, true) };
-            if s.error != 0 && failed.is_none() {
-                failed = Some(comm);
-            }
-        }
-        in_status(call, failed, comm_out)
-    })
-}
-
-fn in_status(call: &str, failed: Option<usize>, comm_out: &mut usize) -> Result<()> {
-    match failed {
+fn in_status(call: &str, results: &[(Status, usize)], comm_out: &mut usize) -> Result<()> {
+    match results.iter().find(|(s, _)| s.error != 0) {
         None => Ok(()),
-        Some(comm) => {
-            *comm_out = comm;
+        Some((_, comm)) => {
+            *comm_out = *comm;
             Err(MpiError::new(
                 c::MPI_ERR_IN_STATUS,
                 format!("{call}: at least one request failed; see the MPI_ERROR field of its status"),
@@ -189,30 +227,44 @@ fn in_status(call: &str, failed: Option<usize>, comm_out: &mut usize) -> Result<
     }
 }
 
+fn wait_all(call: &str, n: c_int, reqs: *mut usize, statuses: *mut MPI_Status, blocking: bool, flag: *mut c_int) -> c_int {
+    guard_at(|comm_out| {
+        let l = lib(call)?;
+        // SAFETY: `n` handles at `reqs`, checked by req_array.
+        let hs = unsafe { req_array(call, n, reqs)? };
+        let rs = hs.iter().map(|&h| resolve(l, call, h)).collect::<Result<Vec<_>>>()?;
+        let ready = if blocking {
+            block_on(l, call, hs, &rs, false)?
+        } else {
+            crate::nonnull_mut(call, "flag", flag)?;
+            let r = poll_on(l, call, hs, &rs)?;
+            // SAFETY: checked non-null.
+            unsafe { *flag = (r.len() == rs.len()) as c_int };
+            if r.len() != rs.len() {
+                return Ok(());
+            }
+            r
+        };
+        let results = finish(l, hs, &rs, &ready);
+        for (i, (s, _)) in results.iter().enumerate() {
+            // SAFETY: ignore or an array with an entry per request.
+            unsafe { put_status(status_at(statuses, i), s, true) };
+        }
+        in_status(call, &results, comm_out)
+    })
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Waitall(n: c_int, reqs: *mut usize, statuses: *mut MPI_Status) -> c_int {
     wait_all("MPI_Waitall", n, reqs, statuses, true, std::ptr::null_mut())
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Testall(
-    n: c_int,
-    reqs: *mut usize,
-    flag: *mut c_int,
-    statuses: *mut MPI_Status,
-) -> c_int {
+pub unsafe extern "C" fn PMPI_Testall(n: c_int, reqs: *mut usize, flag: *mut c_int, statuses: *mut MPI_Status) -> c_int {
     wait_all("MPI_Testall", n, reqs, statuses, false, flag)
 }
 
-fn wait_any(
-    call: &str,
-    n: c_int,
-    reqs: *mut usize,
-    index: *mut c_int,
-    status: *mut MPI_Status,
-    blocking: bool,
-    flag: *mut c_int,
-) -> c_int {
+fn wait_any(call: &str, n: c_int, reqs: *mut usize, index: *mut c_int, status: *mut MPI_Status, blocking: bool, flag: *mut c_int) -> c_int {
     guard_at(|comm_out| {
         let l = lib(call)?;
         crate::nonnull_mut(call, "index", index)?;
@@ -222,8 +274,7 @@ fn wait_any(
         // SAFETY: `n` handles at `reqs`.
         let hs = unsafe { req_array(call, n, reqs)? };
         let rs = hs.iter().map(|&h| resolve(l, call, h)).collect::<Result<Vec<_>>>()?;
-        let live = |r: &Res| matches!(r, Res::Engine { .. } | Res::Done { .. });
-        if !rs.iter().any(live) {
+        if !rs.iter().any(|r| matches!(r, Res::Engine { .. })) {
             // SAFETY: checked non-null out pointers; status ignore or caller-owned.
             unsafe {
                 *index = c::MPI_UNDEFINED;
@@ -234,23 +285,21 @@ fn wait_any(
             }
             return Ok(());
         }
-        let pick = |st: &mut State| rs.iter().position(|r| live(r) && done(st, r));
-        let found = if blocking {
-            Some(l.mpi.block(pick))
+        let ready: Vec<usize> = if blocking {
+            block_on(l, call, hs, &rs, true)?
         } else {
-            l.mpi.poll();
-            pick(&mut l.mpi.lock())
+            poll_on(l, call, hs, &rs)?.into_iter().filter(|&i| matches!(rs[i], Res::Engine { .. })).collect()
         };
         if !blocking {
             // SAFETY: checked non-null.
-            unsafe { *flag = found.is_some() as c_int };
+            unsafe { *flag = (!ready.is_empty()) as c_int };
         }
-        let Some(i) = found else {
+        let Some(&i) = ready.first() else {
             // SAFETY: checked non-null.
             unsafe { *index = c::MPI_UNDEFINED };
             return Ok(());
         };
-        let (s, comm) = finish(l, &mut hs[i], rs[i]);
+        let (s, comm) = finish(l, hs, &rs, &[i])[0];
         // SAFETY: checked non-null; status ignore or caller-owned.
         unsafe {
             *index = i as c_int;
@@ -267,104 +316,69 @@ pub unsafe extern "C" fn PMPI_Waitany(n: c_int, reqs: *mut usize, index: *mut c_
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Testany(
-    n: c_int,
-    reqs: *mut usize,
-    index: *mut c_int,
-    flag: *mut c_int,
-    status: *mut MPI_Status,
-) -> c_int {
+pub unsafe extern "C" fn PMPI_Testany(n: c_int, reqs: *mut usize, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     wait_any("MPI_Testany", n, reqs, index, status, false, flag)
 }
 
-fn wait_some(
-    call: &str,
-    n: c_int,
-    reqs: *mut usize,
-    outcount: *mut c_int,
-    indices: *mut c_int,
-    statuses: *mut MPI_Status,
-    blocking: bool,
-) -> c_int {
+fn wait_some(call: &str, n: c_int, reqs: *mut usize, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MPI_Status, blocking: bool) -> c_int {
     guard_at(|comm_out| {
         let l = lib(call)?;
         crate::nonnull_mut(call, "outcount", outcount)?;
         // SAFETY: `n` handles at `reqs`.
         let hs = unsafe { req_array(call, n, reqs)? };
         let rs = hs.iter().map(|&h| resolve(l, call, h)).collect::<Result<Vec<_>>>()?;
-        let live = |r: &Res| matches!(r, Res::Engine { .. } | Res::Done { .. });
-        if !rs.iter().any(live) {
+        if !rs.iter().any(|r| matches!(r, Res::Engine { .. })) {
             // SAFETY: checked non-null.
             unsafe { *outcount = c::MPI_UNDEFINED };
             return Ok(());
         }
-        let ready = |st: &mut State| {
-            let v: Vec<usize> = (0..rs.len()).filter(|&i| live(&rs[i]) && done(st, &rs[i])).collect();
-            (!v.is_empty()).then_some(v)
-        };
-        let got = if blocking {
-            l.mpi.block(ready)
+        let got: Vec<usize> = if blocking {
+            block_on(l, call, hs, &rs, true)?
         } else {
-            l.mpi.poll();
-            ready(&mut l.mpi.lock()).unwrap_or_default()
+            poll_on(l, call, hs, &rs)?.into_iter().filter(|&i| matches!(rs[i], Res::Engine { .. })).collect()
         };
         if !got.is_empty() {
             crate::nonnull_mut(call, "array_of_indices", indices)?;
         }
-        let mut failed = None;
-        for (k, &i) in got.iter().enumerate() {
-            let (s, comm) = finish(l, &mut hs[i], rs[i]);
+        let results = finish(l, hs, &rs, &got);
+        for (k, (&i, (s, _))) in got.iter().zip(results.iter()).enumerate() {
             // SAFETY: arrays sized for `n` entries by the caller.
             unsafe {
                 *indices.add(k) = i as c_int;
-                put_status(status_at(statuses, k), &s, true);
-            }
-            if s.error != 0 && failed.is_none() {
-                failed = Some(comm);
+                put_status(status_at(statuses, k), s, true);
             }
         }
         // SAFETY: checked non-null.
         unsafe { *outcount = got.len() as c_int };
-        in_status(call, failed, comm_out)
+        in_status(call, &results, comm_out)
     })
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Waitsome(
-    n: c_int,
-    reqs: *mut usize,
-    outcount: *mut c_int,
-    indices: *mut c_int,
-    statuses: *mut MPI_Status,
-) -> c_int {
+pub unsafe extern "C" fn PMPI_Waitsome(n: c_int, reqs: *mut usize, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MPI_Status) -> c_int {
     wait_some("MPI_Waitsome", n, reqs, outcount, indices, statuses, true)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Testsome(
-    n: c_int,
-    reqs: *mut usize,
-    outcount: *mut c_int,
-    indices: *mut c_int,
-    statuses: *mut MPI_Status,
-) -> c_int {
+pub unsafe extern "C" fn PMPI_Testsome(n: c_int, reqs: *mut usize, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MPI_Status) -> c_int {
     wait_some("MPI_Testsome", n, reqs, outcount, indices, statuses, false)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Request_get_status(request: usize, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     guard(c::MPI_COMM_WORLD, || {
-        let l = lib("MPI_Request_get_status")?;
-        crate::nonnull_mut("MPI_Request_get_status", "flag", flag)?;
-        let r = resolve(l, "MPI_Request_get_status", request)?;
+        let call = "MPI_Request_get_status";
+        let l = lib(call)?;
+        crate::nonnull_mut(call, "flag", flag)?;
+        let r = resolve(l, call, request)?;
         l.mpi.poll();
-        let s = {
-            let st = l.mpi.lock();
-            match r {
-                Res::Engine { id, .. } => st.engine.get(id).filter(|q| q.complete).map(|q| q.status),
-                Res::Done { status, .. } => Some(status),
-                _ => Some(empty_status()),
+        let s = match r {
+            Res::Engine { id, .. } => {
+                let st = l.mpi.lock();
+                let q = st.engine.get(id).ok_or_else(|| invalid(call, request))?;
+                q.complete.then_some(q.status)
             }
+            _ => Some(empty_status()),
         };
         // SAFETY: checked non-null; status ignore or caller-owned.
         unsafe {
@@ -380,24 +394,25 @@ pub unsafe extern "C" fn PMPI_Request_get_status(request: usize, flag: *mut c_in
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Request_free(request: *mut usize) -> c_int {
     guard(c::MPI_COMM_WORLD, || {
-        let l = lib("MPI_Request_free")?;
-        crate::nonnull_mut("MPI_Request_free", "request", request)?;
+        let call = "MPI_Request_free";
+        let l = lib(call)?;
+        crate::nonnull_mut(call, "request", request)?;
         // SAFETY: checked non-null.
         let h = unsafe { *request };
-        if h == c::MPI_REQUEST_NULL {
-            return Err(MpiError::new(c::MPI_ERR_REQUEST, "MPI_Request_free: request is MPI_REQUEST_NULL"));
-        }
-        let obj = l.t().requests.remove(h).ok_or_else(|| {
-            MpiError::new(c::MPI_ERR_REQUEST, format!("MPI_Request_free: request {h:#x} is not a valid request handle"))
-        })?;
-        let id = match obj {
-            ReqObj::Active { id, .. } => Some(id),
-            ReqObj::Persistent { active, .. } => active,
-            ReqObj::Done { .. } => None,
-        };
-        if let Some(id) = id {
-            // An active operation goes on and is dropped when it completes.
-            l.mpi.lock().engine.release(id);
+        match resolve(l, call, h)? {
+            Res::Null => return Err(MpiError::new(c::MPI_ERR_REQUEST, format!("{call}: request is MPI_REQUEST_NULL"))),
+            Res::Engine { id, persistent: None } => {
+                let mut st = l.mpi.lock();
+                st.engine.get(id).ok_or_else(|| invalid(call, h))?;
+                // An active operation goes on and is dropped when it completes.
+                st.engine.release(id);
+            }
+            Res::Engine { persistent: Some(_), .. } | Res::Inactive => {
+                let p = l.t().persistent.remove(h).ok_or_else(|| invalid(call, h))?;
+                if let Some(id) = p.active {
+                    l.mpi.lock().engine.release(id);
+                }
+            }
         }
         // SAFETY: checked non-null.
         unsafe { *request = c::MPI_REQUEST_NULL };
@@ -408,35 +423,33 @@ pub unsafe extern "C" fn PMPI_Request_free(request: *mut usize) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cancel(request: *mut usize) -> c_int {
     guard(c::MPI_COMM_WORLD, || {
-        let l = lib("MPI_Cancel")?;
-        crate::nonnull_mut("MPI_Cancel", "request", request)?;
+        let call = "MPI_Cancel";
+        let l = lib(call)?;
+        crate::nonnull_mut(call, "request", request)?;
         // SAFETY: checked non-null.
         let h = unsafe { *request };
-        if let Res::Engine { id, .. } = resolve(l, "MPI_Cancel", h)? {
+        if let Res::Engine { id, .. } = resolve(l, call, h)? {
+            let mut st = l.mpi.lock();
+            st.engine.get(id).ok_or_else(|| invalid(call, h))?;
             // Receives not yet matched are cancelled; sends always complete normally (the
             // standard deprecates cancelling them), so Test_cancelled reports false for them.
-            l.mpi.lock().engine.cancel_recv(id);
+            st.engine.cancel_recv(id);
         }
         Ok(())
     })
 }
 
 fn start_one(l: &Lib, h: usize) -> Result<()> {
-    let op = match l.t().requests.get(h) {
-        Some(ReqObj::Persistent { op, active: None, .. }) => op.clone(),
-        Some(ReqObj::Persistent { .. }) => {
-            return Err(MpiError::new(c::MPI_ERR_REQUEST, format!("MPI_Start: request {h:#x} is already active")))
-        }
-        _ => {
-            return Err(MpiError::new(
-                c::MPI_ERR_REQUEST,
-                format!("MPI_Start: request {h:#x} is not a persistent request"),
-            ))
+    let op = match l.t().persistent.get(h) {
+        Some(PersistentReq { op, active: None, .. }) => op.clone(),
+        Some(_) => return Err(MpiError::new(c::MPI_ERR_REQUEST, format!("MPI_Start: request {h:#x} is already active"))),
+        None => {
+            return Err(MpiError::new(c::MPI_ERR_REQUEST, format!("MPI_Start: request {h:#x} is not a persistent request")))
         }
     };
     let id = start_persistent(l, &op)?;
-    if let Some(ReqObj::Persistent { active, .. }) = l.t().requests.get_mut(h) {
-        *active = Some(id);
+    if let Some(p) = l.t().persistent.get_mut(h) {
+        p.active = Some(id);
     }
     Ok(())
 }

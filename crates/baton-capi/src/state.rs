@@ -7,7 +7,7 @@
 use crate::handles::{Kind, Table};
 use baton_abi::consts as c;
 use baton_core::comm::Comm;
-use baton_core::engine::{ReqId, Status, Unexpected};
+use baton_core::engine::{ReqId, Unexpected};
 use baton_core::error::{MpiError, Result};
 use baton_core::group::Group;
 use baton_core::runtime::Mpi;
@@ -35,6 +35,8 @@ impl std::ops::Deref for CommRef<'_> {
 /// A communicator as the application sees it.
 pub struct CommObj {
     pub core: Arc<Comm>,
+    /// This communicator's own handle (set when registered).
+    pub handle: AtomicUsize,
     pub name: Mutex<String>,
     pub errhandler: AtomicUsize,
     /// keyval -> attribute value.
@@ -46,6 +48,7 @@ impl CommObj {
     pub fn new(core: Arc<Comm>, name: &str, errhandler: usize) -> Arc<CommObj> {
         Arc::new(CommObj {
             core,
+            handle: AtomicUsize::new(c::MPI_COMM_NULL),
             name: Mutex::new(name.to_string()),
             errhandler: AtomicUsize::new(errhandler),
             attrs: Mutex::new(BTreeMap::new()),
@@ -82,30 +85,18 @@ pub struct PersistentOp {
     pub comm: Arc<CommObj>,
 }
 
-pub enum ReqObj {
-    /// An operation in the engine; `comm` is the handle whose error handler applies.
-    Active {
-        id: ReqId,
-        comm: usize,
-        recv: bool,
-    },
-    Persistent {
-        op: Box<PersistentOp>,
-        active: Option<ReqId>,
-        comm: usize,
-    },
-    /// Completed when created (e.g. `Comm_idup`): a status to hand out once.
-    Done {
-        status: Status,
-        comm: usize,
-    },
+/// A persistent request: its operation and the engine request of the round in progress.
+pub struct PersistentReq {
+    pub op: Box<PersistentOp>,
+    pub active: Option<ReqId>,
+    pub comm: usize,
 }
 
 pub struct Tables {
     pub comms: Table<Arc<CommObj>>,
     pub groups: Table<Arc<Group>>,
     pub errhandlers: Table<UserErrhandler>,
-    pub requests: Table<ReqObj>,
+    pub persistent: Table<PersistentReq>,
     pub messages: Table<(Unexpected, Arc<CommObj>)>,
     /// User-defined datatypes: layout and whether committed.
     pub datatypes: Table<(Arc<baton_core::datatype::Layout>, bool)>,
@@ -203,11 +194,13 @@ impl Lib {
 pub fn new_tables(mpi: &Mpi) -> Tables {
     let world = CommObj::new(mpi.world.clone(), "MPI_COMM_WORLD", c::MPI_ERRORS_ARE_FATAL);
     let self_comm = CommObj::new(mpi.self_comm.clone(), "MPI_COMM_SELF", c::MPI_ERRORS_ARE_FATAL);
+    world.handle.store(c::MPI_COMM_WORLD, Ordering::Relaxed);
+    self_comm.handle.store(c::MPI_COMM_SELF, Ordering::Relaxed);
     Tables {
         comms: Table::new(Kind::Comm),
         groups: Table::new(Kind::Group),
         errhandlers: Table::new(Kind::Errhandler),
-        requests: Table::new(Kind::Request),
+        persistent: Table::new(Kind::PersistentRequest),
         messages: Table::new(Kind::Message),
         datatypes: Table::new(Kind::Datatype),
         keyvals: BTreeMap::new(),

@@ -131,6 +131,9 @@ pub struct Request {
     pub status: Status,
     /// Freed by the application while active: drop on completion.
     pub detached: bool,
+    /// Opaque to the engine: the application's communicator handle, whose error handler
+    /// applies when this request completes with an error.
+    pub comm: usize,
     /// The received bytes of an `Sink::Owned` receive, once complete.
     pub owned: Option<Vec<u8>>,
     proto: Proto,
@@ -210,7 +213,7 @@ impl Engine {
         let gen = self.gens[idx as usize];
         let status = Status { source: c::MPI_ANY_SOURCE, tag: c::MPI_ANY_TAG, ..Default::default() };
         self.slots[idx as usize] =
-            Some(Request { complete: false, status, detached: false, owned: None, proto, to, gen });
+            Some(Request { complete: false, status, detached: false, comm: 0, owned: None, proto, to, gen });
         ReqId { idx, gen }
     }
 
@@ -220,6 +223,11 @@ impl Engine {
 
     pub fn get_mut(&mut self, id: ReqId) -> Option<&mut Request> {
         self.slots.get_mut(id.idx as usize)?.as_mut().filter(|r| r.gen == id.gen)
+    }
+
+    /// Largest slot index handed out so far plus one (handle encodings check their bounds).
+    pub fn slots(&self) -> usize {
+        self.slots.len()
     }
 
     /// Releases a completed request's slot (or marks an active one to be dropped when done).
