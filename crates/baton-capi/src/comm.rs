@@ -260,6 +260,7 @@ fn free_comm(l: &Lib, call: &str, h: usize) -> Result<()> {
     let obj = l.comm(call, h)?;
     delete_all_attrs(l, h, &obj)?;
     l.t().comms.remove(h);
+    crate::state::COMM_EPOCH.fetch_add(1, Ordering::AcqRel);
     Ok(())
 }
 

@@ -5,8 +5,8 @@
 //! blocking, so waiting threads never hold it.
 
 use crate::errors::{guard, guard_at};
-use crate::p2p::{check_status, dtype, start_persistent};
 use crate::handles::{self, Kind};
+use crate::p2p::{check_status, dtype, start_persistent};
 use crate::state::{lib, Lib, PersistentReq};
 use crate::{empty_status, put_status, MPI_Status};
 use baton_abi::consts as c;
@@ -22,7 +22,10 @@ enum Res {
     /// A persistent request between rounds.
     Inactive,
     /// An engine request; `persistent` is the handle of the persistent request it belongs to.
-    Engine { id: ReqId, persistent: Option<usize> },
+    Engine {
+        id: ReqId,
+        persistent: Option<usize>,
+    },
 }
 
 /// The handle of engine request `id`: its slot and generation, so that no table stands between
@@ -67,6 +70,10 @@ fn done(st: &State, r: &Res) -> Option<bool> {
 /// returns the indices that are; an invalid one fails the call.
 fn block_on(l: &Lib, call: &str, hs: &[usize], rs: &[Res], any: bool) -> Result<Vec<usize>> {
     let found = l.mpi.block(|st| {
+        // The common poll finds an incomplete request: leave before allocating anything.
+        if !any && rs.iter().any(|r| done(st, r) == Some(false)) {
+            return None;
+        }
         let mut ready = Vec::new();
         for (i, r) in rs.iter().enumerate() {
             match done(st, r) {
@@ -227,7 +234,14 @@ fn in_status(call: &str, results: &[(Status, usize)], comm_out: &mut usize) -> R
     }
 }
 
-fn wait_all(call: &str, n: c_int, reqs: *mut usize, statuses: *mut MPI_Status, blocking: bool, flag: *mut c_int) -> c_int {
+fn wait_all(
+    call: &str,
+    n: c_int,
+    reqs: *mut usize,
+    statuses: *mut MPI_Status,
+    blocking: bool,
+    flag: *mut c_int,
+) -> c_int {
     guard_at(|comm_out| {
         let l = lib(call)?;
         // SAFETY: `n` handles at `reqs`, checked by req_array.
@@ -260,11 +274,24 @@ pub unsafe extern "C" fn PMPI_Waitall(n: c_int, reqs: *mut usize, statuses: *mut
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Testall(n: c_int, reqs: *mut usize, flag: *mut c_int, statuses: *mut MPI_Status) -> c_int {
+pub unsafe extern "C" fn PMPI_Testall(
+    n: c_int,
+    reqs: *mut usize,
+    flag: *mut c_int,
+    statuses: *mut MPI_Status,
+) -> c_int {
     wait_all("MPI_Testall", n, reqs, statuses, false, flag)
 }
 
-fn wait_any(call: &str, n: c_int, reqs: *mut usize, index: *mut c_int, status: *mut MPI_Status, blocking: bool, flag: *mut c_int) -> c_int {
+fn wait_any(
+    call: &str,
+    n: c_int,
+    reqs: *mut usize,
+    index: *mut c_int,
+    status: *mut MPI_Status,
+    blocking: bool,
+    flag: *mut c_int,
+) -> c_int {
     guard_at(|comm_out| {
         let l = lib(call)?;
         crate::nonnull_mut(call, "index", index)?;
@@ -316,11 +343,25 @@ pub unsafe extern "C" fn PMPI_Waitany(n: c_int, reqs: *mut usize, index: *mut c_
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Testany(n: c_int, reqs: *mut usize, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+pub unsafe extern "C" fn PMPI_Testany(
+    n: c_int,
+    reqs: *mut usize,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut MPI_Status,
+) -> c_int {
     wait_any("MPI_Testany", n, reqs, index, status, false, flag)
 }
 
-fn wait_some(call: &str, n: c_int, reqs: *mut usize, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MPI_Status, blocking: bool) -> c_int {
+fn wait_some(
+    call: &str,
+    n: c_int,
+    reqs: *mut usize,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MPI_Status,
+    blocking: bool,
+) -> c_int {
     guard_at(|comm_out| {
         let l = lib(call)?;
         crate::nonnull_mut(call, "outcount", outcount)?;
@@ -355,12 +396,24 @@ fn wait_some(call: &str, n: c_int, reqs: *mut usize, outcount: *mut c_int, indic
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Waitsome(n: c_int, reqs: *mut usize, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MPI_Status) -> c_int {
+pub unsafe extern "C" fn PMPI_Waitsome(
+    n: c_int,
+    reqs: *mut usize,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MPI_Status,
+) -> c_int {
     wait_some("MPI_Waitsome", n, reqs, outcount, indices, statuses, true)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn PMPI_Testsome(n: c_int, reqs: *mut usize, outcount: *mut c_int, indices: *mut c_int, statuses: *mut MPI_Status) -> c_int {
+pub unsafe extern "C" fn PMPI_Testsome(
+    n: c_int,
+    reqs: *mut usize,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut MPI_Status,
+) -> c_int {
     wait_some("MPI_Testsome", n, reqs, outcount, indices, statuses, false)
 }
 
@@ -442,9 +495,14 @@ pub unsafe extern "C" fn PMPI_Cancel(request: *mut usize) -> c_int {
 fn start_one(l: &Lib, h: usize) -> Result<()> {
     let op = match l.t().persistent.get(h) {
         Some(PersistentReq { op, active: None, .. }) => op.clone(),
-        Some(_) => return Err(MpiError::new(c::MPI_ERR_REQUEST, format!("MPI_Start: request {h:#x} is already active"))),
+        Some(_) => {
+            return Err(MpiError::new(c::MPI_ERR_REQUEST, format!("MPI_Start: request {h:#x} is already active")))
+        }
         None => {
-            return Err(MpiError::new(c::MPI_ERR_REQUEST, format!("MPI_Start: request {h:#x} is not a persistent request")))
+            return Err(MpiError::new(
+                c::MPI_ERR_REQUEST,
+                format!("MPI_Start: request {h:#x} is not a persistent request"),
+            ))
         }
     };
     let id = start_persistent(l, &op)?;

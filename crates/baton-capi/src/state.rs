@@ -13,7 +13,7 @@ use baton_core::group::Group;
 use baton_core::runtime::Mpi;
 use std::collections::BTreeMap;
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// A communicator found by handle: borrowed when predefined, else a counted reference.
@@ -118,6 +118,15 @@ pub struct Lib {
 }
 
 static LIB: OnceLock<Lib> = OnceLock::new();
+
+/// Bumped whenever a communicator is freed; see [`Lib::comm_arc`].
+pub static COMM_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+type CommCacheEntry = Option<(usize, u64, Arc<CommObj>)>;
+
+thread_local! {
+    static COMM_CACHE: std::cell::RefCell<CommCacheEntry> = const { std::cell::RefCell::new(None) };
+}
 /// 0 before init, 1 initialized, 2 finalized.
 pub static PHASE: AtomicU8 = AtomicU8::new(0);
 
@@ -162,6 +171,22 @@ impl Lib {
 
     /// Like [`comm`](Self::comm), as an owned reference (to keep beyond the call).
     pub fn comm_arc(&self, call: &str, h: usize) -> Result<Arc<CommObj>> {
+        // Most calls reuse the communicator of the previous call on this thread; the epoch
+        // (bumped by every MPI_Comm_free) makes a cached entry of a freed one miss.
+        let epoch = COMM_EPOCH.load(Ordering::Acquire);
+        let hit = COMM_CACHE.with(|c| match &*c.borrow() {
+            Some((ch, ce, obj)) if *ch == h && *ce == epoch => Some(obj.clone()),
+            _ => None,
+        });
+        if let Some(obj) = hit {
+            return Ok(obj);
+        }
+        let obj = self.comm_lookup(call, h)?;
+        COMM_CACHE.with(|c| *c.borrow_mut() = Some((h, epoch, obj.clone())));
+        Ok(obj)
+    }
+
+    fn comm_lookup(&self, call: &str, h: usize) -> Result<Arc<CommObj>> {
         let t = self.t();
         match h {
             c::MPI_COMM_WORLD => Ok(t.world.clone()),

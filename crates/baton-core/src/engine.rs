@@ -183,7 +183,7 @@ pub struct Engine {
     slots: Vec<Option<Request>>,
     gens: Vec<u32>,
     free: VecDeque<u32>,
-    posted: Vec<Posted>,
+    posted: VecDeque<Posted>,
     unexpected: VecDeque<Unexpected>,
     pending: Vec<VecDeque<Pending>>,
     /// Requests streaming data (served round-robin by `progress`).
@@ -345,7 +345,7 @@ impl Engine {
             let u = self.unexpected.remove(pos).unwrap();
             self.deliver(net, id, u.from, &u.h, &u.data);
         } else {
-            self.posted.push(Posted { req: id, ctx, src, tag });
+            self.posted.push_back(Posted { req: id, ctx, src, tag });
         }
         id
     }
@@ -398,7 +398,7 @@ impl Engine {
                 let found = self.posted.iter().position(|p| matches(p.ctx, p.src, p.tag, h));
                 match found {
                     Some(pos) => {
-                        let p = self.posted.remove(pos);
+                        let p = self.posted.remove(pos).expect("found above");
                         self.deliver(net, p.req, from, h, payload);
                     }
                     None => {
