@@ -30,7 +30,7 @@ struct Buf {
 
 impl Buf {
     fn new(call: &str, what: &str, p: *const c_void, count: i64, dt: usize) -> Result<Buf> {
-        let lay = dtype(call, dt)?;
+        let lay: Arc<Layout> = dtype(call, dt)?.clone();
         if count < 0 {
             return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: {what} count {count} is negative")));
         }
@@ -588,7 +588,7 @@ unsafe fn counts<'a, T: Copy>(call: &str, what: &str, p: *const T, n: usize) -> 
 
 /// Block `i` of a vector argument: `count` elements at displacement `disp` (in extents).
 fn vblock(call: &str, base: *const c_void, count: i64, disp: i64, dt: usize) -> Result<Buf> {
-    let lay = dtype(call, dt)?;
+    let lay: Arc<Layout> = dtype(call, dt)?.clone();
     let addr = (base as usize).wrapping_add_signed(disp as isize * lay.extent);
     Buf::new(call, "", if count > 0 { addr as *const c_void } else { base }, count, dt)
 }

@@ -40,8 +40,27 @@ impl SendMode {
     }
 }
 
+/// A datatype's layout: predefined ones are borrowed (no reference counting on the hot path).
+pub enum DtRef {
+    Predefined(&'static Arc<Layout>),
+    User(Arc<Layout>),
+}
+
+impl std::ops::Deref for DtRef {
+    type Target = Arc<Layout>;
+    fn deref(&self) -> &Arc<Layout> {
+        match self {
+            DtRef::Predefined(a) => a,
+            DtRef::User(a) => a,
+        }
+    }
+}
+
 /// The layout of a datatype usable for communication (predefined, or user-defined and committed).
-pub fn dtype(call: &str, h: usize) -> Result<Arc<Layout>> {
+pub fn dtype(call: &str, h: usize) -> Result<DtRef> {
+    if let Some(l) = predefined(h) {
+        return Ok(DtRef::Predefined(l));
+    }
     let (lay, committed) = dtype_any(call, h)?;
     if !committed {
         return Err(MpiError::new(
@@ -49,7 +68,7 @@ pub fn dtype(call: &str, h: usize) -> Result<Arc<Layout>> {
             format!("{call}: datatype {h:#x} has not been committed (MPI_Type_commit)"),
         ));
     }
-    Ok(lay)
+    Ok(DtRef::User(lay))
 }
 
 /// The layout of any valid datatype, and whether it may be used for communication.
@@ -236,6 +255,13 @@ fn send_inner(
     }
     let mut st = l.mpi.lock();
     let State { engine, fabric, .. } = &mut *st;
+    if release_if_done && matches!(mode, SendMode::Standard | SendMode::Ready) {
+        if let SendData::User(b) = &data {
+            if engine.send_now(fabric, to, comm.core.ctx, comm.core.rank, tag, b.read(0, b.len())) {
+                return Ok(None);
+            }
+        }
+    }
     let id = engine.send(fabric, to, comm.core.ctx, comm.core.rank, tag, data, mode == SendMode::Sync);
     if let Some(r) = engine.get_mut(id) {
         r.comm = comm.handle.load(std::sync::atomic::Ordering::Relaxed);
@@ -343,7 +369,7 @@ fn blocking_recv(
         let l = lib("MPI_Recv")?;
         let comm = l.comm("MPI_Recv", comm_h)?;
         let id = start_recv(l, "MPI_Recv", &comm, buf as usize, count, dt, src, tag)?;
-        let (s, _) = l.mpi.wait(id);
+        let (s, _) = l.mpi.wait_pending(id);
         // SAFETY: status is MPI_STATUS_IGNORE (null) or points to a caller-owned MPI_Status.
         unsafe { put_status(status, &s, false) };
         check_status("MPI_Recv", &s)

@@ -186,6 +186,8 @@ pub struct Engine {
     posted: VecDeque<Posted>,
     unexpected: VecDeque<Unexpected>,
     pending: Vec<VecDeque<Pending>>,
+    /// Frames in `pending`, all peers together (lets a progress pass skip the scan).
+    queued: usize,
     /// Requests streaming data (served round-robin by `progress`).
     streaming: Vec<ReqId>,
     /// Set when something completed since the caller last cleared it.
@@ -255,11 +257,16 @@ impl Engine {
     fn finish(&mut self, id: ReqId) {
         let Some(r) = self.get_mut(id) else { return };
         r.complete = true;
-        match std::mem::replace(&mut r.proto, Proto::Idle) {
-            Proto::RecvPosted { sink: Sink::Owned(v) } | Proto::RecvStream { sink: Sink::Owned(v), .. } => {
-                r.owned = Some(v)
+        // A receive into the application's buffer holds nothing to drop: leave its state as it
+        // is (a completed request's protocol state is never read again).
+        let plain = matches!(r.proto, Proto::RecvPosted { sink: Sink::Contig(_) } | Proto::SendWaitAck | Proto::Idle);
+        if !plain {
+            match std::mem::replace(&mut r.proto, Proto::Idle) {
+                Proto::RecvPosted { sink: Sink::Owned(v) } | Proto::RecvStream { sink: Sink::Owned(v), .. } => {
+                    r.owned = Some(v)
+                }
+                _ => {}
             }
-            _ => {}
         }
         let detached = r.detached;
         self.completed_any = true;
@@ -283,6 +290,7 @@ impl Engine {
     fn send_control(&mut self, net: &mut dyn Net, to: ProcIdx, h: Header) {
         if self.has_queue(to) || !net.try_send(to, &h, 0, &mut |_| {}) {
             self.queue(to).push_back(Pending::Control(h));
+            self.queued += 1;
         }
     }
 
@@ -311,8 +319,20 @@ impl Engine {
         self.get_mut(id).unwrap().proto = proto;
         if self.has_queue(to) || !self.push_send(net, id, &h) {
             self.queue(to).push_back(Pending::Send(id, h));
+            self.queued += 1;
         }
         id
+    }
+
+    /// Sends a small standard-mode message at once, without a request, when it is eager and
+    /// nothing is queued ahead of it for `to`. Returns false (having done nothing) otherwise;
+    /// the caller then uses [`send`](Self::send). Used by blocking sends.
+    pub fn send_now(&mut self, net: &mut dyn Net, to: ProcIdx, ctx: u64, src: i32, tag: i32, bytes: &[u8]) -> bool {
+        if bytes.len() > net.eager_limit(to).min(net.max_frame(to)) || self.has_queue(to) {
+            return false;
+        }
+        let h = Header { kind: Kind::Eager, ctx, src, tag, len: bytes.len() as u64, id: 0, aux: 0 };
+        net.try_send(to, &h, bytes.len(), &mut |dst| dst.copy_from_slice(bytes))
     }
 
     /// Tries to push the first frame of send `id`; on success moves it to its next state.
@@ -398,7 +418,8 @@ impl Engine {
                 let found = self.posted.iter().position(|p| matches(p.ctx, p.src, p.tag, h));
                 match found {
                     Some(pos) => {
-                        let p = self.posted.remove(pos).expect("found above");
+                        let p = if pos == 0 { self.posted.pop_front() } else { self.posted.remove(pos) };
+                        let p = p.expect("found above");
                         self.deliver(net, p.req, from, h, payload);
                     }
                     None => {
@@ -438,16 +459,30 @@ impl Engine {
     /// Delivers a matched message (eager data or a rendezvous request) to receive `id`.
     fn deliver(&mut self, net: &mut dyn Net, id: ReqId, from: ProcIdx, h: &Header, payload: &[u8]) {
         let r = self.get_mut(id).unwrap();
-        let Proto::RecvPosted { sink } = std::mem::replace(&mut r.proto, Proto::Idle) else {
-            return;
+        let cap = match &r.proto {
+            Proto::RecvPosted { sink } => sink.capacity() as u64,
+            _ => return,
         };
-        let cap = sink.capacity() as u64;
         r.status.source = h.src;
         r.status.tag = h.tag;
         r.status.bytes = h.len.min(cap);
         if h.len > cap {
             r.status.error = c::MPI_ERR_TRUNCATE;
         }
+        if matches!(h.kind, Kind::Eager | Kind::EagerSync) {
+            // The common case: copy into the posted buffer in place.
+            if let Proto::RecvPosted { sink } = &mut r.proto {
+                sink.write(0, payload);
+            }
+            if h.kind == Kind::EagerSync {
+                self.send_control(net, from, Header::control(Kind::SyncAck, h.id, 0));
+            }
+            self.finish(id);
+            return;
+        }
+        let Proto::RecvPosted { sink } = std::mem::replace(&mut r.proto, Proto::Idle) else {
+            return;
+        };
         match h.kind {
             Kind::Eager | Kind::EagerSync => {
                 let mut sink = sink;
@@ -477,6 +512,9 @@ impl Engine {
 
     /// Pushes queued frames and streamed data; call from every progress pass.
     pub fn progress(&mut self, net: &mut dyn Net) {
+        if self.queued == 0 && self.streaming.is_empty() {
+            return;
+        }
         for to in 0..self.pending.len() {
             while let Some(p) = self.pending[to].front() {
                 let ok = match p {
@@ -493,6 +531,7 @@ impl Engine {
                     break;
                 }
                 self.pending[to].pop_front();
+                self.queued -= 1;
             }
         }
         if !self.streaming.is_empty() {
@@ -527,7 +566,7 @@ impl Engine {
 
     /// Frames queued behind a full ring, or data still to stream.
     pub fn has_outgoing(&self) -> bool {
-        !self.streaming.is_empty() || self.pending.iter().any(|q| !q.is_empty())
+        !self.streaming.is_empty() || self.queued > 0
     }
 
     /// Number of messages waiting unmatched (for tests and diagnostics).

@@ -353,6 +353,20 @@ impl Mpi {
         }
     }
 
+    /// Waits for a request that has probably not completed yet (a receive just posted): the
+    /// first pass of the wait loop both makes progress and checks it.
+    pub fn wait_pending(&self, id: ReqId) -> (Status, Option<Vec<u8>>) {
+        self.block(|st| {
+            let r = st.engine.get_mut(id)?;
+            if !r.complete {
+                return None;
+            }
+            let out = (r.status, r.owned.take());
+            st.engine.release(id);
+            Some(out)
+        })
+    }
+
     /// Waits for request `id` and releases it, returning its status.
     pub fn wait(&self, id: ReqId) -> (Status, Option<Vec<u8>>) {
         // Eager sends are usually complete on return: no progress pass needed.
