@@ -2,7 +2,8 @@
 # `make test` the second (what CI runs).
 PREFIX ?= $(CURDIR)/install
 CARGO ?= cargo
-TARGET_DIR := $(CURDIR)/target/release
+# Follows CARGO_TARGET_DIR when set, as cargo does.
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)/release
 NP ?= 4
 
 .PHONY: all deps build install demo test test-rust test-c lint clean
