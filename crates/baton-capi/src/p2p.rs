@@ -255,10 +255,12 @@ fn send_inner(
     }
     let mut st = l.mpi.lock();
     let State { engine, fabric, .. } = &mut *st;
-    if release_if_done && matches!(mode, SendMode::Standard | SendMode::Ready) {
+    if matches!(mode, SendMode::Standard | SendMode::Ready) {
         if let SendData::User(b) = &data {
             if engine.send_now(fabric, to, comm.core.ctx, comm.core.rank, tag, b.read(0, b.len())) {
-                return Ok(None);
+                // Gone already: a blocking send is done, a nonblocking one gets a request that
+                // is complete from the start.
+                return Ok(if release_if_done { None } else { Some(engine.completed(crate::empty_status())) });
             }
         }
     }
