@@ -1,4 +1,4 @@
-//! Small functions: datatype queries for predefined types, handle conversion, clocks, address
+//! Small functions: datatype size and extent queries, handle conversion, clocks, address
 //! arithmetic, memory allocation, profiling control.
 
 use crate::errors::guard;
@@ -11,7 +11,7 @@ fn dtype(call: &str, h: usize) -> Result<std::sync::Arc<baton_core::datatype::La
 use crate::state::lib;
 use baton_abi::consts as c;
 use baton_core::error::{MpiError, Result};
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
 use std::time::Instant;
 
@@ -62,18 +62,6 @@ extent_fns!(PMPI_Type_get_extent_x, "MPI_Type_get_extent_x", i64, lb, extent);
 extent_fns!(PMPI_Type_get_true_extent, "MPI_Type_get_true_extent", isize, true_lb, true_extent);
 extent_fns!(PMPI_Type_get_true_extent_c, "MPI_Type_get_true_extent_c", i64, true_lb, true_extent);
 extent_fns!(PMPI_Type_get_true_extent_x, "MPI_Type_get_true_extent_x", i64, true_lb, true_extent);
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_get_name(dt: usize, name: *mut c_char, len: *mut c_int) -> c_int {
-    guard(W, || {
-        let lay = dtype("MPI_Type_get_name", dt)?;
-        nonnull_mut("MPI_Type_get_name", "type_name", name)?;
-        nonnull_mut("MPI_Type_get_name", "resultlen", len)?;
-        // SAFETY: the caller provides MPI_MAX_OBJECT_NAME bytes.
-        unsafe { crate::cstr_out(lay.name, name, c::MPI_MAX_OBJECT_NAME as usize, len) };
-        Ok(())
-    })
-}
 
 // Handles are below 2^31 by construction (see `handles`), so conversion to `int` is exact.
 macro_rules! int_conv {
@@ -164,92 +152,5 @@ pub unsafe extern "C" fn PMPI_Free_mem(base: *mut c_void) -> c_int {
         // SAFETY: `base` came from MPI_Alloc_mem (posix_memalign) or is NULL.
         unsafe { libc::free(base) };
         Ok(())
-    })
-}
-
-// ----- derived datatypes (the first constructors; the datatypes work adds the rest) -----
-
-fn new_type(l: &crate::state::Lib, call: &str, out_p: *mut usize, lay: baton_core::datatype::Layout) -> Result<()> {
-    let h = l.t().datatypes.insert((std::sync::Arc::new(lay), false));
-    out(call, "newtype", out_p, h)
-}
-
-fn contiguous(count: i64, old: usize, newtype: *mut usize) -> c_int {
-    guard(W, || {
-        let call = "MPI_Type_contiguous";
-        let l = lib(call)?;
-        if count < 0 {
-            return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: count {count} is negative")));
-        }
-        let old = dtype(call, old)?;
-        nonnull_mut(call, "newtype", newtype)?;
-        new_type(l, call, newtype, baton_core::datatype::Layout::contiguous(count as usize, &old))
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_contiguous(count: c_int, old: usize, newtype: *mut usize) -> c_int {
-    contiguous(count as i64, old, newtype)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_contiguous_c(count: i64, old: usize, newtype: *mut usize) -> c_int {
-    contiguous(count, old, newtype)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_dup(old: usize, newtype: *mut usize) -> c_int {
-    guard(W, || {
-        let call = "MPI_Type_dup";
-        let l = lib(call)?;
-        let (lay, committed) = dtype_any(call, old)?;
-        nonnull_mut(call, "newtype", newtype)?;
-        let h = l.t().datatypes.insert((lay, committed));
-        out(call, "newtype", newtype, h)
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_commit(dt: *mut usize) -> c_int {
-    guard(W, || {
-        let call = "MPI_Type_commit";
-        let l = lib(call)?;
-        nonnull_mut(call, "datatype", dt)?;
-        // SAFETY: checked non-null.
-        let h = unsafe { *dt };
-        if baton_core::datatype::predefined(h).is_some() {
-            return Ok(());
-        }
-        match l.t().datatypes.get_mut(h) {
-            Some(e) => {
-                e.1 = true;
-                Ok(())
-            }
-            None => {
-                Err(MpiError::new(c::MPI_ERR_TYPE, format!("{call}: datatype {h:#x} is not a valid datatype handle")))
-            }
-        }
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_free(dt: *mut usize) -> c_int {
-    guard(W, || {
-        let call = "MPI_Type_free";
-        let l = lib(call)?;
-        nonnull_mut(call, "datatype", dt)?;
-        // SAFETY: checked non-null.
-        let h = unsafe { *dt };
-        if baton_core::datatype::predefined(h).is_some() {
-            return Err(MpiError::new(c::MPI_ERR_TYPE, format!("{call}: predefined datatypes cannot be freed")));
-        }
-        // Operations in flight hold their own reference to the layout, so freeing is safe.
-        if l.t().datatypes.remove(h).is_none() {
-            return Err(MpiError::new(
-                c::MPI_ERR_TYPE,
-                format!("{call}: datatype {h:#x} is not a valid datatype handle"),
-            ));
-        }
-        out(call, "datatype", dt, c::MPI_DATATYPE_NULL)
     })
 }
