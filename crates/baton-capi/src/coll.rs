@@ -135,28 +135,108 @@ fn bcast_bytes(l: &Lib, cm: &CommObj, root: c_int, mut bytes: Vec<u8>) -> Vec<u8
     bytes
 }
 
-/// Binomial-tree reduction of packed bytes to `root` (predefined ops are commutative).
-fn reduce_bytes(l: &Lib, cm: &CommObj, root: c_int, o: Op, dt: usize, mut acc: Vec<u8>) -> Result<Vec<u8>> {
+/// Buffers the collectives reuse: a large buffer freshly allocated is fresh pages, and touching
+/// a megabyte of fresh pages costs more than reducing it.
+static POOL: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+
+fn take_buf(n: usize) -> Vec<u8> {
+    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut v = match pool.iter().position(|b| b.capacity() >= n) {
+        Some(i) => pool.swap_remove(i),
+        None => pool.pop().unwrap_or_default(),
+    };
+    v.clear();
+    v.resize(n, 0);
+    v
+}
+
+fn give_buf(v: Vec<u8>) {
+    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    if pool.len() < 4 {
+        pool.push(v);
+    }
+}
+
+/// Binomial-tree reduction of `sb` to `root`, which gets the result (the others get None).
+/// Leaves send straight from the application's buffer; inner ranks combine in pooled buffers.
+fn reduce_to(l: &Lib, cm: &CommObj, root: c_int, o: Op, sb: &Buf, call: &str) -> Result<Option<Vec<u8>>> {
     let n = cm.core.size();
     let vr = (cm.core.rank - root + n) % n;
     let real = |v: c_int| (v + root) % n;
+    // Children are vr|mask for masks below vr's lowest set bit (every mask for the root).
+    let low = if vr == 0 { (n as u32).next_power_of_two() as c_int } else { vr & -vr };
+    let has_children = (0..31).map(|b| 1 << b).take_while(|&m| m < low).any(|m| vr | m < n && vr & m == 0);
+    if !has_children {
+        if vr != 0 {
+            let s = l.mpi.coll_isend(&cm.core, real(vr - low), TAG_REDUCE, sb.data(call)?);
+            l.mpi.wait(s);
+            return Ok(None);
+        }
+        return Ok(Some(sb.packed(call)?));
+    }
+    let mut acc = take_buf(sb.bytes());
+    acc.copy_from_slice(sb.data(call)?.bytes());
+    let mut scratch = Some(take_buf(sb.bytes()));
     let mut mask = 1;
     while mask < n {
         if vr & mask == 0 {
             let child = vr | mask;
             if child < n {
-                let part = l.mpi.recv_internal(&cm.core, real(child), TAG_REDUCE);
-                same_size("reduction", part.len(), acc.len(), real(child))?;
-                op::apply(o, dt, &part, &mut acc);
+                let buf = scratch.take().unwrap_or_else(|| take_buf(acc.len()));
+                let id = l.mpi.coll_irecv(&cm.core, real(child), TAG_REDUCE, Sink::Owned(buf));
+                let (st, part) = l.mpi.wait_pending(id);
+                let part = part.unwrap_or_default();
+                same_size(call, st.bytes as usize + (st.error != 0) as usize, acc.len(), real(child))?;
+                op::apply(o, sb.dt, &part, &mut acc);
+                scratch = Some(part);
             }
         } else {
-            let s = l.mpi.isend_internal(&cm.core, real(vr & !mask), TAG_REDUCE, acc.clone());
+            let s = l.mpi.isend_internal(&cm.core, real(vr & !mask), TAG_REDUCE, acc);
             l.mpi.wait(s);
+            if let Some(b) = scratch {
+                give_buf(b);
+            }
+            return Ok(None);
+        }
+        mask <<= 1;
+    }
+    if let Some(b) = scratch {
+        give_buf(b);
+    }
+    Ok(Some(acc))
+}
+
+/// Binomial-tree broadcast straight between application buffers: each rank receives into its
+/// own buffer and forwards from it, so a large message costs one single-copy read per hop.
+fn bcast_buf(l: &Lib, cm: &CommObj, root: c_int, b: &Buf, call: &str) -> Result<()> {
+    let n = cm.core.size();
+    if n == 1 {
+        return Ok(());
+    }
+    let vr = (cm.core.rank - root + n) % n;
+    let real = |v: c_int| (v + root) % n;
+    let mut mask = 1;
+    while mask < n {
+        if vr & mask != 0 {
+            let id = l.mpi.coll_irecv(&cm.core, real(vr - mask), TAG_BCAST, b.sink(call)?);
+            let s = l.mpi.wait_pending(id).0;
+            if s.error != 0 || s.bytes as usize != b.bytes() {
+                same_size(call, s.bytes as usize + (s.error != 0) as usize, b.bytes(), root)?;
+            }
             break;
         }
         mask <<= 1;
     }
-    Ok(acc)
+    let mut sends = Vec::new();
+    mask >>= 1;
+    while mask > 0 {
+        if vr + mask < n {
+            sends.push(l.mpi.coll_isend(&cm.core, real(vr + mask), TAG_BCAST, b.data(call)?));
+        }
+        mask >>= 1;
+    }
+    wait_all(l, sends);
+    Ok(())
 }
 
 #[no_mangle]
@@ -176,17 +256,7 @@ fn bcast(buf: *mut c_void, count: i64, dt: usize, root: c_int, comm_h: usize) ->
         let cm = comm(l, call, comm_h)?;
         check_root(call, &cm, root)?;
         let b = Buf::new(call, "", buf, count, dt)?;
-        if cm.core.size() == 1 {
-            return Ok(());
-        }
-        let me = cm.core.rank;
-        let mine = if me == root { b.packed(call)? } else { Vec::new() };
-        let got = bcast_bytes(l, &cm, root, mine);
-        if me != root {
-            same_size(call, got.len(), b.bytes(), root)?;
-            b.unpack(call, &got)?;
-        }
-        Ok(())
+        bcast_buf(l, &cm, root, &b, call)
     })
 }
 
@@ -222,9 +292,9 @@ fn reduce(
             Buf::new(call, "send", sbuf, count, dt)?
         };
         let o = op_of(call, oph, &sb)?;
-        let acc = reduce_bytes(l, &cm, root, o, dt, sb.packed(call)?)?;
-        if is_root {
+        if let Some(acc) = reduce_to(l, &cm, root, o, &sb, call)? {
             rb.unpack(call, &acc)?;
+            give_buf(acc);
         }
         Ok(())
     })
@@ -268,9 +338,11 @@ fn allreduce(sbuf: *const c_void, rbuf: *mut c_void, count: i64, dt: usize, oph:
             Buf::new(call, "send", sbuf, count, dt)?
         };
         let o = op_of(call, oph, &sb)?;
-        let acc = reduce_bytes(l, &cm, 0, o, dt, sb.packed(call)?)?;
-        let all = bcast_bytes(l, &cm, 0, acc);
-        rb.unpack(call, &all)
+        if let Some(acc) = reduce_to(l, &cm, 0, o, &sb, call)? {
+            rb.unpack(call, &acc)?;
+            give_buf(acc);
+        }
+        bcast_buf(l, &cm, 0, &rb, call)
     })
 }
 
@@ -883,7 +955,7 @@ fn reduce_scatter(
         Buf::new(call, "send", sbuf, total, dt)?
     };
     let o = op_of(call, oph, &sb)?;
-    let acc = reduce_bytes(l, &cm, 0, o, dt, sb.packed(call)?)?;
+    let acc = reduce_to(l, &cm, 0, o, &sb, call)?.unwrap_or_default();
     let all = bcast_bytes(l, &cm, 0, acc);
     let size = sb.lay.size;
     let start: i64 = cnts[..me].iter().sum();
