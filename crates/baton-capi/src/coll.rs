@@ -34,12 +34,13 @@ impl Buf {
         if count < 0 {
             return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: {what} count {count} is negative")));
         }
-        if p.is_null() && count > 0 && lay.size > 0 {
-            return Err(MpiError::new(
-                c::MPI_ERR_BUFFER,
-                format!("{call}: {what} buffer is NULL but count is {count}"),
-            ));
-        }
+        crate::p2p::check_buf(call, p as usize, count as usize, &lay).map_err(|e| {
+            if what.is_empty() {
+                e
+            } else {
+                MpiError::new(e.class, format!("{} ({what} buffer)", e.msg))
+            }
+        })?;
         Ok(Buf { addr: p as usize, count: count as usize, lay, dt })
     }
     fn bytes(&self) -> usize {

@@ -106,8 +106,10 @@ fn check_tag(call: &str, tag: c_int, allow_any: bool) -> Result<()> {
     Err(MpiError::new(c::MPI_ERR_TAG, format!("{call}: tag {tag} is invalid (valid tags are 0..={TAG_UB})")))
 }
 
-fn check_buf(call: &str, buf: usize, count: usize, lay: &Layout) -> Result<()> {
-    if buf == 0 && count > 0 && lay.size > 0 {
+/// A NULL buffer is `MPI_BOTTOM`: valid only for a datatype whose data lies at absolute
+/// addresses (built from `MPI_Get_address`), never for one that would touch the first page.
+pub fn check_buf(call: &str, buf: usize, count: usize, lay: &Layout) -> Result<()> {
+    if buf == 0 && count > 0 && lay.size > 0 && lay.true_lb < 4096 {
         return Err(MpiError::new(
             c::MPI_ERR_BUFFER,
             format!("{call}: buffer is NULL but count is {count} of {}", lay.name),
