@@ -356,37 +356,16 @@ impl Mpi {
     /// Waits for a request that has probably not completed yet (a receive just posted): the
     /// first pass of the wait loop both makes progress and checks it.
     pub fn wait_pending(&self, id: ReqId) -> (Status, Option<Vec<u8>>) {
-        self.block(|st| {
-            let r = st.engine.get_mut(id)?;
-            if !r.complete {
-                return None;
-            }
-            let out = (r.status, r.owned.take());
-            st.engine.release(id);
-            Some(out)
-        })
+        self.block(|st| take_completed(st, id))
     }
 
     /// Waits for request `id` and releases it, returning its status.
     pub fn wait(&self, id: ReqId) -> (Status, Option<Vec<u8>>) {
         // Eager sends are usually complete on return: no progress pass needed.
-        {
-            let mut st = self.lock();
-            if let Some(r) = st.engine.get_mut(id).filter(|r| r.complete) {
-                let out = (r.status, r.owned.take());
-                st.engine.release(id);
-                return out;
-            }
+        if let Some(out) = take_completed(&mut self.lock(), id) {
+            return out;
         }
-        self.block(|st| {
-            let r = st.engine.get_mut(id)?;
-            if !r.complete {
-                return None;
-            }
-            let out = (r.status, r.owned.take());
-            st.engine.release(id);
-            Some(out)
-        })
+        self.wait_pending(id)
     }
 
     // ----- the library's own messages (collective context) -----
@@ -482,6 +461,17 @@ impl Mpi {
     pub fn world_rank(&self) -> i32 {
         self.world.rank
     }
+}
+
+/// The status (and owned data) of request `id` if it is complete, releasing it.
+fn take_completed(st: &mut State, id: ReqId) -> Option<(Status, Option<Vec<u8>>)> {
+    let r = st.engine.get_mut(id)?;
+    if !r.complete {
+        return None;
+    }
+    let out = (r.status, r.owned.take());
+    st.engine.release(id);
+    Some(out)
 }
 
 pub const TAG_BARRIER: i32 = 1;
