@@ -141,6 +141,33 @@ def ratios_to_best_other(values):
     return out
 
 
+DDT_REFERENCE = "ddt_contig"
+DDT_NONCONTIG = ("ddt_vector", "ddt_vector_vv", "ddt_struct")
+
+
+def ddt_ratios(rows):
+    """Non-contiguous / contiguous time of the derived-datatype ping-pongs.
+
+    rows: aggregated rows (see aggregate).  For every ddt_vector,
+    ddt_vector_vv and ddt_struct row that has a ddt_contig row of the same
+    MPI, payload size and ranks, returns {mpi, bench, size, ranks,
+    median_us, contig_us, ratio} with ratio = median_us / contig_us
+    (1 = as fast as the contiguous message; the project's goal for large
+    messages is <= 1.5).  Sorted by bench, size, mpi."""
+    ref = {(r["mpi"], r["size"], r["ranks"]): r["median_us"] for r in rows if r["bench"] == DDT_REFERENCE}
+    out = []
+    for r in rows:
+        if r["bench"] not in DDT_NONCONTIG:
+            continue
+        c = ref.get((r["mpi"], r["size"], r["ranks"]))
+        if not c or c <= 0 or r["median_us"] is None:
+            continue
+        out.append({"mpi": r["mpi"], "bench": r["bench"], "size": r["size"], "ranks": r["ranks"],
+                    "median_us": r["median_us"], "contig_us": c, "ratio": r["median_us"] / c})
+    out.sort(key=lambda x: (DDT_NONCONTIG.index(x["bench"]), x["size"], x["mpi"]))
+    return out
+
+
 def saturation(points, rel_tol=0.10, abs_tol_us=0.5):
     """Computation time beyond which the total time of an overlap
     iteration starts to grow.

@@ -21,6 +21,7 @@ GROUPS = {
     "overlap": ["overlap_fixed", "overlap_daxpy"],
     "spawn": ["spawn_latency", "spawn_rate", "spawn_pingpong"],
     "is": ["is"],
+    "ddt": ["ddt_contig", "ddt_vector", "ddt_vector_vv", "ddt_struct"],
     "oversub": ["oversub"],
     "limits": ["limits"],
 }
@@ -50,10 +51,12 @@ def make_jobs(selected, mode, ranks, tscale):
     K, M = 1024, 1024 * 1024
     if mode == "smoke":
         p2p, coll, topo, ov, pp = [0, 8, 4 * K], [8, 4 * K], [8, 4 * K], [1 * K, 64 * K], [8, 4 * K]
+        ddt = [128, 8 * K]
         flag, timeout = ["--smoke"], 30
     elif mode == "quick":
         p2p, coll, topo, ov, pp = [8, K, 64 * K, M, 4 * M], [8, K, 64 * K, M], [K, 64 * K, M], \
             [K, 64 * K, M], [8, K, 64 * K]
+        ddt = [512, 8 * K, 64 * K, 4 * M]
         flag, timeout = ["--quick"], 25
     else:
         p2p = [0] + [2 ** i for i in range(23)]
@@ -61,6 +64,9 @@ def make_jobs(selected, mode, ranks, tscale):
         topo = [4 ** i for i in range(0, 11)]
         ov = [16 * 4 ** i for i in range(10)]
         pp = [2 ** i for i in range(0, 21, 2)]
+        # the matrix column takes payloads up to 8 KiB (N <= 1024), the
+        # structs from 1 KiB, the contiguous reference all of them
+        ddt = [128, 512] + [2 ** i for i in range(10, 23)]
         flag, timeout = ["--budget", "0.3"], 300
     t = lambda s: max(5, int(s * tscale))
     jobs = []
@@ -89,6 +95,9 @@ def make_jobs(selected, mode, ranks, tscale):
             jobs.append(Job(s, [s], n, args, st, expect))
     if "is" in selected:
         jobs.append(Job("is", ["is"], ranks, ["is"] + flag, t(timeout)))
+    b = sel(GROUPS["ddt"])
+    if b:
+        jobs.append(Job("ddt", b, 2, [",".join(b)] + flag + sizes_arg(ddt), t(timeout)))
     if "oversub" in selected:
         small = [8] if mode != "full" else [8, 1024]
         for n in (4, 8):

@@ -8,10 +8,12 @@ from . import analysis
 
 LAT_BENCHES = ["pingpong", "token", "barrier", "bcast", "reduce", "allreduce", "gather", "scatter",
                "allgather", "alltoall", "alltoallv", "reduce_scatter", "spawn_pp_inter", "spawn_pp_intra"]
-BW_BENCHES = ["pingpong", "bw", "bibw", "mbw_mr", "star", "ring", "chaos"]
+BW_BENCHES = ["pingpong", "bw", "bibw", "mbw_mr", "star", "ring", "chaos", "ddt_contig", "ddt_vector",
+              "ddt_vector_vv", "ddt_struct"]
 ORDER = ["pingpong", "bw", "bibw", "mbw_mr", "token", "barrier", "bcast", "reduce", "allreduce", "gather",
          "scatter", "allgather", "alltoall", "alltoallv", "reduce_scatter", "star", "ring", "chaos",
-         "spawn_latency", "spawn_rate", "spawn_pp_inter", "spawn_pp_intra", "is"]
+         "spawn_latency", "spawn_rate", "spawn_pp_inter", "spawn_pp_intra", "is", "ddt_contig", "ddt_vector",
+         "ddt_vector_vv", "ddt_struct"]
 
 
 def fmt_size(n):
@@ -120,6 +122,29 @@ def make_plots(out, rows, ov, mpi_names):
         fig.savefig(os.path.join(out, name), dpi=90)
         plt.close(fig)
         pngs.append(name)
+    dr = analysis.ddt_ratios(rows)
+    if dr:
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+        style = {"ddt_vector": ("--", "o"), "ddt_vector_vv": (":", "s"), "ddt_struct": ("-", "^")}
+        for i, mpi in enumerate(mpi_names):  # colour: MPI; line and marker: benchmark
+            for b in analysis.DDT_NONCONTIG:
+                p = sorted((r for r in dr if r["bench"] == b and r["mpi"] == mpi), key=lambda r: r["size"])
+                if p:
+                    ax.plot([r["size"] for r in p], [r["ratio"] for r in p], color="C%d" % (i % 10),
+                            linestyle=style[b][0], marker=style[b][1], label="%s %s" % (mpi, b[4:]))
+        ax.axhline(1.5, color="grey", linewidth=1, label="goal 1.5")
+        ax.axhline(1.0, color="black", linewidth=0.5)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("payload (bytes)")
+        ax.set_ylabel("time / contiguous time")
+        ax.set_title("derived datatypes: non-contiguous / contiguous")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out, "ddt_ratio.png"), dpi=90)
+        plt.close(fig)
+        pngs.append("ddt_ratio.png")
     for kind in ("overlap_fixed", "overlap_daxpy"):
         pts = [r for r in ov if r["bench"] == kind]
         if not pts:
@@ -240,6 +265,29 @@ def markdown(meta, rows, ov, runs, mpi_names, pngs):
                 rat = analysis.ratios_to_best_other({m: by[m]["median_us"] for m in present if m in by})
                 cells += [fmt(rat.get(m)) if rat.get(m) is not None else "–" for m in present]
             L.append("| " + " | ".join(cells) + " |")
+        L.append("")
+
+    dr = analysis.ddt_ratios(rows)
+    if dr:
+        L.append("## Derived datatypes: non-contiguous / contiguous")
+        L.append("")
+        L.append("Ping-pong time of the derived-datatype message divided by ddt_contig (MPI_DOUBLE) at the same "
+                 "payload, per MPI (1 = as fast as contiguous; the goal for large messages is <= 1.5). "
+                 "ddt_vector: matrix column (MPI_Type_vector) <-> contiguous doubles; ddt_vector_vv: column on "
+                 "both sides; ddt_struct: array of {double, int, char[3]} (resized struct type).")
+        L.append("")
+        if "ddt_ratio.png" in pngs:
+            L.append("![ddt_ratio](ddt_ratio.png)")
+            L.append("")
+        present = [m for m in mpi_names if any(r["mpi"] == m for r in dr)]
+        head = ["bench", "size"] + ["%s ratio" % m for m in present]
+        L.append("| " + " | ".join(head) + " |")
+        L.append("|" + "---|" * len(head))
+        for b in analysis.DDT_NONCONTIG:
+            for size in sorted({r["size"] for r in dr if r["bench"] == b}):
+                by = {r["mpi"]: r for r in dr if r["bench"] == b and r["size"] == size}
+                cells = [b, fmt_size(size)] + [fmt(by[m]["ratio"]) if m in by else "–" for m in present]
+                L.append("| " + " | ".join(cells) + " |")
         L.append("")
 
     if ov:

@@ -81,5 +81,6 @@ int bench_overlap(const char *name);
 int bench_spawn(const char *name, const char *self);
 int spawn_child(int argc, char **argv);
 int bench_is(void);
+int bench_ddt(const char *name);
 
 #endif

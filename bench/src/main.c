@@ -12,7 +12,8 @@ static const char *usage =
     "  collectives: barrier bcast reduce allreduce gather scatter allgather alltoall\n"
     "               alltoallv reduce_scatter\n"
     "  topologies: star ring chaos      overlap: overlap_fixed overlap_daxpy\n"
-    "  spawn: spawn_latency spawn_rate spawn_pingpong      kernel: is\n";
+    "  spawn: spawn_latency spawn_rate spawn_pingpong      kernel: is\n"
+    "  datatypes: ddt_contig ddt_vector ddt_vector_vv ddt_struct\n";
 
 int main(int argc, char **argv)
 {
@@ -59,6 +60,7 @@ int main(int argc, char **argv)
         else if (!strncmp(b, "overlap_", 8)) r = bench_overlap(b);
         else if (!strncmp(b, "spawn_", 6)) r = bench_spawn(b, argv[0]);
         else if (!strcmp(b, "is")) r = bench_is();
+        else if (!strncmp(b, "ddt_", 4)) r = bench_ddt(b);
         else r = bench_coll(b);
         if (r) {
             rc = r;
