@@ -632,23 +632,38 @@ pub unsafe extern "C" fn PMPI_Alltoall_c(
     alltoall(sbuf, sc, st, rbuf, rc, rt, comm)
 }
 
+fn reduce_local(sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, oph: usize) -> c_int {
+    guard(c::MPI_COMM_WORLD, || {
+        let call = "MPI_Reduce_local";
+        let sb = Buf::new(call, "in", sbuf, count, dt)?;
+        let rb = Buf::new(call, "inout", rbuf, count, dt)?;
+        let o = op_of(call, oph, &sb)?;
+        let mut acc = rb.packed(call)?;
+        op::apply(o, dt, &sb.packed(call)?, &mut acc);
+        rb.unpack(call, &acc)
+    })
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_local(
     sbuf: *mut c_void,
     rbuf: *mut c_void,
     count: c_int,
     dt: usize,
-    oph: usize,
+    op: usize,
 ) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        let call = "MPI_Reduce_local";
-        let sb = Buf::new(call, "in", sbuf, count as i64, dt)?;
-        let rb = Buf::new(call, "inout", rbuf, count as i64, dt)?;
-        let o = op_of(call, oph, &sb)?;
-        let mut acc = rb.packed(call)?;
-        op::apply(o, dt, &sb.packed(call)?, &mut acc);
-        rb.unpack(call, &acc)
-    })
+    reduce_local(sbuf, rbuf, count as i64, dt, op)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_local_c(
+    sbuf: *mut c_void,
+    rbuf: *mut c_void,
+    count: i64,
+    dt: usize,
+    op: usize,
+) -> c_int {
+    reduce_local(sbuf, rbuf, count, dt, op)
 }
 
 // ----- vector variants, reduce-scatter, scans -----
@@ -903,6 +918,35 @@ pub unsafe extern "C" fn PMPI_Scatterv(
     root: c_int,
     comm_h: usize,
 ) -> c_int {
+    scatterv(sbuf, scounts, displs, st, rbuf, rc as i64, rt, root, comm_h)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Scatterv_c(
+    sbuf: *mut c_void,
+    scounts: *mut i64,
+    displs: *mut isize,
+    st: usize,
+    rbuf: *mut c_void,
+    rc: i64,
+    rt: usize,
+    root: c_int,
+    comm_h: usize,
+) -> c_int {
+    scatterv(sbuf, scounts, displs as *const i64, st, rbuf, rc, rt, root, comm_h)
+}
+
+fn scatterv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+    sbuf: *const c_void,
+    scounts: *const C,
+    displs: *const D,
+    st: usize,
+    rbuf: *mut c_void,
+    rc: i64,
+    rt: usize,
+    root: c_int,
+    comm_h: usize,
+) -> c_int {
     guard(comm_h, || {
         let call = "MPI_Scatterv";
         let l = lib(call)?;
@@ -910,7 +954,7 @@ pub unsafe extern "C" fn PMPI_Scatterv(
         check_root(call, &cm, root)?;
         let (n, me) = (cm.core.size(), cm.core.rank);
         if me != root {
-            let rb = Buf::new(call, "receive", rbuf, rc as i64, rt)?;
+            let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
             let id = l.mpi.coll_irecv(&cm.core, root, TAG_SCATTER, rb.sink(call)?);
             if l.mpi.wait(id).0.error != 0 {
                 same_size(call, usize::MAX, rb.bytes(), root)?;
@@ -922,12 +966,12 @@ pub unsafe extern "C" fn PMPI_Scatterv(
             unsafe { (counts(call, "sendcounts", scounts, n as usize)?, counts(call, "displs", displs, n as usize)?) };
         let mut ids = Vec::new();
         for i in (0..n).filter(|&i| i != me) {
-            let b = vblock(call, sbuf, c[i as usize] as i64, d[i as usize] as i64, st)?;
+            let b = vblock(call, sbuf, c[i as usize].into(), d[i as usize].into(), st)?;
             ids.push(l.mpi.coll_isend(&cm.core, i, TAG_SCATTER, b.data(call)?));
         }
         if !in_place(rbuf) {
-            let own = vblock(call, sbuf, c[me as usize] as i64, d[me as usize] as i64, st)?;
-            let rb = Buf::new(call, "receive", rbuf, rc as i64, rt)?;
+            let own = vblock(call, sbuf, c[me as usize].into(), d[me as usize].into(), st)?;
+            let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
             same_size(call, own.bytes(), rb.bytes(), me)?;
             rb.unpack(call, &own.packed(call)?)?;
         }
@@ -962,6 +1006,46 @@ fn reduce_scatter(
     let start: i64 = cnts[..me].iter().sum();
     let piece = &all[start as usize * size..(start + cnts[me]) as usize * size];
     Buf::new(call, "receive", rbuf, cnts[me], dt)?.unpack(call, piece)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_scatter_block_c(
+    sbuf: *mut c_void,
+    rbuf: *mut c_void,
+    rc: i64,
+    dt: usize,
+    op: usize,
+    comm_h: usize,
+) -> c_int {
+    guard(comm_h, || {
+        let call = "MPI_Reduce_scatter_block_c";
+        let n = lib(call)?.comm(call, comm_h)?.core.size() as usize;
+        if rc < 0 {
+            return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: recvcount {rc} is negative")));
+        }
+        reduce_scatter(call, sbuf, rbuf, &vec![rc; n], dt, op, comm_h)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_scatter_c(
+    sbuf: *mut c_void,
+    rbuf: *mut c_void,
+    rc: *mut i64,
+    dt: usize,
+    op: usize,
+    comm_h: usize,
+) -> c_int {
+    guard(comm_h, || {
+        let call = "MPI_Reduce_scatter_c";
+        let n = lib(call)?.comm(call, comm_h)?.core.size() as usize;
+        // SAFETY: n entries per the standard.
+        let cnt: Vec<i64> = unsafe { counts(call, "recvcounts", rc, n)? }.to_vec();
+        if let Some(bad) = cnt.iter().find(|&&x| x < 0) {
+            return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: a recvcount is negative ({bad})")));
+        }
+        reduce_scatter(call, sbuf, rbuf, &cnt, dt, op, comm_h)
+    })
 }
 
 #[no_mangle]
@@ -1009,7 +1093,7 @@ fn scan(
     call: &str,
     sbuf: *const c_void,
     rbuf: *mut c_void,
-    count: c_int,
+    count: i64,
     dt: usize,
     oph: usize,
     comm_h: usize,
@@ -1019,11 +1103,11 @@ fn scan(
         let l = lib(call)?;
         let cm = comm(l, call, comm_h)?;
         let (n, me) = (cm.core.size(), cm.core.rank);
-        let rb = Buf::new(call, "receive", rbuf, count as i64, dt)?;
+        let rb = Buf::new(call, "receive", rbuf, count, dt)?;
         let sb = if in_place(sbuf) {
-            Buf::new(call, "receive", rbuf, count as i64, dt)?
+            Buf::new(call, "receive", rbuf, count, dt)?
         } else {
-            Buf::new(call, "send", sbuf, count as i64, dt)?
+            Buf::new(call, "send", sbuf, count, dt)?
         };
         let o = op_of(call, oph, &sb)?;
         let mine = sb.packed(call)?;
@@ -1058,7 +1142,7 @@ pub unsafe extern "C" fn PMPI_Scan(
     op: usize,
     comm: usize,
 ) -> c_int {
-    scan("MPI_Scan", sbuf, rbuf, count, dt, op, comm, false)
+    scan("MPI_Scan", sbuf, rbuf, count as i64, dt, op, comm, false)
 }
 
 #[no_mangle]
@@ -1070,5 +1154,58 @@ pub unsafe extern "C" fn PMPI_Exscan(
     op: usize,
     comm: usize,
 ) -> c_int {
-    scan("MPI_Exscan", sbuf, rbuf, count, dt, op, comm, true)
+    scan("MPI_Exscan", sbuf, rbuf, count as i64, dt, op, comm, true)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Scan_c(
+    sbuf: *mut c_void,
+    rbuf: *mut c_void,
+    count: i64,
+    dt: usize,
+    op: usize,
+    comm: usize,
+) -> c_int {
+    scan("MPI_Scan_c", sbuf, rbuf, count, dt, op, comm, false)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Exscan_c(
+    sbuf: *mut c_void,
+    rbuf: *mut c_void,
+    count: i64,
+    dt: usize,
+    op: usize,
+    comm: usize,
+) -> c_int {
+    scan("MPI_Exscan_c", sbuf, rbuf, count, dt, op, comm, true)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Gatherv_c(
+    sbuf: *mut c_void,
+    sc: i64,
+    st: usize,
+    rbuf: *mut c_void,
+    rc: *mut i64,
+    d: *mut isize,
+    rt: usize,
+    root: c_int,
+    comm: usize,
+) -> c_int {
+    gatherv("MPI_Gatherv_c", sbuf, sc, st, rbuf, rc, d as *const i64, rt, Some(root), comm)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Allgatherv_c(
+    sbuf: *mut c_void,
+    sc: i64,
+    st: usize,
+    rbuf: *mut c_void,
+    rc: *mut i64,
+    d: *mut isize,
+    rt: usize,
+    comm: usize,
+) -> c_int {
+    gatherv("MPI_Allgatherv_c", sbuf, sc, st, rbuf, rc, d as *const i64, rt, None, comm)
 }
