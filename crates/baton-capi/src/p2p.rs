@@ -343,6 +343,75 @@ pub fn check_status(call: &str, s: &Status) -> Result<()> {
     Ok(())
 }
 
+/// The communicator and contiguous layout of the commonest calls: a predefined communicator and
+/// a predefined contiguous datatype with a plain count. `None` sends the call down the generic
+/// path, which checks everything and reports any error.
+#[inline]
+fn express(l: &Lib, comm_h: usize, count: i64, dt: usize, buf: *mut c_void) -> Option<(&CommObj, usize)> {
+    let cm: &CommObj = match comm_h {
+        c::MPI_COMM_WORLD => &l.world,
+        c::MPI_COMM_SELF => &l.self_comm,
+        _ => return None,
+    };
+    let lay = predefined(dt)?;
+    if count < 0 || !lay.is_contiguous() {
+        return None;
+    }
+    let n = (count as usize).checked_mul(lay.size).filter(|&n| n <= isize::MAX as usize)?;
+    if n > 0 && buf.is_null() {
+        return None;
+    }
+    Some((cm, n))
+}
+
+/// `MPI_Send` of an eager message on the express path; false to take the generic path.
+#[inline]
+fn express_send(comm_h: usize, buf: *mut c_void, count: i64, dt: usize, dest: c_int, tag: c_int) -> bool {
+    let Some(l) = crate::state::lib_fast() else { return false };
+    let Some((cm, n)) = express(l, comm_h, count, dt, buf) else { return false };
+    let core = &cm.core;
+    if tag < 0 || dest < 0 || dest >= core.size() {
+        return false;
+    }
+    // SAFETY: MPI requires `buf` to hold `count` elements of the (contiguous) datatype during
+    // the call; the bytes are copied into the ring before it returns.
+    let span = unsafe { UserBuf::new(buf as usize, n) };
+    let mut st = l.mpi.lock();
+    let State { engine, fabric, .. } = &mut *st;
+    engine.send_now(fabric, core.proc_of(dest), core.ctx, core.rank, tag, span.read(0, n))
+}
+
+/// `MPI_Recv` on the express path; None to take the generic path.
+#[inline]
+fn express_recv(
+    comm_h: usize,
+    buf: *mut c_void,
+    count: i64,
+    dt: usize,
+    src: c_int,
+    tag: c_int,
+    status: *mut MPI_Status,
+) -> Option<c_int> {
+    let l = crate::state::lib_fast()?;
+    let (cm, n) = express(l, comm_h, count, dt, buf)?;
+    let core = &cm.core;
+    if !(tag >= 0 || tag == c::MPI_ANY_TAG) || !((0..core.size()).contains(&src) || src == c::MPI_ANY_SOURCE) {
+        return None;
+    }
+    // SAFETY: MPI requires the receive buffer to have room for `count` elements of the
+    // (contiguous) datatype and not to be accessed until the receive completes.
+    let sink = Sink::Contig(unsafe { UserBuf::new(buf as usize, n) });
+    let id = {
+        let mut st = l.mpi.lock();
+        let State { engine, fabric, .. } = &mut *st;
+        engine.recv(fabric, core.ctx, src, tag, sink)
+    };
+    let (s, _) = l.mpi.wait_pending(id);
+    // SAFETY: status is MPI_STATUS_IGNORE (null) or points to a caller-owned MPI_Status.
+    unsafe { put_status(status, &s, false) };
+    Some(if s.error == 0 { c::MPI_SUCCESS } else { guard(comm_h, || check_status("MPI_Recv", &s)) })
+}
+
 fn blocking_send(
     comm_h: usize,
     buf: *mut c_void,
@@ -352,6 +421,9 @@ fn blocking_send(
     tag: c_int,
     mode: SendMode,
 ) -> c_int {
+    if matches!(mode, SendMode::Standard | SendMode::Ready) && express_send(comm_h, buf, count, dt, dest, tag) {
+        return c::MPI_SUCCESS;
+    }
     guard(comm_h, || {
         let call = mode.call(false);
         let l = lib(call)?;
@@ -369,6 +441,9 @@ fn blocking_recv(
     tag: c_int,
     status: *mut MPI_Status,
 ) -> c_int {
+    if let Some(rc) = express_recv(comm_h, buf, count, dt, src, tag, status) {
+        return rc;
+    }
     guard(comm_h, || {
         let l = lib("MPI_Recv")?;
         let comm = l.comm("MPI_Recv", comm_h)?;

@@ -148,6 +148,16 @@ pub fn lib(call: &str) -> Result<&'static Lib> {
     }
 }
 
+/// The library when initialized, with no error to build (the express paths).
+#[inline]
+pub fn lib_fast() -> Option<&'static Lib> {
+    if PHASE.load(Ordering::Relaxed) == 1 {
+        LIB.get()
+    } else {
+        None
+    }
+}
+
 /// The library even after finalize (for the few calls allowed then).
 pub fn lib_any() -> Option<&'static Lib> {
     LIB.get()
