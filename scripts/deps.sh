@@ -9,6 +9,7 @@ command -v make >/dev/null 2>&1 || need="$need make"
 command -v python3 >/dev/null 2>&1 || need="$need python3"
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
 command -v nm >/dev/null 2>&1 || need="$need binutils"
+python3 -c "import venv, ensurepip" >/dev/null 2>&1 || need="$need python3-venv"
 [ -z "$need" ] && exit 0
 echo "installing:$need"
 sudo=""

@@ -69,6 +69,7 @@ step "C point-to-point suite, streamed rendezvous and tiny rings" env BATON_CMA=
   MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" tests/run-c-tests p2p_basic p2p_order p2p_modes p2p_probe p2p_complete threads coll_basic
 step "BATON_TRANSPORTS names a missing transport: clear error" transports_error
 step "fault tests (rank and mpiexec SIGKILL)" env BUILD_DIR="$root/build/fault" tests/fault/run.sh "$prefix"
+step "mpi4py 4.1.2 built against Baton (smoke test, 2 and 4 ranks)" tests/python/run.sh "$prefix"
 if [ -x bench/ci-smoke ]; then
   step "benchmark smoke run (Baton)" env BENCH_MPI=baton bench/ci-smoke
 fi
