@@ -95,7 +95,7 @@ fn idup(call: &str, comm: usize, info: Option<usize>, newcomm: *mut usize, reque
             *o.info.lock().unwrap() = kv;
         }
         let id = l.mpi.lock().engine.completed(empty_status());
-        let r = crate::request::handle_of(l, id, comm);
+        let r = crate::request::handle_of(id);
         out(call, "newcomm", newcomm, h)?;
         out(call, "request", request, r)
     })

@@ -253,7 +253,7 @@ fn send_inner(
         let id = engine.send(fabric, to, comm.core.ctx, comm.core.rank, tag, data, false);
         t.bsend.inflight.push((id, need));
         // The application's request (if any) completes at once: the data is ours now.
-        return Ok(Some(engine.completed(proc_null_status_for_send())));
+        return Ok(Some(engine.completed(crate::empty_status())));
     }
     let mut st = l.mpi.lock();
     let State { engine, fabric, .. } = &mut *st;
@@ -294,10 +294,6 @@ fn send_and_wait(
         l.mpi.wait(id);
     }
     Ok(())
-}
-
-fn proc_null_status_for_send() -> Status {
-    crate::empty_status()
 }
 
 /// Posts a receive; returns the engine request.
@@ -455,10 +451,6 @@ fn blocking_recv(
     })
 }
 
-pub fn new_request(l: &Lib, id: ReqId, comm: usize) -> usize {
-    crate::request::handle_of(l, id, comm)
-}
-
 fn out_request(call: &str, request: *mut usize) -> Result<()> {
     crate::nonnull_mut(call, "request", request)
 }
@@ -480,7 +472,7 @@ fn nonblocking_send(
         let comm = l.comm(call, comm_h)?;
         let id = start_send(l, call, &comm, buf as usize, count, dt, dest, tag, mode)?;
         // SAFETY: checked non-null above.
-        unsafe { *request = new_request(l, id, comm_h) };
+        unsafe { *request = crate::request::handle_of(id) };
         Ok(())
     })
 }
@@ -500,7 +492,7 @@ fn nonblocking_recv(
         let comm = l.comm("MPI_Irecv", comm_h)?;
         let id = start_recv(l, "MPI_Irecv", &comm, buf as usize, count, dt, src, tag)?;
         // SAFETY: checked non-null above.
-        unsafe { *request = new_request(l, id, comm_h) };
+        unsafe { *request = crate::request::handle_of(id) };
         Ok(())
     })
 }
@@ -1013,14 +1005,7 @@ pub unsafe extern "C" fn PMPI_Improbe(
 }
 
 /// Starts receiving a matched message; `None` for MPI_MESSAGE_NO_PROC.
-fn start_mrecv(
-    l: &Lib,
-    call: &str,
-    buf: usize,
-    count: i64,
-    dt: usize,
-    message: *mut usize,
-) -> Result<(Option<ReqId>, usize)> {
+fn start_mrecv(l: &Lib, call: &str, buf: usize, count: i64, dt: usize, message: *mut usize) -> Result<Option<ReqId>> {
     crate::nonnull_mut(call, "message", message)?;
     // SAFETY: checked non-null.
     let mh = unsafe { *message };
@@ -1030,7 +1015,7 @@ fn start_mrecv(
     if mh == c::MPI_MESSAGE_NO_PROC {
         // SAFETY: as above.
         unsafe { *message = c::MPI_MESSAGE_NULL };
-        return Ok((None, c::MPI_COMM_WORLD));
+        return Ok(None);
     }
     let (m, _comm) = l.t().messages.remove(mh).ok_or_else(|| {
         MpiError::new(c::MPI_ERR_REQUEST, format!("{call}: message {mh:#x} is not a valid message handle"))
@@ -1040,13 +1025,13 @@ fn start_mrecv(
     let sink = sink(call, buf, n, &lay)?;
     let mut st = l.mpi.lock();
     let State { engine, fabric, .. } = &mut *st;
-    Ok((Some(engine.mrecv(fabric, m, sink)), c::MPI_COMM_WORLD))
+    Ok(Some(engine.mrecv(fabric, m, sink)))
 }
 
 fn mrecv(buf: *mut c_void, count: i64, dt: usize, message: *mut usize, status: *mut MPI_Status) -> c_int {
     guard(c::MPI_COMM_WORLD, || {
         let l = lib("MPI_Mrecv")?;
-        let (id, _) = start_mrecv(l, "MPI_Mrecv", buf as usize, count, dt, message)?;
+        let id = start_mrecv(l, "MPI_Mrecv", buf as usize, count, dt, message)?;
         let s = match id {
             Some(id) => l.mpi.wait(id).0,
             None => proc_null_status(),
@@ -1061,10 +1046,10 @@ fn imrecv(buf: *mut c_void, count: i64, dt: usize, message: *mut usize, request:
     guard(c::MPI_COMM_WORLD, || {
         let l = lib("MPI_Imrecv")?;
         out_request("MPI_Imrecv", request)?;
-        let (id, comm) = start_mrecv(l, "MPI_Imrecv", buf as usize, count, dt, message)?;
+        let id = start_mrecv(l, "MPI_Imrecv", buf as usize, count, dt, message)?;
         let id = id.unwrap_or_else(|| l.mpi.lock().engine.completed(proc_null_status()));
         // SAFETY: checked non-null.
-        unsafe { *request = new_request(l, id, comm) };
+        unsafe { *request = crate::request::handle_of(id) };
         Ok(())
     })
 }

@@ -30,7 +30,7 @@ enum Res {
 
 /// The handle of engine request `id`: its slot and generation, so that no table stands between
 /// `MPI_Isend` and `MPI_Wait`.
-pub fn handle_of(_l: &Lib, id: ReqId, _comm: usize) -> usize {
+pub fn handle_of(id: ReqId) -> usize {
     if id.idx >= 1 << 20 {
         // A million requests in flight at once: beyond what a handle can name.
         crate::errors::fatal(&MpiError::new(c::MPI_ERR_INTERN, "more than 2^20 requests are active at once"));
