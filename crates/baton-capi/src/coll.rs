@@ -457,8 +457,22 @@ fn scatter(
     root: c_int,
     comm_h: usize,
 ) -> c_int {
+    let block = |call: &str, i: c_int| Ok(Buf::new(call, "send", sbuf, sc, st)?.block(i as usize));
+    scatter_blocks("MPI_Scatter", &block, rbuf, rc, rt, root, comm_h)
+}
+
+/// The root sends block `i` (given by `block`, asked for at the root only) to rank `i`; every
+/// rank receives its own into `rbuf` (untouched at the root with `MPI_IN_PLACE`).
+fn scatter_blocks(
+    call: &str,
+    block: &dyn Fn(&str, c_int) -> Result<Buf>,
+    rbuf: *mut c_void,
+    rc: i64,
+    rt: usize,
+    root: c_int,
+    comm_h: usize,
+) -> c_int {
     guard(comm_h, || {
-        let call = "MPI_Scatter";
         let l = lib(call)?;
         let cm = comm(l, call, comm_h)?;
         check_root(call, &cm, root)?;
@@ -466,21 +480,20 @@ fn scatter(
         if me != root {
             let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
             let id = l.mpi.coll_irecv(&cm.core, root, TAG_SCATTER, rb.sink(call)?);
-            let (s, _) = l.mpi.wait(id);
-            if s.error != 0 {
+            if l.mpi.wait(id).0.error != 0 {
                 same_size(call, usize::MAX, rb.bytes(), root)?;
             }
             return Ok(());
         }
-        let sb = Buf::new(call, "send", sbuf, sc, st)?;
         let mut ids = Vec::new();
         for i in (0..n).filter(|&i| i != me) {
-            ids.push(l.mpi.coll_isend(&cm.core, i, TAG_SCATTER, sb.block(i as usize).data(call)?));
+            ids.push(l.mpi.coll_isend(&cm.core, i, TAG_SCATTER, block(call, i)?.data(call)?));
         }
         if !in_place(rbuf) {
+            let own = block(call, me)?;
             let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
-            same_size(call, sb.bytes(), rb.bytes(), me)?;
-            rb.unpack(call, &sb.block(me as usize).packed(call)?)?;
+            same_size(call, own.bytes(), rb.bytes(), me)?;
+            rb.unpack(call, &own.packed(call)?)?;
         }
         wait_all(l, ids);
         Ok(())
@@ -947,37 +960,13 @@ fn scatterv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     root: c_int,
     comm_h: usize,
 ) -> c_int {
-    guard(comm_h, || {
-        let call = "MPI_Scatterv";
-        let l = lib(call)?;
-        let cm = comm(l, call, comm_h)?;
-        check_root(call, &cm, root)?;
-        let (n, me) = (cm.core.size(), cm.core.rank);
-        if me != root {
-            let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
-            let id = l.mpi.coll_irecv(&cm.core, root, TAG_SCATTER, rb.sink(call)?);
-            if l.mpi.wait(id).0.error != 0 {
-                same_size(call, usize::MAX, rb.bytes(), root)?;
-            }
-            return Ok(());
-        }
-        // SAFETY: arrays of n entries per the standard.
-        let (c, d) =
-            unsafe { (counts(call, "sendcounts", scounts, n as usize)?, counts(call, "displs", displs, n as usize)?) };
-        let mut ids = Vec::new();
-        for i in (0..n).filter(|&i| i != me) {
-            let b = vblock(call, sbuf, c[i as usize].into(), d[i as usize].into(), st)?;
-            ids.push(l.mpi.coll_isend(&cm.core, i, TAG_SCATTER, b.data(call)?));
-        }
-        if !in_place(rbuf) {
-            let own = vblock(call, sbuf, c[me as usize].into(), d[me as usize].into(), st)?;
-            let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
-            same_size(call, own.bytes(), rb.bytes(), me)?;
-            rb.unpack(call, &own.packed(call)?)?;
-        }
-        wait_all(l, ids);
-        Ok(())
-    })
+    let block = |call: &str, i: c_int| {
+        let n = lib(call)?.comm(call, comm_h)?.core.size() as usize;
+        // SAFETY: arrays of one entry per process, significant at the root (where this runs).
+        let (c, d) = unsafe { (counts(call, "sendcounts", scounts, n)?, counts(call, "displs", displs, n)?) };
+        vblock(call, sbuf, c[i as usize].into(), d[i as usize].into(), st)
+    };
+    scatter_blocks("MPI_Scatterv", &block, rbuf, rc, rt, root, comm_h)
 }
 
 /// Reduce to rank 0 then scatter the blocks (`counts[i]` elements each).
