@@ -23,6 +23,7 @@ pub mod handles;
 pub mod info;
 pub mod init;
 pub mod misc;
+pub mod ops;
 pub mod p2p;
 pub mod request;
 pub mod state;

@@ -8,6 +8,7 @@
 //! - [`error`]: `MpiError`, an error class with a message naming call, argument and reason.
 #![forbid(unsafe_code)]
 
+pub mod coll;
 pub mod comm;
 pub mod datatype;
 pub mod engine;

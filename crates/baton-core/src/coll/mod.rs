@@ -1,0 +1,24 @@
+//! Collectives: algorithms that build schedules, and the schedule engine that runs them.
+//!
+//! Important types:
+//! - [`Reducer`]: how a reduction combines two packed vectors (a predefined op's kernel or a
+//!   user function behind the C boundary).
+
+use std::sync::Arc;
+
+/// The combining function of a reduction: `f(input, inout)` sets `inout = input ∘ inout` over
+/// packed elements of the reduction's datatype. `input` always holds the contributions of the
+/// lower ranks, so a non-commutative operation is applied in rank order.
+#[derive(Clone)]
+pub struct Reducer {
+    pub commutative: bool,
+    /// Bytes of one element of the datatype: a reduction may be split only at multiples of it.
+    pub unit: usize,
+    pub f: Arc<dyn Fn(&[u8], &mut [u8]) + Send + Sync>,
+}
+
+impl Reducer {
+    pub fn apply(&self, input: &[u8], inout: &mut [u8]) {
+        (self.f)(input, inout)
+    }
+}
