@@ -1,76 +1,77 @@
-//! Blocking collectives over point-to-point messages on each communicator's collective context.
+//! Collectives at the C boundary: arguments checked and turned into a schedule
+//! (`baton_core::coll`), which the blocking form runs, the nonblocking form starts in the
+//! background and the persistent form keeps for `MPI_Start`.
 //!
-//! These are simple, correct algorithms (binomial trees, rings, pairwise exchange) that the
-//! foundation needs; the schedule engine with nonblocking and persistent forms and tuned,
-//! locality-aware algorithms replaces them in the collectives work.
+//! Each collective is one function taking a [`Mode`]; the `coll_entry!` macro generates its
+//! blocking, `I…` and `…_init` entry points (and the `_c` ones) from that function.
 
 use crate::errors::guard;
-use crate::p2p::{dtype, send_data, sink};
-use crate::state::{lib, CommObj, Lib};
+use crate::p2p::dtype;
+use crate::request::handle_of;
+use crate::state::{lib, CommObj, Lib, PersistentOp, PersistentReq};
 use baton_abi::consts as c;
+use baton_core::coll::algo::{self, Coll, Shape};
+use baton_core::coll::schedule::{Loc, Region, Schedule};
 use baton_core::datatype::Layout;
-use baton_core::engine::{ReqId, SendData, Sink};
 use baton_core::error::{MpiError, Result};
-use baton_core::op::{self, Op};
-use baton_core::runtime::{TAG_ALLTOALL, TAG_BCAST, TAG_GATHER, TAG_REDUCE, TAG_SCATTER};
+use baton_transport::mem::UserBuf;
 use std::ffi::{c_int, c_void};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+/// Which form of a collective was called.
+#[derive(Clone, Copy)]
+pub(crate) enum Mode {
+    Blocking,
+    /// `MPI_I…`: the request handle goes here.
+    Nonblocking(*mut usize),
+    /// `MPI_…_init`: the persistent request handle goes here.
+    Persistent(*mut usize),
+}
 
 fn in_place(p: *const c_void) -> bool {
     p as usize == c::MPI_IN_PLACE
 }
 
-/// A buffer argument of a collective: address, element count and datatype, checked.
-struct Buf {
+/// A buffer argument: address, element count and datatype, checked.
+pub(crate) struct Buf {
     addr: usize,
     count: usize,
     lay: Arc<Layout>,
-    dt: usize,
 }
 
 impl Buf {
-    fn new(call: &str, what: &str, p: *const c_void, count: i64, dt: usize) -> Result<Buf> {
+    pub(crate) fn new(call: &str, what: &str, p: *const c_void, count: i64, dt: usize) -> Result<Buf> {
         let lay: Arc<Layout> = dtype(call, dt)?.clone();
         if count < 0 {
             return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: {what} count {count} is negative")));
         }
-        crate::p2p::check_buf(call, p as usize, count as usize, &lay).map_err(|e| {
-            if what.is_empty() {
-                e
-            } else {
-                MpiError::new(e.class, format!("{} ({what} buffer)", e.msg))
-            }
-        })?;
-        Ok(Buf { addr: p as usize, count: count as usize, lay, dt })
+        crate::p2p::check_buf(call, p as usize, count as usize, &lay)
+            .map_err(|e| MpiError::new(e.class, format!("{} ({what} buffer)", e.msg)))?;
+        count
+            .checked_mul(lay.size as i64)
+            .filter(|&b| b <= isize::MAX as i64)
+            .ok_or_else(|| MpiError::new(c::MPI_ERR_COUNT, format!("{call}: {what} count {count} overflows")))?;
+        Ok(Buf { addr: p as usize, count: count as usize, lay })
     }
+
     fn bytes(&self) -> usize {
         self.count * self.lay.size
     }
-    /// Block `i` of a buffer holding several blocks of `count` elements.
-    fn block(&self, i: usize) -> Buf {
-        let off = i as isize * self.count as isize * self.lay.extent;
-        Buf { addr: self.addr.wrapping_add_signed(off), count: self.count, lay: self.lay.clone(), dt: self.dt }
-    }
-    fn data(&self, call: &str) -> Result<SendData> {
-        send_data(call, self.addr, self.count, &self.lay)
-    }
-    fn packed(&self, call: &str) -> Result<Vec<u8>> {
-        Ok(match self.data(call)? {
-            SendData::Packed(v) => v,
-            d => d.bytes().to_vec(),
-        })
-    }
-    fn sink(&self, call: &str) -> Result<Sink> {
-        sink(call, self.addr, self.count, &self.lay)
-    }
-    fn unpack(&self, call: &str, bytes: &[u8]) -> Result<()> {
-        self.sink(call)?.write(0, bytes);
-        Ok(())
+
+    /// The buffer as a region of schedule `s`.
+    fn region(&self, s: &mut Schedule) -> Loc {
+        let (lo, hi) = self.lay.span(self.count);
+        // SAFETY: MPI requires a collective's buffers to hold `count` elements of the datatype
+        // and to stay valid and untouched by the application until the operation completes (for
+        // persistent collectives, until the request is freed); (lo, hi) is exactly what they cover.
+        let span = unsafe { UserBuf::new(self.addr.wrapping_add_signed(lo), (hi - lo) as usize) };
+        s.region(Region::User { span, base_off: -lo, layout: self.lay.clone() }, self.bytes())
     }
 }
 
-fn comm<'a>(l: &'a Lib, call: &str, h: usize) -> Result<crate::state::CommRef<'a>> {
-    l.comm(call, h)
+/// `n` consecutive blocks of `b` bytes of a window.
+fn blocks(whole: Loc, n: usize, b: usize) -> Vec<Loc> {
+    (0..n).map(|i| whole.at(i * b, b)).collect()
 }
 
 fn check_root(call: &str, cm: &CommObj, root: c_int) -> Result<()> {
@@ -84,184 +85,131 @@ fn check_root(call: &str, cm: &CommObj, root: c_int) -> Result<()> {
     Ok(())
 }
 
-fn op_of(call: &str, h: usize, b: &Buf) -> Result<Op> {
-    if h == c::MPI_OP_NULL {
-        return Err(MpiError::new(c::MPI_ERR_OP, format!("{call}: op is MPI_OP_NULL")));
-    }
-    let o = Op::from_handle(h)
-        .ok_or_else(|| MpiError::new(c::MPI_ERR_OP, format!("{call}: op {h:#x} is not a valid operation handle")))?;
-    op::check(call, o, b.dt, b.lay.name)?;
-    Ok(o)
-}
-
-fn same_size(call: &str, got: usize, want: usize, who: c_int) -> Result<()> {
+fn same_size(call: &str, got: usize, want: usize) -> Result<()> {
     if got != want {
         return Err(MpiError::new(
             c::MPI_ERR_TRUNCATE,
-            format!("{call}: rank {who} sent {got} bytes where {want} were expected (type signatures differ)"),
+            format!("{call}: the send buffer holds {got} bytes where the receive block holds {want} (type signatures differ)"),
         ));
     }
     Ok(())
 }
 
-fn wait_all(l: &Lib, ids: Vec<ReqId>) {
-    for id in ids {
-        l.mpi.wait(id);
-    }
+fn in_place_at_root(call: &str) -> MpiError {
+    MpiError::new(c::MPI_ERR_BUFFER, format!("{call}: MPI_IN_PLACE is only valid at the root"))
 }
 
-/// Binomial-tree broadcast of packed bytes from `root`; every rank returns the bytes.
-fn bcast_bytes(l: &Lib, cm: &CommObj, root: c_int, mut bytes: Vec<u8>) -> Vec<u8> {
-    let n = cm.core.size();
-    let me = cm.core.rank;
-    let vr = (me - root + n) % n;
-    let real = |v: c_int| (v + root) % n;
-    let mut mask = 1;
-    while mask < n {
-        if vr & mask != 0 {
-            bytes = l.mpi.recv_internal(&cm.core, real(vr - mask), TAG_BCAST);
-            break;
-        }
-        mask <<= 1;
-    }
-    let mut sends = Vec::new();
-    mask >>= 1;
-    while mask > 0 {
-        if vr + mask < n {
-            sends.push(l.mpi.isend_internal(&cm.core, real(vr + mask), TAG_BCAST, bytes.clone()));
-        }
-        mask >>= 1;
-    }
-    wait_all(l, sends);
-    bytes
-}
-
-/// Buffers the collectives reuse: a large buffer freshly allocated is fresh pages, and touching
-/// a megabyte of fresh pages costs more than reducing it.
-static POOL: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
-
-fn take_buf(n: usize) -> Vec<u8> {
-    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut v = match pool.iter().position(|b| b.capacity() >= n) {
-        Some(i) => pool.swap_remove(i),
-        None => pool.pop().unwrap_or_default(),
-    };
-    v.clear();
-    v.resize(n, 0);
-    v
-}
-
-fn give_buf(v: Vec<u8>) {
-    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
-    if pool.len() < 4 {
-        pool.push(v);
-    }
-}
-
-/// Binomial-tree reduction of `sb` to `root`, which gets the result (the others get None).
-/// Leaves send straight from the application's buffer; inner ranks combine in pooled buffers.
-fn reduce_to(l: &Lib, cm: &CommObj, root: c_int, o: Op, sb: &Buf, call: &str) -> Result<Option<Vec<u8>>> {
-    let n = cm.core.size();
-    let vr = (cm.core.rank - root + n) % n;
-    let real = |v: c_int| (v + root) % n;
-    // Children are vr|mask for masks below vr's lowest set bit (every mask for the root).
-    let low = if vr == 0 { (n as u32).next_power_of_two() as c_int } else { vr & -vr };
-    let has_children = (0..31).map(|b| 1 << b).take_while(|&m| m < low).any(|m| vr | m < n && vr & m == 0);
-    if !has_children {
-        if vr != 0 {
-            let s = l.mpi.coll_isend(&cm.core, real(vr - low), TAG_REDUCE, sb.data(call)?);
-            l.mpi.wait(s);
-            return Ok(None);
-        }
-        return Ok(Some(sb.packed(call)?));
-    }
-    let mut acc = take_buf(sb.bytes());
-    acc.copy_from_slice(sb.data(call)?.bytes());
-    let mut scratch = Some(take_buf(sb.bytes()));
-    let mut mask = 1;
-    while mask < n {
-        if vr & mask == 0 {
-            let child = vr | mask;
-            if child < n {
-                let buf = scratch.take().unwrap_or_else(|| take_buf(acc.len()));
-                let id = l.mpi.coll_irecv(&cm.core, real(child), TAG_REDUCE, Sink::Owned(buf));
-                let (st, part) = l.mpi.wait_pending(id);
-                let part = part.unwrap_or_default();
-                same_size(call, st.bytes as usize + (st.error != 0) as usize, acc.len(), real(child))?;
-                op::apply(o, sb.dt, &part, &mut acc);
-                scratch = Some(part);
-            }
-        } else {
-            let s = l.mpi.isend_internal(&cm.core, real(vr & !mask), TAG_REDUCE, acc);
-            l.mpi.wait(s);
-            if let Some(b) = scratch {
-                give_buf(b);
-            }
-            return Ok(None);
-        }
-        mask <<= 1;
-    }
-    if let Some(b) = scratch {
-        give_buf(b);
-    }
-    Ok(Some(acc))
-}
-
-/// Binomial-tree broadcast straight between application buffers: each rank receives into its
-/// own buffer and forwards from it, so a large message costs one single-copy read per hop.
-fn bcast_buf(l: &Lib, cm: &CommObj, root: c_int, b: &Buf, call: &str) -> Result<()> {
-    let n = cm.core.size();
-    if n == 1 {
-        return Ok(());
-    }
-    let vr = (cm.core.rank - root + n) % n;
-    let real = |v: c_int| (v + root) % n;
-    let mut mask = 1;
-    while mask < n {
-        if vr & mask != 0 {
-            let id = l.mpi.coll_irecv(&cm.core, real(vr - mask), TAG_BCAST, b.sink(call)?);
-            let s = l.mpi.wait_pending(id).0;
-            if s.error != 0 || s.bytes as usize != b.bytes() {
-                same_size(call, s.bytes as usize + (s.error != 0) as usize, b.bytes(), root)?;
-            }
-            break;
-        }
-        mask <<= 1;
-    }
-    let mut sends = Vec::new();
-    mask >>= 1;
-    while mask > 0 {
-        if vr + mask < n {
-            sends.push(l.mpi.coll_isend(&cm.core, real(vr + mask), TAG_BCAST, b.data(call)?));
-        }
-        mask >>= 1;
-    }
-    wait_all(l, sends);
-    Ok(())
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Bcast(buf: *mut c_void, count: c_int, dt: usize, root: c_int, comm_h: usize) -> c_int {
-    bcast(buf, count as i64, dt, root, comm_h)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Bcast_c(buf: *mut c_void, count: i64, dt: usize, root: c_int, comm_h: usize) -> c_int {
-    bcast(buf, count, dt, root, comm_h)
-}
-
-fn bcast(buf: *mut c_void, count: i64, dt: usize, root: c_int, comm_h: usize) -> c_int {
+/// Checks the arguments, builds the schedule with `build` and runs it in the form `mode` asks.
+fn launch(
+    mode: Mode,
+    call: &'static str,
+    comm_h: usize,
+    build: impl FnOnce(&Lib, &Arc<CommObj>) -> Result<Schedule>,
+) -> c_int {
     guard(comm_h, || {
-        let call = "MPI_Bcast";
         let l = lib(call)?;
-        let cm = comm(l, call, comm_h)?;
-        check_root(call, &cm, root)?;
-        let b = Buf::new(call, "", buf, count, dt)?;
-        bcast_buf(l, &cm, root, &b, call)
+        let cm = match comm_h {
+            c::MPI_COMM_WORLD => l.world.clone(),
+            c::MPI_COMM_SELF => l.self_comm.clone(),
+            h => l.comm_arc(call, h)?,
+        };
+        if let Mode::Nonblocking(r) | Mode::Persistent(r) = mode {
+            crate::nonnull_mut(call, "request", r)?;
+        }
+        let mut s = build(l, &cm)?;
+        match mode {
+            Mode::Blocking => s.run(&l.mpi),
+            Mode::Nonblocking(r) => {
+                let id = l.mpi.start_coll(Arc::new(Mutex::new(s)), comm_h);
+                // SAFETY: checked non-null; the caller's request variable.
+                unsafe { *r = handle_of(id) };
+                Ok(())
+            }
+            Mode::Persistent(r) => {
+                let op = PersistentOp {
+                    send: false,
+                    mode: crate::p2p::SendMode::Standard,
+                    buf: 0,
+                    count: 0,
+                    dtype: c::MPI_DATATYPE_NULL,
+                    peer: c::MPI_PROC_NULL,
+                    tag: 0,
+                    comm: cm.clone(),
+                };
+                let h = l.t().persistent.insert(PersistentReq {
+                    op: Box::new(op),
+                    coll: Some(Arc::new(Mutex::new(s))),
+                    active: None,
+                    comm: comm_h,
+                });
+                // SAFETY: checked non-null; the caller's request variable.
+                unsafe { *r = h };
+                Ok(())
+            }
+        }
     })
 }
 
+fn sched(cm: &CommObj, call: &'static str) -> Schedule {
+    Schedule::new(cm.core.clone(), call)
+}
+
+/// Generates the blocking, nonblocking and persistent entry points of one collective.
+macro_rules! coll_entry {
+    ($b:ident, $i:ident, $p:ident, $imp:ident, ($($a:ident : $t:ty),*) => ($($arg:expr),*)) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $b($($a: $t),*) -> c_int {
+            $imp(Mode::Blocking, $($arg),*)
+        }
+        #[no_mangle]
+        pub unsafe extern "C" fn $i($($a: $t,)* request: *mut usize) -> c_int {
+            $imp(Mode::Nonblocking(request), $($arg),*)
+        }
+        #[no_mangle]
+        pub unsafe extern "C" fn $p($($a: $t,)* _info: usize, request: *mut usize) -> c_int {
+            $imp(Mode::Persistent(request), $($arg),*)
+        }
+    };
+}
+
+// ----- barrier, bcast -----
+
+fn barrier(mode: Mode, comm_h: usize) -> c_int {
+    let call = "MPI_Barrier";
+    launch(mode, call, comm_h, |_, cm| {
+        algo::choose(Coll::Barrier, Shape { n: cm.core.size(), ..Default::default() })?;
+        let mut s = sched(cm, call);
+        algo::barrier(&mut s);
+        Ok(s)
+    })
+}
+
+coll_entry!(PMPI_Barrier, PMPI_Ibarrier, PMPI_Barrier_init, barrier, (comm: usize) => (comm));
+
+fn bcast(mode: Mode, buf: *mut c_void, count: i64, dt: usize, root: c_int, comm_h: usize) -> c_int {
+    let call = "MPI_Bcast";
+    launch(mode, call, comm_h, |_, cm| {
+        check_root(call, cm, root)?;
+        let b = Buf::new(call, "", buf, count, dt)?;
+        let a = algo::choose(Coll::Bcast, Shape { n: cm.core.size(), bytes: b.bytes(), ..Default::default() })?;
+        let mut s = sched(cm, call);
+        let l = b.region(&mut s);
+        algo::bcast(&mut s, a, root, l);
+        Ok(s)
+    })
+}
+
+coll_entry!(PMPI_Bcast, PMPI_Ibcast, PMPI_Bcast_init, bcast,
+    (buf: *mut c_void, count: c_int, dt: usize, root: c_int, comm: usize) => (buf, count as i64, dt, root, comm));
+coll_entry!(PMPI_Bcast_c, PMPI_Ibcast_c, PMPI_Bcast_init_c, bcast,
+    (buf: *mut c_void, count: i64, dt: usize, root: c_int, comm: usize) => (buf, count, dt, root, comm));
+
+// ----- reductions -----
+
+/// Reduce: `rbuf` matters at the root only.
+#[allow(clippy::too_many_arguments)]
 fn reduce(
+    mode: Mode,
     sbuf: *const c_void,
     rbuf: *mut c_void,
     count: i64,
@@ -270,675 +218,327 @@ fn reduce(
     root: c_int,
     comm_h: usize,
 ) -> c_int {
-    guard(comm_h, || {
-        let call = "MPI_Reduce";
-        let l = lib(call)?;
-        let cm = comm(l, call, comm_h)?;
-        check_root(call, &cm, root)?;
-        let me = cm.core.rank;
-        let is_root = me == root;
+    let call = "MPI_Reduce";
+    launch(mode, call, comm_h, |_, cm| {
+        check_root(call, cm, root)?;
+        let is_root = cm.core.rank == root;
         if in_place(sbuf) && !is_root {
-            return Err(MpiError::new(c::MPI_ERR_BUFFER, format!("{call}: MPI_IN_PLACE is only valid at the root")));
+            return Err(in_place_at_root(call));
         }
-        let rb = Buf::new(
-            call,
-            "receive",
-            if is_root { rbuf } else { std::ptr::null_mut() },
-            if is_root { count } else { 0 },
-            dt,
-        )?;
-        let sb = if in_place(sbuf) {
-            Buf::new(call, "receive", rbuf, count, dt)?
-        } else {
-            Buf::new(call, "send", sbuf, count, dt)?
+        let rb = if is_root { Some(Buf::new(call, "receive", rbuf, count, dt)?) } else { None };
+        let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, count, dt)?) };
+        let r = crate::ops::reducer(call, oph, dt)?;
+        let mut s = sched(cm, call);
+        s.set_reducer(r);
+        let dst = rb.map(|b| b.region(&mut s));
+        let src = match sb {
+            Some(b) => b.region(&mut s),
+            None => dst.expect("in place only at the root"),
         };
-        let o = op_of(call, oph, &sb)?;
-        if let Some(acc) = reduce_to(l, &cm, root, o, &sb, call)? {
-            rb.unpack(call, &acc)?;
-            give_buf(acc);
-        }
-        Ok(())
+        algo::reduce(&mut s, root, src, dst);
+        Ok(s)
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Reduce(
-    sbuf: *mut c_void,
-    rbuf: *mut c_void,
-    count: c_int,
-    dt: usize,
-    op: usize,
-    root: c_int,
-    comm: usize,
-) -> c_int {
-    reduce(sbuf, rbuf, count as i64, dt, op, root, comm)
-}
+coll_entry!(PMPI_Reduce, PMPI_Ireduce, PMPI_Reduce_init, reduce,
+    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, root: c_int, comm: usize)
+    => (sbuf, rbuf, count as i64, dt, op, root, comm));
+coll_entry!(PMPI_Reduce_c, PMPI_Ireduce_c, PMPI_Reduce_init_c, reduce,
+    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, root: c_int, comm: usize)
+    => (sbuf, rbuf, count, dt, op, root, comm));
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Reduce_c(
-    sbuf: *mut c_void,
-    rbuf: *mut c_void,
-    count: i64,
-    dt: usize,
-    op: usize,
-    root: c_int,
-    comm: usize,
-) -> c_int {
-    reduce(sbuf, rbuf, count, dt, op, root, comm)
-}
-
-fn allreduce(sbuf: *const c_void, rbuf: *mut c_void, count: i64, dt: usize, oph: usize, comm_h: usize) -> c_int {
-    guard(comm_h, || {
-        let call = "MPI_Allreduce";
-        let l = lib(call)?;
-        let cm = comm(l, call, comm_h)?;
-        let rb = Buf::new(call, "receive", rbuf, count, dt)?;
-        let sb = if in_place(sbuf) {
-            Buf::new(call, "receive", rbuf, count, dt)?
-        } else {
-            Buf::new(call, "send", sbuf, count, dt)?
-        };
-        let o = op_of(call, oph, &sb)?;
-        if let Some(acc) = reduce_to(l, &cm, 0, o, &sb, call)? {
-            rb.unpack(call, &acc)?;
-            give_buf(acc);
-        }
-        bcast_buf(l, &cm, 0, &rb, call)
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Allreduce(
-    sbuf: *mut c_void,
-    rbuf: *mut c_void,
-    count: c_int,
-    dt: usize,
-    op: usize,
-    comm: usize,
-) -> c_int {
-    allreduce(sbuf, rbuf, count as i64, dt, op, comm)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Allreduce_c(
-    sbuf: *mut c_void,
-    rbuf: *mut c_void,
-    count: i64,
-    dt: usize,
-    op: usize,
-    comm: usize,
-) -> c_int {
-    allreduce(sbuf, rbuf, count, dt, op, comm)
-}
-
-fn gather(
+/// The shared part of Allreduce, Scan and Exscan: send and receive windows and the reducer.
+fn reduction_bufs(
+    call: &'static str,
+    cm: &CommObj,
     sbuf: *const c_void,
-    sc: i64,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: i64,
-    rt: usize,
-    root: c_int,
-    comm_h: usize,
-) -> c_int {
-    guard(comm_h, || {
-        let call = "MPI_Gather";
-        let l = lib(call)?;
-        let cm = comm(l, call, comm_h)?;
-        check_root(call, &cm, root)?;
-        let (n, me) = (cm.core.size(), cm.core.rank);
-        if me != root {
-            if in_place(sbuf) {
-                return Err(MpiError::new(
-                    c::MPI_ERR_BUFFER,
-                    format!("{call}: MPI_IN_PLACE is only valid at the root"),
-                ));
-            }
-            let sb = Buf::new(call, "send", sbuf, sc, st)?;
-            let s = l.mpi.coll_isend(&cm.core, root, TAG_GATHER, sb.data(call)?);
-            l.mpi.wait(s);
-            return Ok(());
-        }
-        let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
-        let mut ids = Vec::new();
-        for i in (0..n).filter(|&i| i != me) {
-            ids.push((i, l.mpi.coll_irecv(&cm.core, i, TAG_GATHER, rb.block(i as usize).sink(call)?)));
-        }
-        if !in_place(sbuf) {
-            let sb = Buf::new(call, "send", sbuf, sc, st)?;
-            same_size(call, sb.bytes(), rb.bytes(), me)?;
-            rb.block(me as usize).unpack(call, &sb.packed(call)?)?;
-        }
-        for (i, id) in ids {
-            let (s, _) = l.mpi.wait(id);
-            if s.error != 0 {
-                same_size(call, usize::MAX, rb.bytes(), i)?;
-            }
-        }
-        Ok(())
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Gather(
-    sbuf: *mut c_void,
-    sc: c_int,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: c_int,
-    rt: usize,
-    root: c_int,
-    comm: usize,
-) -> c_int {
-    gather(sbuf, sc as i64, st, rbuf, rc as i64, rt, root, comm)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Gather_c(
-    sbuf: *mut c_void,
-    sc: i64,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: i64,
-    rt: usize,
-    root: c_int,
-    comm: usize,
-) -> c_int {
-    gather(sbuf, sc, st, rbuf, rc, rt, root, comm)
-}
-
-fn scatter(
-    sbuf: *const c_void,
-    sc: i64,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: i64,
-    rt: usize,
-    root: c_int,
-    comm_h: usize,
-) -> c_int {
-    let block = |call: &str, i: c_int| Ok(Buf::new(call, "send", sbuf, sc, st)?.block(i as usize));
-    scatter_blocks("MPI_Scatter", &block, rbuf, rc, rt, root, comm_h)
-}
-
-/// The root sends block `i` (given by `block`, asked for at the root only) to rank `i`; every
-/// rank receives its own into `rbuf` (untouched at the root with `MPI_IN_PLACE`).
-fn scatter_blocks(
-    call: &str,
-    block: &dyn Fn(&str, c_int) -> Result<Buf>,
-    rbuf: *mut c_void,
-    rc: i64,
-    rt: usize,
-    root: c_int,
-    comm_h: usize,
-) -> c_int {
-    guard(comm_h, || {
-        let l = lib(call)?;
-        let cm = comm(l, call, comm_h)?;
-        check_root(call, &cm, root)?;
-        let (n, me) = (cm.core.size(), cm.core.rank);
-        if me != root {
-            let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
-            let id = l.mpi.coll_irecv(&cm.core, root, TAG_SCATTER, rb.sink(call)?);
-            if l.mpi.wait(id).0.error != 0 {
-                same_size(call, usize::MAX, rb.bytes(), root)?;
-            }
-            return Ok(());
-        }
-        let mut ids = Vec::new();
-        for i in (0..n).filter(|&i| i != me) {
-            ids.push(l.mpi.coll_isend(&cm.core, i, TAG_SCATTER, block(call, i)?.data(call)?));
-        }
-        if !in_place(rbuf) {
-            let own = block(call, me)?;
-            let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
-            same_size(call, own.bytes(), rb.bytes(), me)?;
-            rb.unpack(call, &own.packed(call)?)?;
-        }
-        wait_all(l, ids);
-        Ok(())
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Scatter(
-    sbuf: *mut c_void,
-    sc: c_int,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: c_int,
-    rt: usize,
-    root: c_int,
-    comm: usize,
-) -> c_int {
-    scatter(sbuf, sc as i64, st, rbuf, rc as i64, rt, root, comm)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Scatter_c(
-    sbuf: *mut c_void,
-    sc: i64,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: i64,
-    rt: usize,
-    root: c_int,
-    comm: usize,
-) -> c_int {
-    scatter(sbuf, sc, st, rbuf, rc, rt, root, comm)
-}
-
-fn allgather(sbuf: *const c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, comm_h: usize) -> c_int {
-    guard(comm_h, || {
-        let call = "MPI_Allgather";
-        let l = lib(call)?;
-        let cm = comm(l, call, comm_h)?;
-        let me = cm.core.rank as usize;
-        let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
-        let mine = if in_place(sbuf) {
-            rb.block(me).packed(call)?
-        } else {
-            Buf::new(call, "send", sbuf, sc, st)?.packed(call)?
-        };
-        let all = l.mpi.allgather(&cm.core, mine);
-        for (i, part) in all.iter().enumerate() {
-            same_size(call, part.len(), rb.bytes(), i as c_int)?;
-            if i != me || !in_place(sbuf) {
-                rb.block(i).unpack(call, part)?;
-            }
-        }
-        Ok(())
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Allgather(
-    sbuf: *mut c_void,
-    sc: c_int,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: c_int,
-    rt: usize,
-    comm: usize,
-) -> c_int {
-    allgather(sbuf, sc as i64, st, rbuf, rc as i64, rt, comm)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Allgather_c(
-    sbuf: *mut c_void,
-    sc: i64,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: i64,
-    rt: usize,
-    comm: usize,
-) -> c_int {
-    allgather(sbuf, sc, st, rbuf, rc, rt, comm)
-}
-
-fn alltoall(sbuf: *const c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, comm_h: usize) -> c_int {
-    guard(comm_h, || {
-        let call = "MPI_Alltoall";
-        let l = lib(call)?;
-        let cm = comm(l, call, comm_h)?;
-        let (n, me) = (cm.core.size(), cm.core.rank);
-        let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
-        // In place: send from a copy of the receive buffer.
-        let copy;
-        let sb = if in_place(sbuf) {
-            copy = Buf::new(call, "receive", rbuf, rc * n as i64, rt)?.packed(call)?;
-            None
-        } else {
-            copy = Vec::new();
-            Some(Buf::new(call, "send", sbuf, sc, st)?)
-        };
-        let block_bytes = |i: c_int| -> Result<Vec<u8>> {
-            match &sb {
-                Some(b) => b.block(i as usize).packed(call),
-                None => Ok(copy[i as usize * rb.bytes()..(i as usize + 1) * rb.bytes()].to_vec()),
-            }
-        };
-        let mut recvs = Vec::new();
-        let mut sends = Vec::new();
-        for k in 1..n {
-            let (to, from) = ((me + k) % n, (me - k + n) % n);
-            recvs.push((from, l.mpi.coll_irecv(&cm.core, from, TAG_ALLTOALL, rb.block(from as usize).sink(call)?)));
-            sends.push(l.mpi.coll_isend(&cm.core, to, TAG_ALLTOALL, SendData::Packed(block_bytes(to)?)));
-        }
-        let own = block_bytes(me)?;
-        same_size(call, own.len(), rb.bytes(), me)?;
-        rb.block(me as usize).unpack(call, &own)?;
-        wait_all(l, sends);
-        for (from, id) in recvs {
-            if l.mpi.wait(id).0.error != 0 {
-                same_size(call, usize::MAX, rb.bytes(), from)?;
-            }
-        }
-        Ok(())
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Alltoall(
-    sbuf: *mut c_void,
-    sc: c_int,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: c_int,
-    rt: usize,
-    comm: usize,
-) -> c_int {
-    alltoall(sbuf, sc as i64, st, rbuf, rc as i64, rt, comm)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Alltoall_c(
-    sbuf: *mut c_void,
-    sc: i64,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: i64,
-    rt: usize,
-    comm: usize,
-) -> c_int {
-    alltoall(sbuf, sc, st, rbuf, rc, rt, comm)
-}
-
-fn reduce_local(sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, oph: usize) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        let call = "MPI_Reduce_local";
-        let sb = Buf::new(call, "in", sbuf, count, dt)?;
-        let rb = Buf::new(call, "inout", rbuf, count, dt)?;
-        let o = op_of(call, oph, &sb)?;
-        let mut acc = rb.packed(call)?;
-        op::apply(o, dt, &sb.packed(call)?, &mut acc);
-        rb.unpack(call, &acc)
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Reduce_local(
-    sbuf: *mut c_void,
-    rbuf: *mut c_void,
-    count: c_int,
-    dt: usize,
-    op: usize,
-) -> c_int {
-    reduce_local(sbuf, rbuf, count as i64, dt, op)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Reduce_local_c(
-    sbuf: *mut c_void,
     rbuf: *mut c_void,
     count: i64,
     dt: usize,
-    op: usize,
-) -> c_int {
-    reduce_local(sbuf, rbuf, count, dt, op)
+    oph: usize,
+) -> Result<(Schedule, Loc, Loc, Shape)> {
+    let rb = Buf::new(call, "receive", rbuf, count, dt)?;
+    let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, count, dt)?) };
+    let r = crate::ops::reducer(call, oph, dt)?;
+    let shape = Shape {
+        n: cm.core.size(),
+        bytes: rb.bytes(),
+        uniform: true,
+        commutative: r.commutative,
+        elems: rb.bytes() / r.unit.max(1),
+    };
+    let mut s = sched(cm, call);
+    s.set_reducer(r);
+    let dst = rb.region(&mut s);
+    let src = match sb {
+        Some(b) => b.region(&mut s),
+        None => dst,
+    };
+    Ok((s, src, dst, shape))
 }
 
-// ----- vector variants, reduce-scatter, scans -----
+fn allreduce(
+    mode: Mode,
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    count: i64,
+    dt: usize,
+    oph: usize,
+    comm_h: usize,
+) -> c_int {
+    let call = "MPI_Allreduce";
+    launch(mode, call, comm_h, |_, cm| {
+        let (mut s, src, dst, shape) = reduction_bufs(call, cm, sbuf, rbuf, count, dt, oph)?;
+        let a = algo::choose(Coll::Allreduce, shape)?;
+        algo::allreduce(&mut s, a, src, dst);
+        Ok(s)
+    })
+}
 
-unsafe fn counts<'a, T: Copy>(call: &str, what: &str, p: *const T, n: usize) -> Result<&'a [T]> {
+coll_entry!(PMPI_Allreduce, PMPI_Iallreduce, PMPI_Allreduce_init, allreduce,
+    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, comm: usize)
+    => (sbuf, rbuf, count as i64, dt, op, comm));
+coll_entry!(PMPI_Allreduce_c, PMPI_Iallreduce_c, PMPI_Allreduce_init_c, allreduce,
+    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, comm: usize)
+    => (sbuf, rbuf, count, dt, op, comm));
+
+#[allow(clippy::too_many_arguments)]
+fn scan(
+    mode: Mode,
+    exclusive: bool,
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    count: i64,
+    dt: usize,
+    oph: usize,
+    comm_h: usize,
+) -> c_int {
+    let call = if exclusive { "MPI_Exscan" } else { "MPI_Scan" };
+    launch(mode, call, comm_h, |_, cm| {
+        let (mut s, src, dst, shape) = reduction_bufs(call, cm, sbuf, rbuf, count, dt, oph)?;
+        let a = algo::choose(Coll::Scan, shape)?;
+        algo::scan(&mut s, a, src, dst, exclusive);
+        Ok(s)
+    })
+}
+
+coll_entry!(PMPI_Scan, PMPI_Iscan, PMPI_Scan_init, scan,
+    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, comm: usize)
+    => (false, sbuf, rbuf, count as i64, dt, op, comm));
+coll_entry!(PMPI_Scan_c, PMPI_Iscan_c, PMPI_Scan_init_c, scan,
+    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, comm: usize)
+    => (false, sbuf, rbuf, count, dt, op, comm));
+coll_entry!(PMPI_Exscan, PMPI_Iexscan, PMPI_Exscan_init, scan,
+    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, comm: usize)
+    => (true, sbuf, rbuf, count as i64, dt, op, comm));
+coll_entry!(PMPI_Exscan_c, PMPI_Iexscan_c, PMPI_Exscan_init_c, scan,
+    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, comm: usize)
+    => (true, sbuf, rbuf, count, dt, op, comm));
+
+/// Reduce_scatter (`counts` per rank) and Reduce_scatter_block (`counts` None, `count` each).
+#[allow(clippy::too_many_arguments)]
+fn reduce_scatter(
+    mode: Mode,
+    call: &'static str,
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    count: i64,
+    counts: Option<Vec<i64>>,
+    dt: usize,
+    oph: usize,
+    comm_h: usize,
+) -> c_int {
+    launch(mode, call, comm_h, |_, cm| {
+        let (n, me) = (cm.core.size() as usize, cm.core.rank as usize);
+        let counts = counts.unwrap_or_else(|| vec![count; n]);
+        if let Some(bad) = counts.iter().find(|&&c| c < 0) {
+            return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: recvcounts holds a negative count {bad}")));
+        }
+        let total: i64 = counts.iter().sum();
+        let whole = Buf::new(call, "send", if in_place(sbuf) { rbuf } else { sbuf }, total, dt)?;
+        let mine = Buf::new(call, "receive", rbuf, counts[me], dt)?;
+        let r = crate::ops::reducer(call, oph, dt)?;
+        let size = whole.lay.size;
+        let shape = Shape {
+            n: n as c_int,
+            bytes: whole.bytes(),
+            uniform: counts.iter().all(|&c| c == counts[0]),
+            commutative: r.commutative,
+            elems: total as usize,
+        };
+        let a = algo::choose(Coll::ReduceScatter, shape)?;
+        let mut s = sched(cm, call);
+        s.set_reducer(r);
+        let src = whole.region(&mut s);
+        let dst = mine.region(&mut s);
+        let mut at = 0;
+        let bl: Vec<Loc> = counts
+            .iter()
+            .map(|&c| {
+                let w = src.at(at, c as usize * size);
+                at += c as usize * size;
+                w
+            })
+            .collect();
+        algo::reduce_scatter(&mut s, a, src, &bl, dst);
+        Ok(s)
+    })
+}
+
+unsafe fn array<'a, T: Copy>(call: &str, what: &str, p: *const T, n: usize) -> Result<&'a [T]> {
+    if n == 0 {
+        return Ok(&[]);
+    }
     crate::nonnull(call, what, p)?;
     // SAFETY: the standard makes these arrays hold one entry per process of the communicator.
     Ok(unsafe { std::slice::from_raw_parts(p, n) })
 }
 
-/// Block `i` of a vector argument: `count` elements at displacement `disp` (in extents).
-fn vblock(call: &str, base: *const c_void, count: i64, disp: i64, dt: usize) -> Result<Buf> {
-    let lay: Arc<Layout> = dtype(call, dt)?.clone();
-    let addr = (base as usize).wrapping_add_signed(disp as isize * lay.extent);
-    Buf::new(call, "", if count > 0 { addr as *const c_void } else { base }, count, dt)
+/// The `n` entries of an int or MPI_Count / MPI_Aint array argument, widened.
+unsafe fn wide<T: Copy + Into<i64>>(call: &str, what: &str, p: *const T, n: usize) -> Result<Vec<i64>> {
+    // SAFETY: forwarded caller contract.
+    Ok(unsafe { array(call, what, p, n)? }.iter().map(|&v| v.into()).collect())
 }
 
-fn alltoallv_impl(
-    call: &str,
-    sbuf: *const c_void,
-    sc: &dyn Fn(usize) -> (i64, i64),
-    st: usize,
-    rbuf: *mut c_void,
-    rc: &dyn Fn(usize) -> (i64, i64),
-    rt: usize,
-    cm: &CommObj,
-    l: &Lib,
-) -> Result<()> {
-    let (n, me) = (cm.core.size(), cm.core.rank);
-    let inplace = in_place(sbuf);
-    // In place: every outgoing block is first copied out of the receive buffer.
-    let out_block = |i: usize| -> Result<Vec<u8>> {
-        if inplace {
-            let (c, d) = rc(i);
-            vblock(call, rbuf, c, d, rt)?.packed(call)
-        } else {
-            let (c, d) = sc(i);
-            vblock(call, sbuf, c, d, st)?.packed(call)
-        }
+/// Size of the communicator and this process's rank in it, for reading per-rank array
+/// arguments before the call proper (None for an invalid handle, which the call then reports).
+fn comm_info(comm_h: usize) -> Option<(usize, c_int)> {
+    let l = lib("").ok()?;
+    let core = match comm_h {
+        c::MPI_COMM_WORLD => l.world.core.clone(),
+        c::MPI_COMM_SELF => l.self_comm.core.clone(),
+        h => l.comm_arc("", h).ok()?.core.clone(),
     };
-    let outgoing: Vec<Vec<u8>> = (0..n as usize).map(out_block).collect::<Result<_>>()?;
-    let mut recvs = Vec::new();
-    let mut sends = Vec::new();
-    for k in 1..n {
-        let (to, from) = ((me + k) % n, (me - k + n) % n);
-        let (c, d) = rc(from as usize);
-        let rb = vblock(call, rbuf, c, d, rt)?;
-        recvs.push((from, rb.bytes(), l.mpi.coll_irecv(&cm.core, from, TAG_ALLTOALL, rb.sink(call)?)));
-        sends.push(l.mpi.coll_isend(&cm.core, to, TAG_ALLTOALL, SendData::Packed(outgoing[to as usize].clone())));
-    }
-    let (c, d) = rc(me as usize);
-    let own = vblock(call, rbuf, c, d, rt)?;
-    same_size(call, outgoing[me as usize].len(), own.bytes(), me)?;
-    own.unpack(call, &outgoing[me as usize])?;
-    wait_all(l, sends);
-    for (from, want, id) in recvs {
-        let s = l.mpi.wait(id).0;
-        if s.error != 0 || s.bytes as usize != want {
-            same_size(call, s.bytes as usize + (s.error != 0) as usize, want, from)?;
-        }
-    }
-    Ok(())
+    Some((core.size() as usize, core.rank))
 }
 
-fn alltoallv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+fn comm_size(comm_h: usize) -> usize {
+    comm_info(comm_h).map_or(0, |(n, _)| n)
+}
+
+unsafe fn reduce_scatter_v<C: Copy + Into<i64>>(
+    mode: Mode,
     sbuf: *const c_void,
-    scounts: *const C,
-    sdispls: *const D,
-    st: usize,
     rbuf: *mut c_void,
     rcounts: *const C,
-    rdispls: *const D,
-    rt: usize,
+    dt: usize,
+    op: usize,
     comm_h: usize,
 ) -> c_int {
-    guard(comm_h, || {
-        let call = "MPI_Alltoallv";
-        let l = lib(call)?;
-        let cm = comm(l, call, comm_h)?;
-        let n = cm.core.size() as usize;
-        // SAFETY: arrays of n entries per the standard.
-        let (rcs, rds) = unsafe { (counts(call, "recvcounts", rcounts, n)?, counts(call, "rdispls", rdispls, n)?) };
-        let (scs, sds) = if in_place(sbuf) {
-            (rcs, rds)
-        } else {
-            // SAFETY: as above.
-            unsafe { (counts(call, "sendcounts", scounts, n)?, counts(call, "sdispls", sdispls, n)?) }
-        };
-        alltoallv_impl(
-            call,
-            sbuf,
-            &|i| (scs[i].into(), sds[i].into()),
-            st,
-            rbuf,
-            &|i| (rcs[i].into(), rds[i].into()),
-            rt,
-            &cm,
-            l,
-        )
-    })
+    let call = "MPI_Reduce_scatter";
+    // SAFETY: one count per process (an invalid communicator yields none and fails in launch).
+    match unsafe { wide(call, "recvcounts", rcounts, comm_size(comm_h)) } {
+        Ok(v) => reduce_scatter(mode, call, sbuf, rbuf, 0, Some(v), dt, op, comm_h),
+        Err(e) => guard(comm_h, || Err(e)),
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Alltoallv(
-    sbuf: *mut c_void,
-    sc: *mut c_int,
-    sd: *mut c_int,
-    st: usize,
+coll_entry!(PMPI_Reduce_scatter, PMPI_Ireduce_scatter, PMPI_Reduce_scatter_init, reduce_scatter_v,
+    (sbuf: *mut c_void, rbuf: *mut c_void, rc: *mut c_int, dt: usize, op: usize, comm: usize)
+    => (sbuf, rbuf, rc, dt, op, comm));
+coll_entry!(PMPI_Reduce_scatter_c, PMPI_Ireduce_scatter_c, PMPI_Reduce_scatter_init_c, reduce_scatter_v,
+    (sbuf: *mut c_void, rbuf: *mut c_void, rc: *mut i64, dt: usize, op: usize, comm: usize)
+    => (sbuf, rbuf, rc, dt, op, comm));
+
+fn reduce_scatter_block(
+    mode: Mode,
+    sbuf: *const c_void,
     rbuf: *mut c_void,
-    rc: *mut c_int,
-    rd: *mut c_int,
-    rt: usize,
-    comm: usize,
+    rc: i64,
+    dt: usize,
+    op: usize,
+    comm_h: usize,
 ) -> c_int {
-    alltoallv(sbuf, sc, sd, st, rbuf, rc, rd, rt, comm)
+    reduce_scatter(mode, "MPI_Reduce_scatter_block", sbuf, rbuf, rc, None, dt, op, comm_h)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Alltoallv_c(
-    sbuf: *mut c_void,
-    sc: *mut i64,
-    sd: *mut isize,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: *mut i64,
-    rd: *mut isize,
-    rt: usize,
-    comm: usize,
-) -> c_int {
-    alltoallv(sbuf, sc, sd as *const i64, st, rbuf, rc, rd as *const i64, rt, comm)
+coll_entry!(PMPI_Reduce_scatter_block, PMPI_Ireduce_scatter_block, PMPI_Reduce_scatter_block_init, reduce_scatter_block,
+    (sbuf: *mut c_void, rbuf: *mut c_void, rc: c_int, dt: usize, op: usize, comm: usize)
+    => (sbuf, rbuf, rc as i64, dt, op, comm));
+coll_entry!(PMPI_Reduce_scatter_block_c, PMPI_Ireduce_scatter_block_c, PMPI_Reduce_scatter_block_init_c, reduce_scatter_block,
+    (sbuf: *mut c_void, rbuf: *mut c_void, rc: i64, dt: usize, op: usize, comm: usize)
+    => (sbuf, rbuf, rc, dt, op, comm));
+
+// ----- gather, scatter -----
+
+/// Per-rank blocks of a `v` argument: `counts[i]` elements of `dt` at displacement `displs[i]`
+/// (in extents of `dt`).
+fn vblocks(
+    call: &str,
+    what: &str,
+    s: &mut Schedule,
+    base: *const c_void,
+    counts: &[i64],
+    displs: &[i64],
+    dt: usize,
+) -> Result<Vec<Loc>> {
+    let ext = dtype(call, dt)?.extent;
+    counts
+        .iter()
+        .zip(displs)
+        .map(|(&cnt, &d)| {
+            let addr = (base as usize).wrapping_add_signed(d as isize * ext);
+            Ok(Buf::new(call, what, addr as *const c_void, cnt, dt)?.region(s))
+        })
+        .collect()
 }
 
-/// Gatherv / Allgatherv: every block lands at its displacement; `root == None` means all.
-fn gatherv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+/// Gather and Gatherv (`v` = Some((counts, displs)), significant at the root).
+#[allow(clippy::too_many_arguments)]
+fn gather_any(
+    mode: Mode,
     call: &'static str,
     sbuf: *const c_void,
     sc: i64,
     st: usize,
     rbuf: *mut c_void,
-    rcounts: *const C,
-    displs: *const D,
+    rc: i64,
+    v: Option<(Vec<i64>, Vec<i64>)>,
     rt: usize,
-    root: Option<c_int>,
+    root: c_int,
     comm_h: usize,
 ) -> c_int {
-    guard(comm_h, || {
-        let l = lib(call)?;
-        let cm = comm(l, call, comm_h)?;
+    launch(mode, call, comm_h, |_, cm| {
+        check_root(call, cm, root)?;
         let (n, me) = (cm.core.size(), cm.core.rank);
-        if let Some(r) = root {
-            check_root(call, &cm, r)?;
+        let is_root = me == root;
+        if in_place(sbuf) && !is_root {
+            return Err(in_place_at_root(call));
         }
-        let receiver = root.is_none_or(|r| r == me);
-        let mine = if in_place(sbuf) {
-            if !receiver {
-                return Err(MpiError::new(
-                    c::MPI_ERR_BUFFER,
-                    format!("{call}: MPI_IN_PLACE is only valid at the root"),
-                ));
+        let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, sc, st)?) };
+        let block = if is_root && v.is_none() { Some(Buf::new(call, "receive", rbuf, rc, rt)?) } else { None };
+        let b = match (&sb, &block) {
+            (_, Some(rb)) => {
+                if let Some(sb) = &sb {
+                    same_size(call, sb.bytes(), rb.bytes())?;
+                }
+                rb.bytes()
             }
-            None
+            (Some(sb), None) => sb.bytes(),
+            (None, None) => 0,
+        };
+        let shape = Shape { n, bytes: b, uniform: v.is_none(), ..Default::default() };
+        let a = algo::choose(Coll::Gather, shape)?;
+        let mut s = sched(cm, call);
+        let dst: Vec<Loc> = if !is_root {
+            Vec::new()
+        } else if let Some((counts, displs)) = &v {
+            vblocks(call, "receive", &mut s, rbuf, counts, displs, rt)?
         } else {
-            Some(Buf::new(call, "send", sbuf, sc, st)?.packed(call)?)
+            let whole = Buf::new(call, "receive", rbuf, rc * n as i64, rt)?.region(&mut s);
+            blocks(whole, n as usize, b)
         };
-        let all = match root {
-            Some(r) => {
-                if me != r {
-                    let s = l.mpi.isend_internal(&cm.core, r, TAG_GATHER, mine.unwrap_or_default());
-                    l.mpi.wait(s);
-                    return Ok(());
-                }
-                let mut all: Vec<Option<Vec<u8>>> = (0..n).map(|_| None).collect();
-                for i in (0..n).filter(|&i| i != me) {
-                    all[i as usize] = Some(l.mpi.recv_internal(&cm.core, i, TAG_GATHER));
-                }
-                all[me as usize] = mine;
-                all
-            }
-            None => {
-                let own = match &mine {
-                    Some(v) => v.clone(),
-                    None => {
-                        // SAFETY: arrays of n entries per the standard.
-                        let (c, d) = unsafe {
-                            (
-                                counts(call, "recvcounts", rcounts, n as usize)?,
-                                counts(call, "displs", displs, n as usize)?,
-                            )
-                        };
-                        vblock(call, rbuf, c[me as usize].into(), d[me as usize].into(), rt)?.packed(call)?
-                    }
-                };
-                let mut all: Vec<Option<Vec<u8>>> = l.mpi.allgather(&cm.core, own).into_iter().map(Some).collect();
-                if mine.is_none() {
-                    all[me as usize] = None;
-                }
-                all
-            }
-        };
-        // SAFETY: arrays of n entries per the standard (significant at receivers).
-        let (c, d) =
-            unsafe { (counts(call, "recvcounts", rcounts, n as usize)?, counts(call, "displs", displs, n as usize)?) };
-        for (i, part) in all.iter().enumerate() {
-            if let Some(p) = part {
-                let b = vblock(call, rbuf, c[i].into(), d[i].into(), rt)?;
-                same_size(call, p.len(), b.bytes(), i as c_int)?;
-                b.unpack(call, p)?;
-            }
-        }
-        Ok(())
+        let src = sb.map(|x| x.region(&mut s));
+        algo::gather(&mut s, a, root, src, &dst, b);
+        Ok(s)
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Gatherv(
-    sbuf: *mut c_void,
-    sc: c_int,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: *mut c_int,
-    d: *mut c_int,
-    rt: usize,
-    root: c_int,
-    comm: usize,
-) -> c_int {
-    gatherv("MPI_Gatherv", sbuf, sc as i64, st, rbuf, rc, d, rt, Some(root), comm)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Allgatherv(
-    sbuf: *mut c_void,
-    sc: c_int,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: *mut c_int,
-    d: *mut c_int,
-    rt: usize,
-    comm: usize,
-) -> c_int {
-    gatherv("MPI_Allgatherv", sbuf, sc as i64, st, rbuf, rc, d, rt, None, comm)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Scatterv(
-    sbuf: *mut c_void,
-    scounts: *mut c_int,
-    displs: *mut c_int,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: c_int,
-    rt: usize,
-    root: c_int,
-    comm_h: usize,
-) -> c_int {
-    scatterv(sbuf, scounts, displs, st, rbuf, rc as i64, rt, root, comm_h)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Scatterv_c(
-    sbuf: *mut c_void,
-    scounts: *mut i64,
-    displs: *mut isize,
+#[allow(clippy::too_many_arguments)]
+fn gather(
+    mode: Mode,
+    sbuf: *const c_void,
+    sc: i64,
     st: usize,
     rbuf: *mut c_void,
     rc: i64,
@@ -946,10 +546,144 @@ pub unsafe extern "C" fn PMPI_Scatterv_c(
     root: c_int,
     comm_h: usize,
 ) -> c_int {
-    scatterv(sbuf, scounts, displs as *const i64, st, rbuf, rc, rt, root, comm_h)
+    gather_any(mode, "MPI_Gather", sbuf, sc, st, rbuf, rc, None, rt, root, comm_h)
 }
 
-fn scatterv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+coll_entry!(PMPI_Gather, PMPI_Igather, PMPI_Gather_init, gather,
+    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, root: c_int, comm: usize)
+    => (sbuf, sc as i64, st, rbuf, rc as i64, rt, root, comm));
+coll_entry!(PMPI_Gather_c, PMPI_Igather_c, PMPI_Gather_init_c, gather,
+    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, root: c_int, comm: usize)
+    => (sbuf, sc, st, rbuf, rc, rt, root, comm));
+
+/// The counts and displacements of a `v` collective, read where they are significant.
+unsafe fn counts_displs<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+    call: &str,
+    what: (&str, &str),
+    counts: *const C,
+    displs: *const D,
+    n: usize,
+) -> Result<(Vec<i64>, Vec<i64>)> {
+    // SAFETY: one entry per process, per the standard.
+    let cs = unsafe { wide(call, what.0, counts, n)? };
+    // SAFETY: as above.
+    let ds = unsafe { wide(call, what.1, displs, n)? };
+    if let Some((i, bad)) = cs.iter().enumerate().find(|(_, &c)| c < 0) {
+        return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: {}[{i}] is negative ({bad})", what.0)));
+    }
+    Ok((cs, ds))
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn gatherv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+    mode: Mode,
+    sbuf: *const c_void,
+    sc: i64,
+    st: usize,
+    rbuf: *mut c_void,
+    rcounts: *const C,
+    displs: *const D,
+    rt: usize,
+    root: c_int,
+    comm_h: usize,
+) -> c_int {
+    let call = "MPI_Gatherv";
+    let (n, me) = comm_info(comm_h).unwrap_or((0, -1));
+    let v = if me == root {
+        // SAFETY: significant at the root, one entry per process.
+        match unsafe { counts_displs(call, ("recvcounts", "displs"), rcounts, displs, n) } {
+            Ok(v) => Some(v),
+            Err(e) => return guard(comm_h, || Err(e)),
+        }
+    } else {
+        Some((Vec::new(), Vec::new()))
+    };
+    gather_any(mode, call, sbuf, sc, st, rbuf, 0, v, rt, root, comm_h)
+}
+
+coll_entry!(PMPI_Gatherv, PMPI_Igatherv, PMPI_Gatherv_init, gatherv,
+    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: *mut c_int, d: *mut c_int, rt: usize, root: c_int, comm: usize)
+    => (sbuf, sc as i64, st, rbuf, rc, d, rt, root, comm));
+coll_entry!(PMPI_Gatherv_c, PMPI_Igatherv_c, PMPI_Gatherv_init_c, gatherv,
+    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: *mut i64, d: *mut isize, rt: usize, root: c_int, comm: usize)
+    => (sbuf, sc, st, rbuf, rc, d as *const i64, rt, root, comm));
+
+/// Scatter and Scatterv (`v` significant at the root).
+#[allow(clippy::too_many_arguments)]
+fn scatter_any(
+    mode: Mode,
+    call: &'static str,
+    sbuf: *const c_void,
+    sc: i64,
+    v: Option<(Vec<i64>, Vec<i64>)>,
+    st: usize,
+    rbuf: *mut c_void,
+    rc: i64,
+    rt: usize,
+    root: c_int,
+    comm_h: usize,
+) -> c_int {
+    launch(mode, call, comm_h, |_, cm| {
+        check_root(call, cm, root)?;
+        let (n, me) = (cm.core.size(), cm.core.rank);
+        let is_root = me == root;
+        if in_place(rbuf) && !is_root {
+            return Err(in_place_at_root(call));
+        }
+        let rb = if in_place(rbuf) { None } else { Some(Buf::new(call, "receive", rbuf, rc, rt)?) };
+        let block = if is_root && v.is_none() { Some(Buf::new(call, "send", sbuf, sc, st)?) } else { None };
+        let b = match (&rb, &block) {
+            (_, Some(sb)) => {
+                if let Some(rb) = &rb {
+                    same_size(call, sb.bytes(), rb.bytes())?;
+                }
+                sb.bytes()
+            }
+            (Some(rb), None) => rb.bytes(),
+            (None, None) => 0,
+        };
+        let shape = Shape { n, bytes: b, uniform: v.is_none(), ..Default::default() };
+        let a = algo::choose(Coll::Scatter, shape)?;
+        let mut s = sched(cm, call);
+        let src: Vec<Loc> = if !is_root {
+            Vec::new()
+        } else if let Some((counts, displs)) = &v {
+            vblocks(call, "send", &mut s, sbuf, counts, displs, st)?
+        } else {
+            let whole = Buf::new(call, "send", sbuf, sc * n as i64, st)?.region(&mut s);
+            blocks(whole, n as usize, b)
+        };
+        let dst = rb.map(|x| x.region(&mut s));
+        algo::scatter(&mut s, a, root, &src, dst, b);
+        Ok(s)
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn scatter(
+    mode: Mode,
+    sbuf: *const c_void,
+    sc: i64,
+    st: usize,
+    rbuf: *mut c_void,
+    rc: i64,
+    rt: usize,
+    root: c_int,
+    comm_h: usize,
+) -> c_int {
+    scatter_any(mode, "MPI_Scatter", sbuf, sc, None, st, rbuf, rc, rt, root, comm_h)
+}
+
+coll_entry!(PMPI_Scatter, PMPI_Iscatter, PMPI_Scatter_init, scatter,
+    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, root: c_int, comm: usize)
+    => (sbuf, sc as i64, st, rbuf, rc as i64, rt, root, comm));
+coll_entry!(PMPI_Scatter_c, PMPI_Iscatter_c, PMPI_Scatter_init_c, scatter,
+    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, root: c_int, comm: usize)
+    => (sbuf, sc, st, rbuf, rc, rt, root, comm));
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn scatterv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+    mode: Mode,
     sbuf: *const c_void,
     scounts: *const C,
     displs: *const D,
@@ -960,241 +694,284 @@ fn scatterv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     root: c_int,
     comm_h: usize,
 ) -> c_int {
-    let block = |call: &str, i: c_int| {
-        let n = lib(call)?.comm(call, comm_h)?.core.size() as usize;
-        // SAFETY: arrays of one entry per process, significant at the root (where this runs).
-        let (c, d) = unsafe { (counts(call, "sendcounts", scounts, n)?, counts(call, "displs", displs, n)?) };
-        vblock(call, sbuf, c[i as usize].into(), d[i as usize].into(), st)
-    };
-    scatter_blocks("MPI_Scatterv", &block, rbuf, rc, rt, root, comm_h)
-}
-
-/// Reduce to rank 0 then scatter the blocks (`counts[i]` elements each).
-fn reduce_scatter(
-    call: &str,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    cnts: &[i64],
-    dt: usize,
-    oph: usize,
-    comm_h: usize,
-) -> Result<()> {
-    let l = lib(call)?;
-    let cm = comm(l, call, comm_h)?;
-    let me = cm.core.rank as usize;
-    let total: i64 = cnts.iter().sum();
-    let sb = if in_place(sbuf) {
-        Buf::new(call, "receive", rbuf, total, dt)?
+    let call = "MPI_Scatterv";
+    let (n, me) = comm_info(comm_h).unwrap_or((0, -1));
+    let v = if me == root {
+        // SAFETY: significant at the root, one entry per process.
+        match unsafe { counts_displs(call, ("sendcounts", "displs"), scounts, displs, n) } {
+            Ok(v) => Some(v),
+            Err(e) => return guard(comm_h, || Err(e)),
+        }
     } else {
-        Buf::new(call, "send", sbuf, total, dt)?
+        Some((Vec::new(), Vec::new()))
     };
-    let o = op_of(call, oph, &sb)?;
-    let acc = reduce_to(l, &cm, 0, o, &sb, call)?.unwrap_or_default();
-    let all = bcast_bytes(l, &cm, 0, acc);
-    let size = sb.lay.size;
-    let start: i64 = cnts[..me].iter().sum();
-    let piece = &all[start as usize * size..(start + cnts[me]) as usize * size];
-    Buf::new(call, "receive", rbuf, cnts[me], dt)?.unpack(call, piece)
+    scatter_any(mode, call, sbuf, 0, v, st, rbuf, rc, rt, root, comm_h)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Reduce_scatter_block_c(
-    sbuf: *mut c_void,
+coll_entry!(PMPI_Scatterv, PMPI_Iscatterv, PMPI_Scatterv_init, scatterv,
+    (sbuf: *mut c_void, sc: *mut c_int, d: *mut c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, root: c_int, comm: usize)
+    => (sbuf, sc, d, st, rbuf, rc as i64, rt, root, comm));
+coll_entry!(PMPI_Scatterv_c, PMPI_Iscatterv_c, PMPI_Scatterv_init_c, scatterv,
+    (sbuf: *mut c_void, sc: *mut i64, d: *mut isize, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, root: c_int, comm: usize)
+    => (sbuf, sc, d as *const i64, st, rbuf, rc, rt, root, comm));
+
+// ----- allgather -----
+
+#[allow(clippy::too_many_arguments)]
+fn allgather(
+    mode: Mode,
+    sbuf: *const c_void,
+    sc: i64,
+    st: usize,
     rbuf: *mut c_void,
     rc: i64,
-    dt: usize,
-    op: usize,
+    rt: usize,
     comm_h: usize,
 ) -> c_int {
-    guard(comm_h, || {
-        let call = "MPI_Reduce_scatter_block_c";
-        let n = lib(call)?.comm(call, comm_h)?.core.size() as usize;
-        if rc < 0 {
-            return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: recvcount {rc} is negative")));
+    let call = "MPI_Allgather";
+    launch(mode, call, comm_h, |_, cm| {
+        let n = cm.core.size();
+        let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
+        let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, sc, st)?) };
+        if let Some(sb) = &sb {
+            same_size(call, sb.bytes(), rb.bytes())?;
         }
-        reduce_scatter(call, sbuf, rbuf, &vec![rc; n], dt, op, comm_h)
+        let b = rb.bytes();
+        let a = algo::choose(Coll::Allgather, Shape { n, bytes: b, uniform: true, ..Default::default() })?;
+        let mut s = sched(cm, call);
+        let whole = Buf::new(call, "receive", rbuf, rc * n as i64, rt)?.region(&mut s);
+        let src = sb.map(|x| x.region(&mut s));
+        algo::allgather(&mut s, a, src, &blocks(whole, n as usize, b));
+        Ok(s)
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Reduce_scatter_c(
-    sbuf: *mut c_void,
+coll_entry!(PMPI_Allgather, PMPI_Iallgather, PMPI_Allgather_init, allgather,
+    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, comm: usize)
+    => (sbuf, sc as i64, st, rbuf, rc as i64, rt, comm));
+coll_entry!(PMPI_Allgather_c, PMPI_Iallgather_c, PMPI_Allgather_init_c, allgather,
+    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, comm: usize)
+    => (sbuf, sc, st, rbuf, rc, rt, comm));
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn allgatherv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+    mode: Mode,
+    sbuf: *const c_void,
+    sc: i64,
+    st: usize,
     rbuf: *mut c_void,
-    rc: *mut i64,
-    dt: usize,
-    op: usize,
+    rcounts: *const C,
+    displs: *const D,
+    rt: usize,
     comm_h: usize,
 ) -> c_int {
-    guard(comm_h, || {
-        let call = "MPI_Reduce_scatter_c";
-        let n = lib(call)?.comm(call, comm_h)?.core.size() as usize;
-        // SAFETY: n entries per the standard.
-        let cnt: Vec<i64> = unsafe { counts(call, "recvcounts", rc, n)? }.to_vec();
-        if let Some(bad) = cnt.iter().find(|&&x| x < 0) {
-            return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: a recvcount is negative ({bad})")));
+    let call = "MPI_Allgatherv";
+    // SAFETY: one entry per process.
+    let (counts, displs) =
+        match unsafe { counts_displs(call, ("recvcounts", "displs"), rcounts, displs, comm_size(comm_h)) } {
+            Ok(v) => v,
+            Err(e) => return guard(comm_h, || Err(e)),
+        };
+    launch(mode, call, comm_h, |_, cm| {
+        let (n, me) = (cm.core.size(), cm.core.rank as usize);
+        let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, sc, st)?) };
+        let a = algo::choose(Coll::Allgatherv, Shape { n, ..Default::default() })?;
+        let mut s = sched(cm, call);
+        let bl = vblocks(call, "receive", &mut s, rbuf, &counts, &displs, rt)?;
+        if let Some(sb) = &sb {
+            same_size(call, sb.bytes(), bl[me].len)?;
         }
-        reduce_scatter(call, sbuf, rbuf, &cnt, dt, op, comm_h)
+        let src = sb.map(|x| x.region(&mut s));
+        algo::allgather(&mut s, a, src, &bl);
+        Ok(s)
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Reduce_scatter_block(
-    sbuf: *mut c_void,
+coll_entry!(PMPI_Allgatherv, PMPI_Iallgatherv, PMPI_Allgatherv_init, allgatherv,
+    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: *mut c_int, d: *mut c_int, rt: usize, comm: usize)
+    => (sbuf, sc as i64, st, rbuf, rc, d, rt, comm));
+coll_entry!(PMPI_Allgatherv_c, PMPI_Iallgatherv_c, PMPI_Allgatherv_init_c, allgatherv,
+    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: *mut i64, d: *mut isize, rt: usize, comm: usize)
+    => (sbuf, sc, st, rbuf, rc, d as *const i64, rt, comm));
+
+// ----- alltoall -----
+
+#[allow(clippy::too_many_arguments)]
+fn alltoall(
+    mode: Mode,
+    sbuf: *const c_void,
+    sc: i64,
+    st: usize,
     rbuf: *mut c_void,
-    rc: c_int,
-    dt: usize,
-    op: usize,
+    rc: i64,
+    rt: usize,
     comm_h: usize,
 ) -> c_int {
-    guard(comm_h, || {
-        let call = "MPI_Reduce_scatter_block";
-        let n = lib(call)?.comm(call, comm_h)?.core.size() as usize;
-        if rc < 0 {
-            return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: recvcount {rc} is negative")));
+    let call = "MPI_Alltoall";
+    launch(mode, call, comm_h, |_, cm| {
+        let n = cm.core.size();
+        let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
+        let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, sc, st)?) };
+        if let Some(sb) = &sb {
+            same_size(call, sb.bytes(), rb.bytes())?;
         }
-        reduce_scatter(call, sbuf, rbuf, &vec![rc as i64; n], dt, op, comm_h)
+        let b = rb.bytes();
+        let a = algo::choose(Coll::Alltoall, Shape { n, bytes: b, uniform: true, ..Default::default() })?;
+        let mut s = sched(cm, call);
+        let dst = blocks(Buf::new(call, "receive", rbuf, rc * n as i64, rt)?.region(&mut s), n as usize, b);
+        let src = match sb {
+            Some(_) => Some(blocks(Buf::new(call, "send", sbuf, sc * n as i64, st)?.region(&mut s), n as usize, b)),
+            None => None,
+        };
+        algo::alltoall(&mut s, a, src.as_deref(), &dst);
+        Ok(s)
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Reduce_scatter(
-    sbuf: *mut c_void,
+coll_entry!(PMPI_Alltoall, PMPI_Ialltoall, PMPI_Alltoall_init, alltoall,
+    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, comm: usize)
+    => (sbuf, sc as i64, st, rbuf, rc as i64, rt, comm));
+coll_entry!(PMPI_Alltoall_c, PMPI_Ialltoall_c, PMPI_Alltoall_init_c, alltoall,
+    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, comm: usize)
+    => (sbuf, sc, st, rbuf, rc, rt, comm));
+
+/// One side of an alltoallv/w: per-rank counts, displacements and types; displacements in
+/// extents of the (single) type for `v`, in bytes for `w` (`types` Some).
+struct VSide {
+    counts: Vec<i64>,
+    displs: Vec<i64>,
+    types: Vec<usize>,
+    bytes_displs: bool,
+}
+
+impl VSide {
+    fn blocks(&self, call: &str, what: &str, s: &mut Schedule, base: *const c_void) -> Result<Vec<Loc>> {
+        (0..self.counts.len())
+            .map(|i| {
+                let dt = self.types[i];
+                let off = if self.bytes_displs {
+                    self.displs[i] as isize
+                } else {
+                    self.displs[i] as isize * dtype(call, dt)?.extent
+                };
+                let addr = (base as usize).wrapping_add_signed(off);
+                Ok(Buf::new(call, what, addr as *const c_void, self.counts[i], dt)?.region(s))
+            })
+            .collect()
+    }
+}
+
+fn alltoallv_any(
+    mode: Mode,
+    call: &'static str,
+    sbuf: *const c_void,
+    snd: Option<VSide>,
     rbuf: *mut c_void,
-    rc: *mut c_int,
-    dt: usize,
-    op: usize,
+    rcv: VSide,
     comm_h: usize,
 ) -> c_int {
-    guard(comm_h, || {
-        let call = "MPI_Reduce_scatter";
-        let n = lib(call)?.comm(call, comm_h)?.core.size() as usize;
-        // SAFETY: n entries per the standard.
-        let c: Vec<i64> = unsafe { counts(call, "recvcounts", rc, n)? }.iter().map(|&x| x as i64).collect();
-        if let Some(bad) = c.iter().find(|&&x| x < 0) {
-            return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: a recvcount is negative ({bad})")));
+    launch(mode, call, comm_h, |_, cm| {
+        let n = cm.core.size();
+        let a = algo::choose(Coll::Alltoallv, Shape { n, ..Default::default() })?;
+        let mut s = sched(cm, call);
+        let dst = rcv.blocks(call, "receive", &mut s, rbuf)?;
+        let src = match &snd {
+            Some(v) => Some(v.blocks(call, "send", &mut s, sbuf)?),
+            None => None,
+        };
+        let me = cm.core.rank as usize;
+        if let Some(src) = &src {
+            same_size(call, src[me].len, dst[me].len)?;
         }
-        reduce_scatter(call, sbuf, rbuf, &c, dt, op, comm_h)
+        algo::alltoall(&mut s, a, src.as_deref(), &dst);
+        Ok(s)
     })
 }
 
-/// Inclusive (`exclusive == false`) or exclusive prefix reduction, in rank order along a chain.
-fn scan(
+/// Reads both sides of an alltoallv (`types` None) or alltoallw.
+#[allow(clippy::too_many_arguments)]
+unsafe fn vsides<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     call: &str,
     sbuf: *const c_void,
-    rbuf: *mut c_void,
-    count: i64,
-    dt: usize,
-    oph: usize,
-    comm_h: usize,
-    exclusive: bool,
-) -> c_int {
-    guard(comm_h, || {
-        let l = lib(call)?;
-        let cm = comm(l, call, comm_h)?;
-        let (n, me) = (cm.core.size(), cm.core.rank);
-        let rb = Buf::new(call, "receive", rbuf, count, dt)?;
-        let sb = if in_place(sbuf) {
-            Buf::new(call, "receive", rbuf, count, dt)?
+    sc: *const C,
+    sd: *const D,
+    st: (usize, *const usize),
+    rc: *const C,
+    rd: *const D,
+    rt: (usize, *const usize),
+    w: bool,
+    n: usize,
+) -> Result<(Option<VSide>, VSide)> {
+    let side = |c: *const C, d: *const D, t: (usize, *const usize), names: (&str, &str, &str)| -> Result<VSide> {
+        // SAFETY: one entry per process, per the standard.
+        let (counts, displs) = unsafe { counts_displs(call, (names.0, names.1), c, d, n)? };
+        let types = if w {
+            // SAFETY: as above.
+            unsafe { array(call, names.2, t.1, n)? }.to_vec()
         } else {
-            Buf::new(call, "send", sbuf, count, dt)?
+            vec![t.0; n]
         };
-        let o = op_of(call, oph, &sb)?;
-        let mine = sb.packed(call)?;
-        // prefix = op over ranks 0..me-1, received from the left neighbour.
-        let prefix = if me > 0 { Some(l.mpi.recv_internal(&cm.core, me - 1, TAG_REDUCE)) } else { None };
-        let mut incl = mine.clone();
-        if let Some(p) = &prefix {
-            same_size(call, p.len(), incl.len(), me - 1)?;
-            op::apply(o, dt, p, &mut incl);
-        }
-        if me + 1 < n {
-            let s = l.mpi.isend_internal(&cm.core, me + 1, TAG_REDUCE, incl.clone());
-            l.mpi.wait(s);
-        }
-        if exclusive {
-            if let Some(p) = prefix {
-                rb.unpack(call, &p)?;
-            }
-        } else {
-            rb.unpack(call, &incl)?;
-        }
-        Ok(())
-    })
+        Ok(VSide { counts, displs, types, bytes_displs: w })
+    };
+    let r = side(rc, rd, rt, ("recvcounts", "rdispls", "recvtypes"))?;
+    let s = if in_place(sbuf) { None } else { Some(side(sc, sd, st, ("sendcounts", "sdispls", "sendtypes"))?) };
+    Ok((s, r))
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Scan(
-    sbuf: *mut c_void,
-    rbuf: *mut c_void,
-    count: c_int,
-    dt: usize,
-    op: usize,
-    comm: usize,
-) -> c_int {
-    scan("MPI_Scan", sbuf, rbuf, count as i64, dt, op, comm, false)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Exscan(
-    sbuf: *mut c_void,
-    rbuf: *mut c_void,
-    count: c_int,
-    dt: usize,
-    op: usize,
-    comm: usize,
-) -> c_int {
-    scan("MPI_Exscan", sbuf, rbuf, count as i64, dt, op, comm, true)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Scan_c(
-    sbuf: *mut c_void,
-    rbuf: *mut c_void,
-    count: i64,
-    dt: usize,
-    op: usize,
-    comm: usize,
-) -> c_int {
-    scan("MPI_Scan_c", sbuf, rbuf, count, dt, op, comm, false)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Exscan_c(
-    sbuf: *mut c_void,
-    rbuf: *mut c_void,
-    count: i64,
-    dt: usize,
-    op: usize,
-    comm: usize,
-) -> c_int {
-    scan("MPI_Exscan_c", sbuf, rbuf, count, dt, op, comm, true)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Gatherv_c(
-    sbuf: *mut c_void,
-    sc: i64,
+#[allow(clippy::too_many_arguments)]
+unsafe fn alltoallv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+    mode: Mode,
+    sbuf: *const c_void,
+    sc: *const C,
+    sd: *const D,
     st: usize,
     rbuf: *mut c_void,
-    rc: *mut i64,
-    d: *mut isize,
+    rc: *const C,
+    rd: *const D,
     rt: usize,
-    root: c_int,
-    comm: usize,
+    comm_h: usize,
 ) -> c_int {
-    gatherv("MPI_Gatherv_c", sbuf, sc, st, rbuf, rc, d as *const i64, rt, Some(root), comm)
+    let call = "MPI_Alltoallv";
+    let n = comm_size(comm_h);
+    // SAFETY: arrays of one entry per process.
+    match unsafe { vsides(call, sbuf, sc, sd, (st, std::ptr::null()), rc, rd, (rt, std::ptr::null()), false, n) } {
+        Ok((s, r)) => alltoallv_any(mode, call, sbuf, s, rbuf, r, comm_h),
+        Err(e) => guard(comm_h, || Err(e)),
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Allgatherv_c(
-    sbuf: *mut c_void,
-    sc: i64,
-    st: usize,
+coll_entry!(PMPI_Alltoallv, PMPI_Ialltoallv, PMPI_Alltoallv_init, alltoallv,
+    (sbuf: *mut c_void, sc: *mut c_int, sd: *mut c_int, st: usize, rbuf: *mut c_void, rc: *mut c_int, rd: *mut c_int, rt: usize, comm: usize)
+    => (sbuf, sc, sd, st, rbuf, rc, rd, rt, comm));
+coll_entry!(PMPI_Alltoallv_c, PMPI_Ialltoallv_c, PMPI_Alltoallv_init_c, alltoallv,
+    (sbuf: *mut c_void, sc: *mut i64, sd: *mut isize, st: usize, rbuf: *mut c_void, rc: *mut i64, rd: *mut isize, rt: usize, comm: usize)
+    => (sbuf, sc, sd as *const i64, st, rbuf, rc, rd as *const i64, rt, comm));
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn alltoallw<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+    mode: Mode,
+    sbuf: *const c_void,
+    sc: *const C,
+    sd: *const D,
+    st: *const usize,
     rbuf: *mut c_void,
-    rc: *mut i64,
-    d: *mut isize,
-    rt: usize,
-    comm: usize,
+    rc: *const C,
+    rd: *const D,
+    rt: *const usize,
+    comm_h: usize,
 ) -> c_int {
-    gatherv("MPI_Allgatherv_c", sbuf, sc, st, rbuf, rc, d as *const i64, rt, None, comm)
+    let call = "MPI_Alltoallw";
+    let n = comm_size(comm_h);
+    // SAFETY: arrays of one entry per process.
+    match unsafe { vsides(call, sbuf, sc, sd, (0, st), rc, rd, (0, rt), true, n) } {
+        Ok((s, r)) => alltoallv_any(mode, call, sbuf, s, rbuf, r, comm_h),
+        Err(e) => guard(comm_h, || Err(e)),
+    }
 }
+
+coll_entry!(PMPI_Alltoallw, PMPI_Ialltoallw, PMPI_Alltoallw_init, alltoallw,
+    (sbuf: *mut c_void, sc: *mut c_int, sd: *mut c_int, st: *mut usize, rbuf: *mut c_void, rc: *mut c_int, rd: *mut c_int, rt: *mut usize, comm: usize)
+    => (sbuf, sc, sd, st, rbuf, rc, rd, rt, comm));
+coll_entry!(PMPI_Alltoallw_c, PMPI_Ialltoallw_c, PMPI_Alltoallw_init_c, alltoallw,
+    (sbuf: *mut c_void, sc: *mut i64, sd: *mut isize, st: *mut usize, rbuf: *mut c_void, rc: *mut i64, rd: *mut isize, rt: *mut usize, comm: usize)
+    => (sbuf, sc, sd as *const i64, st, rbuf, rc, rd as *const i64, rt, comm));

@@ -372,16 +372,6 @@ pub unsafe extern "C" fn PMPI_Comm_get_parent(parent: *mut usize) -> c_int {
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Barrier(comm: usize) -> c_int {
-    guard(comm, || {
-        let l = lib("MPI_Barrier")?;
-        let cm = l.comm("MPI_Barrier", comm)?;
-        l.mpi.barrier(&cm.core);
-        Ok(())
-    })
-}
-
 // ----- error handlers -----
 
 fn errhandler_valid(l: &Lib, h: usize) -> bool {

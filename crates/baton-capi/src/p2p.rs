@@ -150,7 +150,7 @@ pub fn sink(call: &str, buf: usize, count: usize, lay: &Arc<Layout>) -> Result<S
     if lay.is_contiguous() {
         return Ok(Sink::Contig(span.prefix(n)));
     }
-    Ok(Sink::Typed { span, base_off: -lo, layout: lay.clone(), count })
+    Ok(Sink::Typed { span, base_off: -lo, layout: lay.clone(), start: 0, len: n })
 }
 
 fn proc_null_status() -> Status {
@@ -518,7 +518,7 @@ fn persistent(comm_h: usize, call: &str, op: PersistentOpArgs, request: *mut usi
             tag: op.tag,
             comm,
         };
-        let h = l.t().persistent.insert(PersistentReq { op: Box::new(p), active: None, comm: comm_h });
+        let h = l.t().persistent.insert(PersistentReq { op: Box::new(p), coll: None, active: None, comm: comm_h });
         // SAFETY: checked non-null above.
         unsafe { *request = h };
         Ok(())

@@ -493,8 +493,8 @@ pub unsafe extern "C" fn PMPI_Cancel(request: *mut usize) -> c_int {
 }
 
 fn start_one(l: &Lib, h: usize) -> Result<()> {
-    let op = match l.t().persistent.get(h) {
-        Some(PersistentReq { op, active: None, .. }) => op.clone(),
+    let (op, coll, comm) = match l.t().persistent.get(h) {
+        Some(PersistentReq { op, coll, active: None, comm }) => (op.clone(), coll.clone(), *comm),
         Some(_) => {
             return Err(MpiError::new(c::MPI_ERR_REQUEST, format!("MPI_Start: request {h:#x} is already active")))
         }
@@ -505,7 +505,13 @@ fn start_one(l: &Lib, h: usize) -> Result<()> {
             ))
         }
     };
-    let id = start_persistent(l, &op)?;
+    let id = match coll {
+        Some(sched) => {
+            sched.lock().unwrap_or_else(|e| e.into_inner()).restart();
+            l.mpi.start_coll(sched, comm)
+        }
+        None => start_persistent(l, &op)?,
+    };
     if let Some(p) = l.t().persistent.get_mut(h) {
         p.active = Some(id);
     }

@@ -88,6 +88,8 @@ pub struct PersistentOp {
 /// A persistent request: its operation and the engine request of the round in progress.
 pub struct PersistentReq {
     pub op: Box<PersistentOp>,
+    /// A persistent collective: its schedule, run again at every start (`op` is unused then).
+    pub coll: Option<Arc<Mutex<baton_core::coll::schedule::Schedule>>>,
     pub active: Option<ReqId>,
     pub comm: usize,
 }

@@ -55,6 +55,13 @@ impl Comm {
         self.group.size()
     }
 
+    /// The tag of the next collective operation on this communicator. Every member starts
+    /// its collectives in the same order, so they agree on it; distinct tags keep several
+    /// nonblocking collectives in flight apart. Tags below 64 are the runtime's own.
+    pub fn next_coll_tag(&self) -> i32 {
+        64 + (self.coll_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % (1 << 30)) as i32
+    }
+
     pub fn coll_ctx(&self) -> u64 {
         self.ctx | 1
     }

@@ -547,6 +547,39 @@ impl Layout {
         }
     }
 
+    /// Appends to `out` the packed bytes `[start, start+len)` of the elements at `base_off`
+    /// within `span` (a window of the packed stream, which need not begin or end on an element).
+    pub fn pack_range(&self, span: &UserBuf, base_off: isize, start: usize, len: usize, out: &mut Vec<u8>) {
+        if self.size == 0 || len == 0 {
+            return;
+        }
+        out.reserve(len);
+        let mut left = len;
+        let mut elem = start / self.size;
+        let mut within = start % self.size;
+        loop {
+            let mut seen = 0usize;
+            for &(off, blen) in &self.blocks {
+                if within >= seen + blen {
+                    seen += blen;
+                    continue;
+                }
+                let skip = within - seen;
+                let n = (blen - skip).min(left);
+                let at = base_off + elem as isize * self.extent + off + skip as isize;
+                out.extend_from_slice(span.read(at as usize, n));
+                left -= n;
+                within += n;
+                seen += blen;
+                if left == 0 {
+                    return;
+                }
+            }
+            elem += 1;
+            within = 0;
+        }
+    }
+
     /// Writes packed bytes `src`, which start at packed offset `packed_off`, into the elements at
     /// `base_off` within `span`.
     pub fn unpack_into(&self, span: &UserBuf, base_off: isize, packed_off: usize, mut src: &[u8]) {

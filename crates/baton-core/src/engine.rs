@@ -20,7 +20,7 @@
 use crate::datatype::Layout;
 use baton_abi::consts as c;
 use baton_transport::frame::{Header, Kind};
-use baton_transport::mem::UserBuf;
+use baton_transport::mem::{Scratch, UserBuf};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -59,6 +59,8 @@ pub struct Status {
 pub enum SendData {
     User(UserBuf),
     Packed(Vec<u8>),
+    /// Bytes `[off, off+len)` of a collective schedule's scratch memory.
+    Scratch(Arc<Scratch>, usize, usize),
 }
 
 impl SendData {
@@ -66,12 +68,14 @@ impl SendData {
         match self {
             SendData::User(b) => b.read(0, b.len()),
             SendData::Packed(v) => v,
+            SendData::Scratch(s, off, len) => s.read(*off, *len),
         }
     }
     fn addr(&self) -> u64 {
         match self {
             SendData::User(b) => b.addr() as u64,
             SendData::Packed(v) => v.as_ptr() as u64,
+            SendData::Scratch(s, off, _) => (s.addr() + off) as u64,
         }
     }
 }
@@ -80,16 +84,26 @@ impl SendData {
 /// buffer of the library's own (internal messages), handed back through [`Request::owned`].
 pub enum Sink {
     Contig(UserBuf),
-    Typed { span: UserBuf, base_off: isize, layout: Arc<Layout>, count: usize },
+    /// Packed bytes `[start, start+len)` of the elements of `layout` at `base_off` within `span`.
+    Typed {
+        span: UserBuf,
+        base_off: isize,
+        layout: Arc<Layout>,
+        start: usize,
+        len: usize,
+    },
     Owned(Vec<u8>),
+    /// Bytes `[off, off+len)` of a collective schedule's scratch memory.
+    Scratch(Arc<Scratch>, usize, usize),
 }
 
 impl Sink {
     pub fn capacity(&self) -> usize {
         match self {
             Sink::Contig(b) => b.len(),
-            Sink::Typed { layout, count, .. } => layout.size * count,
+            Sink::Typed { len, .. } => *len,
             Sink::Owned(v) => v.len(),
+            Sink::Scratch(_, _, len) => *len,
         }
     }
     /// Writes packed bytes `src` at packed offset `off`, clipped to the capacity.
@@ -103,8 +117,11 @@ impl Sink {
             Sink::Contig(b) => {
                 b.write(off, src);
             }
-            Sink::Typed { span, base_off, layout, .. } => layout.unpack_into(span, *base_off, off, src),
+            Sink::Typed { span, base_off, layout, start, .. } => layout.unpack_into(span, *base_off, *start + off, src),
             Sink::Owned(v) => v[off..off + src.len()].copy_from_slice(src),
+            Sink::Scratch(s, at, _) => {
+                s.write(*at + off, src);
+            }
         }
     }
 }
@@ -242,6 +259,22 @@ impl Engine {
             self.free.push_back(id.idx);
         } else {
             r.detached = true;
+        }
+    }
+
+    /// A request that some other part of the library completes with [`Engine::complete`]
+    /// (a nonblocking collective), so the application waits on it like on any other.
+    pub fn external(&mut self, comm: usize) -> ReqId {
+        let id = self.alloc(0, Proto::Idle);
+        self.get_mut(id).unwrap().comm = comm;
+        id
+    }
+
+    /// Completes a request made by [`Engine::external`].
+    pub fn complete(&mut self, id: ReqId, status: Status) {
+        if let Some(r) = self.get_mut(id) {
+            r.status = status;
+            self.finish(id);
         }
     }
 
@@ -579,6 +612,7 @@ fn read_into_sink(net: &mut dyn Net, from: ProcIdx, addr: u64, sink: &mut Sink, 
     match sink {
         Sink::Contig(buf) => net.read_remote(from, addr, &buf.prefix(n)),
         Sink::Owned(v) => net.read_remote_into(from, addr, &mut v[..n]),
+        Sink::Scratch(s, off, _) => s.modify(*off, n, |d| net.read_remote_into(from, addr, d)),
         Sink::Typed { .. } => {
             let mut tmp = vec![0u8; n];
             let ok = net.read_remote_into(from, addr, &mut tmp);

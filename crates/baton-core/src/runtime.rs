@@ -9,6 +9,7 @@
 //!   sleeper. With more ranks than cores it polls briefly and yields the core, so a token passed
 //!   around 8 ranks on 2 cores costs about a context switch per hop, not a scheduler time slice.
 
+use crate::coll::schedule::Schedule;
 use crate::comm::{hash_words, Comm};
 use crate::engine::{Engine, ProcIdx, ReqId, SendData, Sink, Status};
 use crate::error::{MpiError, Result};
@@ -18,7 +19,7 @@ use baton_abi::consts as c;
 use baton_pmi::PmiClient;
 use baton_transport::shm::{Consumer, ProcCtl, Segment};
 use baton_transport::wait::{futex_wait, futex_wake};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -155,6 +156,15 @@ pub struct Mpi {
     pub host: String,
     pmi: Mutex<Option<PmiClient>>,
     finalized: AtomicBool,
+    /// Nonblocking and persistent collectives in flight, advanced by every progressing call.
+    colls: Mutex<Vec<ActiveColl>>,
+    active_colls: AtomicUsize,
+}
+
+/// A collective schedule in flight and the request the application waits on.
+struct ActiveColl {
+    sched: Arc<Mutex<Schedule>>,
+    req: ReqId,
 }
 
 fn pmi_err(e: baton_pmi::PmiError) -> MpiError {
@@ -270,6 +280,8 @@ impl Mpi {
             host,
             pmi: Mutex::new(pmi),
             finalized: AtomicBool::new(false),
+            colls: Mutex::new(Vec::new()),
+            active_colls: AtomicUsize::new(0),
         })
     }
 
@@ -282,18 +294,73 @@ impl Mpi {
         st.engine.completed_any = false;
         st.progress();
         if st.engine.completed_any {
-            let ctl = self.bell.ctl();
-            if ctl.sleepers.load(Ordering::SeqCst) != 0 {
-                ctl.bell.fetch_add(1, Ordering::SeqCst);
-                futex_wake(&ctl.bell);
-            }
+            self.wake_sleepers();
+        }
+    }
+
+    /// Other threads of this process may sleep on the doorbell waiting for what just completed.
+    fn wake_sleepers(&self) {
+        let ctl = self.bell.ctl();
+        if ctl.sleepers.load(Ordering::SeqCst) != 0 {
+            ctl.bell.fetch_add(1, Ordering::SeqCst);
+            futex_wake(&ctl.bell);
         }
     }
 
     /// Makes progress once (for `MPI_Test*`, `MPI_Iprobe`).
     pub fn poll(&self) {
+        self.progress_colls();
         let mut st = self.lock();
         self.progress_locked(&mut st);
+    }
+
+    // ----- nonblocking collectives -----
+
+    /// Starts a collective schedule in the background; the returned request completes with
+    /// it. `comm` is the application's communicator handle (for its error handler).
+    pub fn start_coll(&self, sched: Arc<Mutex<Schedule>>, comm: usize) -> ReqId {
+        let req = self.lock().engine.external(comm);
+        let done = {
+            let mut s = sched.lock().unwrap_or_else(|e| e.into_inner());
+            // The first round goes out now, so communication overlaps what the caller does next.
+            s.progress(self).then(|| s.status())
+        };
+        match done {
+            Some(status) => self.lock().engine.complete(req, status),
+            None => {
+                let mut list = self.colls.lock().unwrap_or_else(|e| e.into_inner());
+                list.push(ActiveColl { sched, req });
+                self.active_colls.store(list.len(), Ordering::Release);
+            }
+        }
+        req
+    }
+
+    /// Advances every collective in flight. Runs outside the engine lock, because reductions
+    /// may call the application's functions; a thread that finds another already doing this
+    /// (or a reduction calling back into MPI) simply goes on.
+    fn progress_colls(&self) {
+        if self.active_colls.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let Ok(mut list) = self.colls.try_lock() else { return };
+        let mut finished = false;
+        list.retain(|a| {
+            let Ok(mut s) = a.sched.try_lock() else { return true };
+            if !s.progress(self) {
+                return true;
+            }
+            let status = s.status();
+            drop(s);
+            self.lock().engine.complete(a.req, status);
+            finished = true;
+            false
+        });
+        self.active_colls.store(list.len(), Ordering::Release);
+        drop(list);
+        if finished {
+            self.wake_sleepers();
+        }
     }
 
     /// Blocks until `f` returns a value, progressing all communication meanwhile.
@@ -304,6 +371,7 @@ impl Mpi {
         // The clock starts only once a wait lasts 64 polls: short waits never read it.
         let mut start: Option<Instant> = None;
         loop {
+            self.progress_colls();
             {
                 let mut st = self.lock();
                 self.progress_locked(&mut st);

@@ -1092,7 +1092,7 @@ fn run_double_int(msg_elems: usize, count: usize, eager: usize, max_frame: usize
     let make_sink = |buf: &mut Vec<u8>| {
         // SAFETY: `buf` is test-owned, outlives the receive and is untouched until it completes.
         let span = unsafe { UserBuf::new(buf.as_mut_ptr() as usize, buf.len() - 16) };
-        Sink::Typed { span, base_off: base as isize, layout: lay.clone(), count }
+        Sink::Typed { span, base_off: base as isize, layout: lay.clone(), start: 0, len: lay.size * count }
     };
     let mut r = None;
     if posted_first {

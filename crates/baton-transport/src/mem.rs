@@ -73,3 +73,89 @@ impl UserBuf {
         self.addr as *mut u8
     }
 }
+
+impl UserBuf {
+    /// The bytes `[off, off+n)` as a span of their own, clamped to this one.
+    pub fn sub(&self, off: usize, n: usize) -> UserBuf {
+        let off = off.min(self.len);
+        UserBuf { addr: self.addr + off, len: n.min(self.len - off) }
+    }
+
+    /// Runs `f` on the bytes `[off, off+n)` (clamped) for in-place updates such as reductions.
+    pub fn modify<R>(&self, off: usize, n: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        let off = off.min(self.len);
+        let n = n.min(self.len - off);
+        if n == 0 {
+            return f(&mut []);
+        }
+        // SAFETY: in bounds of a writable span the constructor's caller vouched for; no other
+        // reference into it is live while the library combines data in place.
+        f(unsafe { std::slice::from_raw_parts_mut((self.addr + off) as *mut u8, n) })
+    }
+}
+
+/// Memory of the library's own that operations in flight read and write: the intermediate
+/// buffers of collective schedules. Shared through an `Arc`, so every operation using it keeps
+/// it alive; like application buffers, a range is never read by one operation while another
+/// writes it (a schedule orders its steps so), which is what makes the methods below sound to
+/// call from several places.
+pub struct Scratch {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the allocation is plain bytes owned by this value; access discipline is the
+// schedules' (see the type's doc), as for application buffers shared with the engine.
+unsafe impl Send for Scratch {}
+// SAFETY: as above.
+unsafe impl Sync for Scratch {}
+
+impl Scratch {
+    pub fn new(len: usize) -> Scratch {
+        let b: Box<[u8]> = vec![0u8; len].into_boxed_slice();
+        Scratch { ptr: Box::into_raw(b) as *mut u8, len }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn addr(&self) -> usize {
+        self.ptr as usize
+    }
+
+    fn clamp(&self, off: usize, n: usize) -> (usize, usize) {
+        let off = off.min(self.len);
+        (off, n.min(self.len - off))
+    }
+
+    pub fn read(&self, off: usize, n: usize) -> &[u8] {
+        let (off, n) = self.clamp(off, n);
+        // SAFETY: in bounds of our own allocation; no writer of this range is active (type doc).
+        unsafe { std::slice::from_raw_parts(self.ptr.add(off), n) }
+    }
+
+    pub fn write(&self, off: usize, src: &[u8]) -> usize {
+        let (off, n) = self.clamp(off, src.len());
+        // SAFETY: in bounds; memmove stays defined even if `src` came from this allocation.
+        unsafe { std::ptr::copy(src.as_ptr(), self.ptr.add(off), n) };
+        n
+    }
+
+    pub fn modify<R>(&self, off: usize, n: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        let (off, n) = self.clamp(off, n);
+        // SAFETY: in bounds; no other access to this range is active (type doc).
+        f(unsafe { std::slice::from_raw_parts_mut(self.ptr.add(off), n) })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // SAFETY: `ptr`/`len` came from `Box::into_raw` of a boxed slice of exactly this length.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.ptr, self.len)) });
+    }
+}
