@@ -8,6 +8,7 @@ use baton_abi::consts as c;
 use baton_core::comm::{hash_words, Comm};
 use baton_core::error::{MpiError, Result};
 use baton_core::group::Group;
+use baton_core::topo::Topology;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -39,7 +40,12 @@ pub unsafe extern "C" fn PMPI_Comm_rank(comm: usize, rank: *mut c_int) -> c_int 
 
 /// Registers a new communicator derived from `parent` (inherits its error handler).
 fn register(l: &Lib, parent: &CommObj, core: Comm) -> usize {
-    let obj = CommObj::new(Arc::new(core), "", parent.errhandler.load(Ordering::SeqCst));
+    register_topo(l, parent, core, None)
+}
+
+/// Like [`register`], with a process topology attached.
+pub(crate) fn register_topo(l: &Lib, parent: &CommObj, core: Comm, topo: Option<Arc<Topology>>) -> usize {
+    let obj = CommObj::with_topo(Arc::new(core), "", parent.errhandler.load(Ordering::SeqCst), topo);
     let h = l.t().comms.insert(obj.clone());
     obj.handle.store(h, Ordering::Relaxed);
     h
@@ -52,7 +58,8 @@ fn dup(l: &Lib, call: &str, comm: usize) -> Result<usize> {
         parent.core.group.clone(),
         parent.core.rank,
     );
-    let h = register(l, &parent, core);
+    // The standard has duplicates keep the topology.
+    let h = register_topo(l, &parent, core, parent.topo.clone());
     let child = l.t().comms.get(h).cloned().expect("just inserted");
     copy_attrs_on_dup(comm, &parent, h, &child)?;
     *child.info.lock().unwrap() = parent.info.lock().unwrap().clone();

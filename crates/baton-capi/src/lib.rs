@@ -27,6 +27,7 @@ pub mod ops;
 pub mod p2p;
 pub mod request;
 pub mod state;
+pub mod topo;
 
 pub use attr::*;
 pub use coll::*;
@@ -39,6 +40,7 @@ pub use init::*;
 pub use misc::*;
 pub use p2p::*;
 pub use request::*;
+pub use topo::*;
 
 /// `MPI_Status` of the standard ABI: three public fields and five internal ints. Baton keeps
 /// the received byte count (64 bits, byte-copied because the ints are only 4-aligned) in

@@ -11,6 +11,7 @@ use baton_core::engine::{ReqId, Unexpected};
 use baton_core::error::{MpiError, Result};
 use baton_core::group::Group;
 use baton_core::runtime::Mpi;
+use baton_core::topo::Topology;
 use std::collections::BTreeMap;
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -42,10 +43,16 @@ pub struct CommObj {
     /// keyval -> attribute value.
     pub attrs: Mutex<BTreeMap<c_int, usize>>,
     pub info: Mutex<Vec<(String, String)>>,
+    /// Process topology, fixed at creation and shared with duplicates.
+    pub topo: Option<Arc<Topology>>,
 }
 
 impl CommObj {
     pub fn new(core: Arc<Comm>, name: &str, errhandler: usize) -> Arc<CommObj> {
+        Self::with_topo(core, name, errhandler, None)
+    }
+
+    pub fn with_topo(core: Arc<Comm>, name: &str, errhandler: usize, topo: Option<Arc<Topology>>) -> Arc<CommObj> {
         Arc::new(CommObj {
             core,
             handle: AtomicUsize::new(c::MPI_COMM_NULL),
@@ -53,6 +60,7 @@ impl CommObj {
             errhandler: AtomicUsize::new(errhandler),
             attrs: Mutex::new(BTreeMap::new()),
             info: Mutex::new(Vec::new()),
+            topo,
         })
     }
 }

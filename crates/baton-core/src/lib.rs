@@ -5,6 +5,7 @@
 //! - [`runtime`]: one MPI process: bootstrap, process table, progress and waiting, internal
 //!   collectives used by communicator creation and finalize.
 //! - [`comm`], [`group`], [`datatype`]: the objects point-to-point communication needs.
+//! - [`topo`]: process topologies (grids, graphs, distributed graphs) as pure rank arithmetic.
 //! - [`error`]: `MpiError`, an error class with a message naming call, argument and reason.
 #![forbid(unsafe_code)]
 
@@ -17,3 +18,4 @@ pub mod fabric;
 pub mod group;
 pub mod op;
 pub mod runtime;
+pub mod topo;
