@@ -38,6 +38,7 @@ pub use group::*;
 pub use info::*;
 pub use init::*;
 pub use misc::*;
+pub use ops::*;
 pub use p2p::*;
 pub use request::*;
 pub use topo::*;

@@ -1,22 +1,489 @@
-//! Reduction operations: predefined ops and (later) user-defined ones, turned into the
-//! [`Reducer`] the collectives apply.
+//! Reduction operations: the predefined ops (on predefined datatypes and on derived datatypes
+//! built from one basic type), user-defined ones (`MPI_Op_create`, `MPI_Op_create_c`), turned
+//! into the [`Reducer`] the collectives apply; `MPI_Op_free`, `MPI_Op_commutative` and
+//! `MPI_Reduce_local`.
+//!
+//! A user function is called without any library lock held, from whichever thread runs the
+//! reduction. Collectives hand reducers packed bytes; a user function expects elements laid
+//! out as its datatype describes (and aligned as C requires), so packed data is laid out in
+//! scratch memory first unless it already is in that form.
 
-use crate::p2p::dtype;
+use crate::errors::guard;
+use crate::p2p::{check_buf, dtype};
+use crate::state::lib;
+use crate::{nonnull, nonnull_mut};
 use baton_abi::consts as c;
 use baton_core::coll::Reducer;
+use baton_core::datatype::{predefined, Layout};
 use baton_core::error::{MpiError, Result};
-use baton_core::op::{self, Op};
+use baton_core::op::{self, Kind, Op};
+use baton_transport::mem::UserBuf;
+use std::ffi::{c_int, c_void};
 use std::sync::Arc;
+
+const W: usize = c::MPI_COMM_WORLD;
+
+type UserFnInt = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut usize);
+type UserFnLarge = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut i64, *mut usize);
+
+#[derive(Clone, Copy)]
+enum UserFn {
+    Int(UserFnInt),
+    Large(UserFnLarge),
+}
+
+/// An operation made by `MPI_Op_create` (`int` lengths) or `MPI_Op_create_c` (`MPI_Count`).
+#[derive(Clone, Copy)]
+pub struct UserOp {
+    func: UserFn,
+    pub commutative: bool,
+}
+
+impl UserOp {
+    /// Calls the function on `n` elements of datatype `dt` at `inp` and `inout` (laid out as the
+    /// datatype says, `extent` bytes apart), in pieces when `n` exceeds an `int` length.
+    fn call(&self, dt: usize, inp: usize, inout: usize, n: usize, extent: isize) {
+        let piece = match self.func {
+            UserFn::Int(_) => c_int::MAX as usize,
+            UserFn::Large(_) => i64::MAX as usize,
+        };
+        let mut done = 0usize;
+        while done < n {
+            let k = (n - done).min(piece);
+            let off = done as isize * extent;
+            let (a, b) = (inp.wrapping_add_signed(off) as *mut c_void, inout.wrapping_add_signed(off) as *mut c_void);
+            // The function receives its own copy of the handle: it may not change ours.
+            let mut dt = dt;
+            match self.func {
+                UserFn::Int(f) => {
+                    let mut len = k as c_int;
+                    // SAFETY: `f` is the application's MPI_User_function (MPI_Op_create's contract);
+                    // `a` and `b` hold `len` elements of `dt`, and `b` is writable.
+                    unsafe { f(a, b, &mut len, &mut dt) }
+                }
+                UserFn::Large(f) => {
+                    let mut len = k as i64;
+                    // SAFETY: as above, for an MPI_User_function_c.
+                    unsafe { f(a, b, &mut len, &mut dt) }
+                }
+            }
+            done += k;
+        }
+    }
+}
+
+fn op_null(call: &str) -> MpiError {
+    MpiError::new(c::MPI_ERR_OP, format!("{call}: op is MPI_OP_NULL"))
+}
+
+fn bad_op(call: &str, h: usize) -> MpiError {
+    MpiError::new(c::MPI_ERR_OP, format!("{call}: op {h:#x} is not a valid operation handle (never created, or freed)"))
+}
+
+fn user_op(call: &str, h: usize) -> Result<UserOp> {
+    lib(call)?.t().ops.get(h).copied().ok_or_else(|| bad_op(call, h))
+}
+
+/// How a datatype is named in messages.
+fn type_name(dt: usize, lay: &Layout) -> String {
+    if lay.name.is_empty() {
+        format!("{dt:#x} (derived)")
+    } else {
+        lay.name.to_string()
+    }
+}
+
+/// The predefined datatypes a derived one is built from, in first-use order.
+fn leaves(lay: &Layout, out: &mut Vec<usize>) {
+    if let Some(env) = &lay.envelope {
+        for t in &env.types {
+            if t.predefined != 0 {
+                if !out.contains(&t.predefined) {
+                    out.push(t.predefined);
+                }
+            } else {
+                leaves(&t.layout, out);
+            }
+        }
+    }
+}
+
+/// The kind of elements predefined op `o` combines in datatype `dt`: the type's own for a
+/// predefined one; for a derived one, that of its basic types, which must all allow `o` and
+/// share one kernel (the standard's rule: a predefined op on a derived datatype applies to each
+/// basic element).
+fn predefined_kind(call: &str, o: Op, dt: usize, lay: &Layout) -> Result<Kind> {
+    let name = type_name(dt, lay);
+    if predefined(dt).is_some() {
+        let k = op::kind(dt);
+        op::check_kind(call, o, k, &name)?;
+        return k
+            .ok_or_else(|| MpiError::new(c::MPI_ERR_OP, format!("{call}: {} is not defined for {name}", o.name())));
+    }
+    let mut base = Vec::new();
+    leaves(lay, &mut base);
+    let mut found: Option<(usize, Kind)> = None;
+    for &b in &base {
+        let bname = predefined(b).map(|l| l.name).unwrap_or("?");
+        let k = op::kind(b).filter(|k| o.allowed(k.group)).ok_or_else(|| {
+            MpiError::new(
+                c::MPI_ERR_OP,
+                format!("{call}: {} is not defined for datatype {name}: it contains {bname}", o.name()),
+            )
+        })?;
+        match found {
+            None => found = Some((b, k)),
+            Some((first, fk)) if !fk.same_kernel(k) => {
+                let fname = predefined(first).map(|l| l.name).unwrap_or("?");
+                return Err(MpiError::new(
+                    c::MPI_ERR_OP,
+                    format!(
+                        "{call}: {} cannot combine datatype {name}: it mixes {fname} and {bname} (a predefined \
+                         operation needs one basic type)",
+                        o.name()
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    found.map(|(_, k)| k).ok_or_else(|| {
+        MpiError::new(
+            c::MPI_ERR_OP,
+            format!("{call}: {} is not defined for datatype {name}: it has no basic elements", o.name()),
+        )
+    })
+}
+
+/// What `op` handle `oph` does: a predefined operation and the kind of elements it combines in
+/// `dt`, or a user function.
+enum Resolved {
+    Predefined(Op, Kind),
+    User(UserOp),
+}
+
+fn resolve(call: &str, oph: usize, dt: usize, lay: &Layout) -> Result<Resolved> {
+    if oph == c::MPI_OP_NULL {
+        return Err(op_null(call));
+    }
+    match Op::from_handle(oph) {
+        Some(o @ (Op::Replace | Op::NoOp)) => Err(MpiError::new(
+            c::MPI_ERR_OP,
+            format!("{call}: {} is only valid in one-sided accumulate operations", o.name()),
+        )),
+        Some(o) => Ok(Resolved::Predefined(o, predefined_kind(call, o, dt, lay)?)),
+        None => Ok(Resolved::User(user_op(call, oph)?)),
+    }
+}
 
 /// The reducer for op handle `oph` applied to datatype handle `dt`, checked (`MPI_ERR_OP` when
 /// the op is not defined for the type).
 pub(crate) fn reducer(call: &str, oph: usize, dt: usize) -> Result<Reducer> {
-    if oph == c::MPI_OP_NULL {
-        return Err(MpiError::new(c::MPI_ERR_OP, format!("{call}: op is MPI_OP_NULL")));
+    let lay: Arc<Layout> = dtype(call, dt)?.clone();
+    let unit = lay.size.max(1);
+    Ok(match resolve(call, oph, dt, &lay)? {
+        Resolved::Predefined(o, k) => {
+            Reducer { commutative: true, unit, f: Arc::new(move |i, io| op::apply_kind(o, k, i, io)) }
+        }
+        Resolved::User(u) => {
+            Reducer { commutative: u.commutative, unit, f: Arc::new(move |i, io| packed_user(&u, dt, &lay, i, io)) }
+        }
+    })
+}
+
+/// Elements the scratch buffers of one user call hold at most, so that a large reduction does
+/// not double its memory.
+const PIECE_BYTES: usize = 1 << 22;
+
+/// `inout = input ∘ inout` through user function `u` over packed elements of `lay`.
+fn packed_user(u: &UserOp, dt: usize, lay: &Layout, input: &[u8], inout: &mut [u8]) {
+    if lay.size == 0 {
+        return;
     }
-    let lay = dtype(call, dt)?.clone();
-    let o = Op::from_handle(oph)
-        .ok_or_else(|| MpiError::new(c::MPI_ERR_OP, format!("{call}: op {oph:#x} is not a valid operation handle")))?;
-    op::check(call, o, dt, lay.name)?;
-    Ok(Reducer { commutative: true, unit: lay.size.max(1), f: Arc::new(move |i, io| op::apply(o, dt, i, io)) })
+    let n = inout.len().min(input.len()) / lay.size;
+    let aligned = |p: usize| p.is_multiple_of(lay.align.max(1));
+    if lay.is_contiguous() && aligned(input.as_ptr() as usize) && aligned(inout.as_ptr() as usize) {
+        // The packed form is the memory form: no copies. The function gets `input` through a
+        // `*mut` because that is its C type; MPI does not let it write there.
+        u.call(dt, input.as_ptr() as usize, inout.as_mut_ptr() as usize, n, lay.extent);
+        return;
+    }
+    let per = (PIECE_BYTES / lay.extent.unsigned_abs().max(lay.size)).max(1);
+    let mut done = 0;
+    while done < n {
+        let k = per.min(n - done);
+        let (a, b) = (done * lay.size, (done + k) * lay.size);
+        laid_out(u, dt, lay, &input[a..b], &mut inout[a..b], k);
+        done += k;
+    }
+}
+
+/// One user call on `k` packed elements, laid out as the datatype says in aligned scratch
+/// memory.
+fn laid_out(u: &UserOp, dt: usize, lay: &Layout, input: &[u8], inout: &mut [u8], k: usize) {
+    let (lo, hi) = lay.span(k);
+    let len = (hi - lo) as usize;
+    // u128 words: aligned for every basic type; zeroed so gaps hold no stale data.
+    let mut a = vec![0u128; len.div_ceil(16)];
+    let mut b = vec![0u128; len.div_ceil(16)];
+    let (pa, pb) = (a.as_mut_ptr() as usize, b.as_mut_ptr() as usize);
+    // SAFETY: `a` and `b` are live, writable allocations of at least `len` bytes, and nothing
+    // else touches them until they are dropped at the end of this function.
+    let (sa, sb) = unsafe { (UserBuf::new(pa, len), UserBuf::new(pb, len)) };
+    lay.unpack_into(&sa, -lo, 0, input);
+    lay.unpack_into(&sb, -lo, 0, inout);
+    u.call(dt, pa.wrapping_add_signed(-lo), pb.wrapping_add_signed(-lo), k, lay.extent);
+    let mut out = Vec::with_capacity(inout.len());
+    lay.pack_from(&sb, -lo, k, &mut out);
+    inout.copy_from_slice(&out);
+}
+
+// ----- MPI_Op_create, MPI_Op_free, MPI_Op_commutative -----
+
+unsafe fn op_create(call: &str, f: *mut c_void, commute: c_int, op: *mut usize, large: bool) -> c_int {
+    guard(W, || {
+        let l = lib(call)?;
+        nonnull(call, "user_fn", f as *const c_void)?;
+        nonnull_mut(call, "op", op)?;
+        let func = if large {
+            // SAFETY: non-null; MPI_Op_create_c takes a pointer to an MPI_User_function_c, which
+            // has this signature (MPI_Datatype is a pointer-sized handle in the standard ABI).
+            UserFn::Large(unsafe { std::mem::transmute::<*mut c_void, UserFnLarge>(f) })
+        } else {
+            // SAFETY: as above, for MPI_Op_create's MPI_User_function.
+            UserFn::Int(unsafe { std::mem::transmute::<*mut c_void, UserFnInt>(f) })
+        };
+        let h = l.t().ops.insert(UserOp { func, commutative: commute != 0 });
+        // SAFETY: checked non-null; the caller provides an MPI_Op to write.
+        unsafe { *op = h };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Op_create(user_fn: *mut c_void, commute: c_int, op: *mut usize) -> c_int {
+    op_create("MPI_Op_create", user_fn, commute, op, false)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Op_create_c(user_fn: *mut c_void, commute: c_int, op: *mut usize) -> c_int {
+    op_create("MPI_Op_create_c", user_fn, commute, op, true)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Op_free(op: *mut usize) -> c_int {
+    guard(W, || {
+        let call = "MPI_Op_free";
+        let l = lib(call)?;
+        nonnull_mut(call, "op", op)?;
+        // SAFETY: checked non-null; the caller provides an MPI_Op.
+        let h = unsafe { *op };
+        if h == c::MPI_OP_NULL {
+            return Err(op_null(call));
+        }
+        if let Some(o) = Op::from_handle(h) {
+            return Err(MpiError::new(
+                c::MPI_ERR_OP,
+                format!("{call}: {} is predefined and cannot be freed", o.name()),
+            ));
+        }
+        // Reducers of operations still in flight hold their own copy of the function.
+        l.t().ops.remove(h).ok_or_else(|| bad_op(call, h))?;
+        // SAFETY: as above.
+        unsafe { *op = c::MPI_OP_NULL };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Op_commutative(op: usize, commute: *mut c_int) -> c_int {
+    guard(W, || {
+        let call = "MPI_Op_commutative";
+        lib(call)?;
+        nonnull_mut(call, "commute", commute)?;
+        let v = if op == c::MPI_OP_NULL {
+            return Err(op_null(call));
+        } else if Op::from_handle(op).is_some() {
+            // Every predefined operation is commutative.
+            true
+        } else {
+            user_op(call, op)?.commutative
+        };
+        // SAFETY: checked non-null; the caller provides an int to write.
+        unsafe { *commute = v as c_int };
+        Ok(())
+    })
+}
+
+// ----- MPI_Reduce_local -----
+
+/// `inoutbuf = inbuf op inoutbuf` over `count` elements of `dt`, between the application's
+/// buffers: a predefined op on a contiguous type works in place, other types are packed; a user
+/// function is called on the buffers themselves.
+fn reduce_local(
+    call: &str,
+    inbuf: *const c_void,
+    inoutbuf: *mut c_void,
+    count: i64,
+    dt: usize,
+    oph: usize,
+) -> Result<()> {
+    lib(call)?;
+    let lay: Arc<Layout> = dtype(call, dt)?.clone();
+    let how = resolve(call, oph, dt, &lay)?;
+    if count < 0 {
+        return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: count {count} is negative")));
+    }
+    let count = count as usize;
+    let bytes = count.checked_mul(lay.size).filter(|&n| n <= isize::MAX as usize).ok_or_else(|| {
+        MpiError::new(c::MPI_ERR_COUNT, format!("{call}: count {count} of {} overflows", type_name(dt, &lay)))
+    })?;
+    for (p, what) in [(inbuf as usize, "inbuf"), (inoutbuf as usize, "inoutbuf")] {
+        if p == c::MPI_IN_PLACE {
+            return Err(MpiError::new(
+                c::MPI_ERR_BUFFER,
+                format!("{call}: {what} is MPI_IN_PLACE, which it does not accept"),
+            ));
+        }
+        check_buf(call, p, count, &lay).map_err(|e| MpiError::new(e.class, format!("{} ({what})", e.msg)))?;
+    }
+    if bytes == 0 {
+        return Ok(());
+    }
+    let (inp, io) = (inbuf as usize, inoutbuf as usize);
+    match how {
+        Resolved::User(u) => u.call(dt, inp, io, count, lay.extent),
+        Resolved::Predefined(o, k) => {
+            let (lo, hi) = lay.span(count);
+            let len = (hi - lo) as usize;
+            // SAFETY: MPI_Reduce_local's contract: both buffers hold `count` elements of the
+            // datatype, covering exactly [buf+lo, buf+hi), and `inoutbuf` is writable.
+            let (si, so) = unsafe {
+                (UserBuf::new(inp.wrapping_add_signed(lo), len), UserBuf::new(io.wrapping_add_signed(lo), len))
+            };
+            if lay.is_contiguous() {
+                // In place; MPI forbids aliased buffers, but a copy keeps an application that
+                // passes them anyway away from undefined behaviour.
+                let overlap = inp < io + bytes && io < inp + bytes;
+                let copy;
+                let input = if overlap {
+                    copy = si.read(0, bytes).to_vec();
+                    &copy[..]
+                } else {
+                    si.read(0, bytes)
+                };
+                // SAFETY: `inoutbuf` holds `bytes` writable bytes (contiguous type: lo is 0) that
+                // `input` does not overlap, and nothing else accesses them during the call.
+                let out = unsafe { std::slice::from_raw_parts_mut(io as *mut u8, bytes) };
+                op::apply_kind(o, k, input, out);
+            } else {
+                let (mut input, mut acc) = (Vec::with_capacity(bytes), Vec::with_capacity(bytes));
+                lay.pack_from(&si, -lo, count, &mut input);
+                lay.pack_from(&so, -lo, count, &mut acc);
+                op::apply_kind(o, k, &input, &mut acc);
+                lay.unpack_into(&so, -lo, 0, &acc);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_local(
+    inbuf: *mut c_void,
+    inoutbuf: *mut c_void,
+    count: c_int,
+    dt: usize,
+    op: usize,
+) -> c_int {
+    guard(W, || reduce_local("MPI_Reduce_local", inbuf, inoutbuf, count as i64, dt, op))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Reduce_local_c(
+    inbuf: *mut c_void,
+    inoutbuf: *mut c_void,
+    count: i64,
+    dt: usize,
+    op: usize,
+) -> c_int {
+    guard(W, || reduce_local("MPI_Reduce_local_c", inbuf, inoutbuf, count, dt, op))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_core::datatype::predefined;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    const DT: usize = 0x1234;
+
+    /// Composes affine maps {a, gap, b, gap}: v = "u, then v".
+    unsafe extern "C" fn compose_strided(inp: *mut c_void, io: *mut c_void, len: *mut c_int, dt: *mut usize) {
+        // SAFETY: called by `UserOp::call` with `len` elements of the strided type at both.
+        unsafe {
+            assert_eq!(*dt, DT);
+            CALLS.fetch_add(1, Ordering::Relaxed);
+            let (u, v) = (inp as *const u32, io as *mut u32);
+            for k in 0..*len as usize {
+                let (ua, ub, va, vb) = (*u.add(4 * k), *u.add(4 * k + 2), *v.add(4 * k), *v.add(4 * k + 2));
+                *v.add(4 * k) = va.wrapping_mul(ua);
+                *v.add(4 * k + 2) = va.wrapping_mul(ub).wrapping_add(vb);
+            }
+        }
+    }
+
+    unsafe extern "C" fn compose_c(inp: *mut c_void, io: *mut c_void, len: *mut i64, dt: *mut usize) {
+        // SAFETY: as above, packed pairs {a, b}; alignment is the caller's promise.
+        unsafe {
+            assert_eq!(*dt, DT);
+            assert!((inp as usize).is_multiple_of(4) && (io as usize).is_multiple_of(4));
+            let (u, v) = (inp as *const u32, io as *mut u32);
+            for k in 0..*len as usize {
+                let (ua, ub, va, vb) = (*u.add(2 * k), *u.add(2 * k + 1), *v.add(2 * k), *v.add(2 * k + 1));
+                *v.add(2 * k) = va.wrapping_mul(ua);
+                *v.add(2 * k + 1) = va.wrapping_mul(ub).wrapping_add(vb);
+            }
+        }
+    }
+
+    fn packed(v: &[(u32, u32)]) -> Vec<u8> {
+        v.iter().flat_map(|&(a, b)| [a.to_ne_bytes(), b.to_ne_bytes()].concat()).collect()
+    }
+
+    fn then((ua, ub): (u32, u32), (va, vb): (u32, u32)) -> (u32, u32) {
+        (va.wrapping_mul(ua), va.wrapping_mul(ub).wrapping_add(vb))
+    }
+
+    #[test]
+    fn user_functions_see_the_datatype_layout_in_order() {
+        let uint = predefined(c::MPI_UNSIGNED).unwrap();
+        let strided = Layout::resized(&Layout::vector(2, 1, 2, uint).unwrap(), 0, 16);
+        let u = UserOp { func: UserFn::Int(compose_strided), commutative: false };
+        // More elements than one scratch piece holds.
+        let n = PIECE_BYTES / 16 + 3;
+        let x: Vec<(u32, u32)> = (0..n as u32).map(|k| (2 * k + 1, k)).collect();
+        let y: Vec<(u32, u32)> = (0..n as u32).map(|k| (k | 1, 7 * k)).collect();
+        let mut io = packed(&y);
+        CALLS.store(0, Ordering::Relaxed);
+        packed_user(&u, DT, &strided, &packed(&x), &mut io);
+        assert_eq!(CALLS.load(Ordering::Relaxed), 2);
+        let want: Vec<(u32, u32)> = x.iter().zip(&y).map(|(&a, &b)| then(a, b)).collect();
+        assert_eq!(io, packed(&want));
+    }
+
+    #[test]
+    fn misaligned_packed_data_is_realigned() {
+        let pair = Layout::contiguous(2, predefined(c::MPI_UNSIGNED).unwrap());
+        let u = UserOp { func: UserFn::Large(compose_c), commutative: false };
+        let x = [(3u32, 1u32), (5, 2)];
+        let y = [(7u32, 4u32), (9, 8)];
+        let mut inp = vec![0u8];
+        inp.extend(packed(&x));
+        let mut io = vec![0u8];
+        io.extend(packed(&y));
+        packed_user(&u, DT, &pair, &inp[1..], &mut io[1..]);
+        assert_eq!(&io[1..], &packed(&[then(x[0], y[0]), then(x[1], y[1])])[..]);
+    }
 }

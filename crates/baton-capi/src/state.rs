@@ -110,6 +110,8 @@ pub struct Tables {
     pub messages: Table<(Unexpected, Arc<CommObj>)>,
     /// User-defined datatypes: layout and whether committed.
     pub datatypes: Table<(Arc<baton_core::datatype::Layout>, bool)>,
+    /// User-defined reduction operations.
+    pub ops: Table<crate::ops::UserOp>,
     pub keyvals: BTreeMap<c_int, Keyval>,
     pub next_keyval: c_int,
     pub world: Arc<CommObj>,
@@ -248,6 +250,7 @@ pub fn new_tables(mpi: &Mpi) -> Tables {
         persistent: Table::new(Kind::PersistentRequest),
         messages: Table::new(Kind::Message),
         datatypes: Table::new(Kind::Datatype),
+        ops: Table::new(Kind::Op),
         keyvals: BTreeMap::new(),
         next_keyval: 1000,
         world,
