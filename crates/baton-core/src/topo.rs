@@ -17,7 +17,9 @@
 //! - [`Cart`]: a grid, row-major (the last dimension varies fastest), with coordinate
 //!   conversions, shifts and sub-grids.
 //! - [`Graph`], [`DistGraph`]: adjacency in the standard's two forms.
+//! - [`neighbor_plan`], [`neighbor_exchange`]: the schedule of every neighbourhood collective.
 
+use crate::coll::schedule::{Loc, Schedule};
 use crate::err;
 use crate::error::Result;
 use baton_abi::consts as c;
@@ -548,6 +550,81 @@ impl EdgeShare {
     }
 }
 
+// ----- neighbourhood collectives -----
+
+/// One step of a neighbourhood exchange, by block index (see [`neighbor_plan`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NeighborStep {
+    /// Send block `send` to this process's own receive block `recv`, locally.
+    Copy {
+        send: usize,
+        recv: usize,
+    },
+    Recv(usize),
+    Send(usize),
+}
+
+/// The steps of one neighbourhood exchange for process `me`: send block i goes to
+/// `nb.destinations[i]`, receive block i comes from `nb.sources[i]`; `MPI_PROC_NULL` entries
+/// move nothing. `cart` says the lists come from a Cartesian topology; the lengths (bytes) of
+/// the blocks decide only which blocks to oneself may be copied.
+///
+/// When a process appears more than once in a list, which block meets which is decided by the
+/// order messages are posted (one tag per schedule, and messages between two processes do not
+/// overtake). Receives are posted in list order. On a graph, sends are too: the k-th edge to a
+/// process meets the k-th edge from it. On a grid the standard wants the block sent towards -1
+/// to land in the receiver's +1 block and vice versa, which matters when both neighbours along a
+/// periodic dimension of size 1 or 2 are the same process; posting each dimension's +1 send
+/// before its -1 send gives exactly that, and changes nothing for distinct neighbours.
+///
+/// Blocks this process sends to itself are paired with its receives from itself in the same
+/// posting order and copied locally; a pair whose lengths differ (an erroneous call) goes
+/// through the engine instead, which reports the mismatch.
+pub fn neighbor_plan(me: i32, cart: bool, nb: &Neighbors, send_len: &[usize], recv_len: &[usize]) -> Vec<NeighborStep> {
+    debug_assert_eq!(send_len.len(), nb.destinations.len());
+    debug_assert_eq!(recv_len.len(), nb.sources.len());
+    let send_order: Vec<usize> =
+        if cart { (0..send_len.len()).map(|i| i ^ 1).collect() } else { (0..send_len.len()).collect() };
+    let mut steps = Vec::new();
+    let mut sent_locally = vec![false; send_len.len()];
+    let mut received_locally = vec![false; recv_len.len()];
+    let self_sends = send_order.iter().copied().filter(|&i| nb.destinations[i] == me);
+    let self_recvs = (0..recv_len.len()).filter(|&i| nb.sources[i] == me);
+    for (si, ri) in self_sends.zip(self_recvs) {
+        if send_len[si] == recv_len[ri] {
+            steps.push(NeighborStep::Copy { send: si, recv: ri });
+            sent_locally[si] = true;
+            received_locally[ri] = true;
+        }
+    }
+    for (i, &peer) in nb.sources.iter().enumerate() {
+        if peer != c::MPI_PROC_NULL && !received_locally[i] {
+            steps.push(NeighborStep::Recv(i));
+        }
+    }
+    for i in send_order {
+        if nb.destinations[i] != c::MPI_PROC_NULL && !sent_locally[i] {
+            steps.push(NeighborStep::Send(i));
+        }
+    }
+    steps
+}
+
+/// Fills `s` with the neighbourhood exchange of [`neighbor_plan`], in one round: `send[i]` and
+/// `recv[i]` are the windows of the blocks.
+pub fn neighbor_exchange(s: &mut Schedule, cart: bool, nb: &Neighbors, send: &[Loc], recv: &[Loc]) {
+    let send_len: Vec<usize> = send.iter().map(|l| l.len).collect();
+    let recv_len: Vec<usize> = recv.iter().map(|l| l.len).collect();
+    for step in neighbor_plan(s.rank(), cart, nb, &send_len, &recv_len) {
+        match step {
+            NeighborStep::Copy { send: si, recv: ri } => s.copy(send[si], recv[ri]),
+            NeighborStep::Recv(i) => s.recv(nb.sources[i], recv[i]),
+            NeighborStep::Send(i) => s.send(nb.destinations[i], send[i]),
+        }
+    }
+    s.end_round();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -695,6 +772,28 @@ mod tests {
         assert_eq!(Graph::new("t", vec![0; 5], vec![], 4).unwrap_err().class, c::MPI_ERR_ARG);
         let empty = Graph::new("t", vec![0, 0], vec![], 2).unwrap();
         assert!(empty.neighbors(1).is_empty());
+    }
+
+    #[test]
+    fn neighbor_plan_pairs_blocks() {
+        use NeighborStep::*;
+        let two = Topology::Cart(grid(&[2], &[true]));
+        // Both neighbours of rank 0 are rank 1: the +1 block goes first, so it meets the
+        // receiver's first receive, the one from its -1 neighbour.
+        let p = neighbor_plan(0, true, &two.neighbors(0), &[4, 4], &[4, 4]);
+        assert_eq!(p, vec![Recv(0), Recv(1), Send(1), Send(0)]);
+        // Alone on a periodic dimension: the -1 block comes back as the +1 block.
+        let one = Topology::Cart(grid(&[1, 3], &[true, false]));
+        let p = neighbor_plan(0, true, &one.neighbors(0), &[4; 4], &[4; 4]);
+        assert_eq!(p, vec![Copy { send: 1, recv: 0 }, Copy { send: 0, recv: 1 }, Recv(3), Send(3)]);
+        // A graph's self-loops pair in list order; a length mismatch goes to the engine.
+        let me_twice = Neighbors { sources: vec![0, 2, 0], destinations: vec![0, 0] };
+        let p = neighbor_plan(0, false, &me_twice, &[4, 8], &[4, 4, 4]);
+        assert_eq!(p, vec![Copy { send: 0, recv: 0 }, Recv(1), Recv(2), Send(1)]);
+        // MPI_PROC_NULL moves nothing.
+        let line = Topology::Cart(grid(&[3], &[false]));
+        let p = neighbor_plan(0, true, &line.neighbors(0), &[4, 4], &[4, 4]);
+        assert_eq!(p, vec![Recv(1), Send(1)]);
     }
 
     #[test]
