@@ -177,9 +177,9 @@ macro_rules! coll_entry {
 fn barrier(mode: Mode, comm_h: usize) -> c_int {
     let call = "MPI_Barrier";
     launch(mode, call, comm_h, |_, cm| {
-        algo::choose(Coll::Barrier, Shape { n: cm.core.size(), ..Default::default() })?;
+        let a = algo::choose(Coll::Barrier, Shape::of(&cm.core, 0))?;
         let mut s = sched(cm, call);
-        algo::barrier(&mut s);
+        algo::barrier(&mut s, a);
         Ok(s)
     })
 }
@@ -191,7 +191,7 @@ fn bcast(mode: Mode, buf: *mut c_void, count: i64, dt: usize, root: c_int, comm_
     launch(mode, call, comm_h, |_, cm| {
         check_root(call, cm, root)?;
         let b = Buf::new(call, "", buf, count, dt)?;
-        let a = algo::choose(Coll::Bcast, Shape { n: cm.core.size(), bytes: b.bytes(), ..Default::default() })?;
+        let a = algo::choose(Coll::Bcast, Shape::of(&cm.core, b.bytes()))?;
         let mut s = sched(cm, call);
         let l = b.region(&mut s);
         algo::bcast(&mut s, a, root, l);
@@ -228,6 +228,8 @@ fn reduce(
         let rb = if is_root { Some(Buf::new(call, "receive", rbuf, count, dt)?) } else { None };
         let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, count, dt)?) };
         let r = crate::ops::reducer(call, oph, dt)?;
+        let shape = Shape { commutative: r.commutative, ..Shape::of(&cm.core, count as usize * dtype(call, dt)?.size) };
+        let a = algo::choose(Coll::Reduce, shape)?;
         let mut s = sched(cm, call);
         s.set_reducer(r);
         let dst = rb.map(|b| b.region(&mut s));
@@ -235,7 +237,7 @@ fn reduce(
             Some(b) => b.region(&mut s),
             None => dst.expect("in place only at the root"),
         };
-        algo::reduce(&mut s, root, src, dst);
+        algo::reduce(&mut s, a, root, src, dst);
         Ok(s)
     })
 }
@@ -260,13 +262,8 @@ fn reduction_bufs(
     let rb = Buf::new(call, "receive", rbuf, count, dt)?;
     let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, count, dt)?) };
     let r = crate::ops::reducer(call, oph, dt)?;
-    let shape = Shape {
-        n: cm.core.size(),
-        bytes: rb.bytes(),
-        uniform: true,
-        commutative: r.commutative,
-        elems: rb.bytes() / r.unit.max(1),
-    };
+    let shape =
+        Shape { commutative: r.commutative, elems: rb.bytes() / r.unit.max(1), ..Shape::of(&cm.core, rb.bytes()) };
     let mut s = sched(cm, call);
     s.set_reducer(r);
     let dst = rb.region(&mut s);
@@ -360,11 +357,10 @@ fn reduce_scatter(
         let r = crate::ops::reducer(call, oph, dt)?;
         let size = whole.lay.size;
         let shape = Shape {
-            n: n as c_int,
-            bytes: whole.bytes(),
             uniform: counts.iter().all(|&c| c == counts[0]),
             commutative: r.commutative,
             elems: total as usize,
+            ..Shape::of(&cm.core, whole.bytes())
         };
         let a = algo::choose(Coll::ReduceScatter, shape)?;
         let mut s = sched(cm, call);

@@ -25,6 +25,8 @@ pub struct Comm {
     created_for_group: Mutex<HashMap<(i32, u64), u64>>,
     /// Collective operations started on this communicator (tags for the library's messages).
     pub coll_seq: AtomicU64,
+    /// The shared-memory collective area, for a communicator that has one.
+    pub shm: std::sync::OnceLock<Arc<crate::coll::shm::ShmColl>>,
 }
 
 /// splitmix64 finalizer: a fast, well-mixed 64-bit hash step.
@@ -48,6 +50,7 @@ impl Comm {
             created: AtomicU64::new(0),
             created_for_group: Mutex::new(HashMap::new()),
             coll_seq: AtomicU64::new(0),
+            shm: std::sync::OnceLock::new(),
         }
     }
 

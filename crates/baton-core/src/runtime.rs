@@ -261,6 +261,12 @@ impl Mpi {
         let world_group = Arc::new(Group::new((0..size).collect()));
         let world =
             Arc::new(Comm::new(hash_words(&[job_id, u64::from_le_bytes(*b"world\0\0\0")]), world_group, rank as i32));
+        if let Some(sg) = &seg {
+            if local == size as usize {
+                let sh = crate::coll::shm::ShmColl::new(sg.clone(), (0..size as usize).collect(), rank as usize);
+                let _ = world.shm.set(Arc::new(sh));
+            }
+        }
         let self_comm = Arc::new(Comm::new(
             hash_words(&[job_id, rank as u64, u64::from_le_bytes(*b"self\0\0\0\0")]),
             Arc::new(Group::new(vec![me])),
@@ -398,6 +404,8 @@ impl Mpi {
             let ctl = self.bell.ctl();
             ctl.sleepers.fetch_add(1, Ordering::SeqCst);
             let seq = ctl.bell.load(Ordering::SeqCst);
+            // A collective in flight may be able to move on with what has already arrived.
+            self.progress_colls();
             let ready = {
                 let mut st = self.lock();
                 self.progress_locked(&mut st);

@@ -96,8 +96,17 @@ unsafe impl Send for Segment {}
 // SAFETY: as above; shared access goes through atomics.
 unsafe impl Sync for Segment {}
 
-fn segment_bytes(nprocs: usize, ring_size: usize) -> usize {
+/// Bytes of one process's buffer for shared-memory collectives, per parity.
+pub const COLL_DATA: usize = 16 * 1024;
+/// Per process: `arrive` and `done` words on lines of their own, then two data buffers.
+const COLL_SLOT_BYTES: usize = 256 + 2 * COLL_DATA;
+
+fn rings_end(nprocs: usize, ring_size: usize) -> usize {
     PAGE + nprocs * CTL_BYTES + nprocs * nprocs * (RING_CTL_BYTES + ring_size)
+}
+
+fn segment_bytes(nprocs: usize, ring_size: usize) -> usize {
+    rings_end(nprocs, ring_size) + nprocs * COLL_SLOT_BYTES
 }
 
 fn map(fd: RawFd, bytes: usize) -> io::Result<*mut u8> {
@@ -182,6 +191,33 @@ impl Segment {
         unsafe { &*(self.base.add(PAGE + p * CTL_BYTES) as *const ProcCtl) }
     }
 
+    /// Wakes process `p` if it sleeps on its doorbell (after publishing something it waits for).
+    pub fn ring(&self, p: usize) {
+        let ctl = self.ctl(p);
+        if ctl.sleepers.load(Ordering::SeqCst) != 0 {
+            ctl.bell.fetch_add(1, Ordering::SeqCst);
+            crate::wait::futex_wake(&ctl.bell);
+        }
+    }
+
+    /// Process `p`'s slot for shared-memory collectives.
+    pub fn coll_slot(&self, p: usize) -> CollSlot<'_> {
+        assert!(p < self.nprocs);
+        let off = rings_end(self.nprocs, self.ring_size) + p * COLL_SLOT_BYTES;
+        debug_assert!(off + COLL_SLOT_BYTES <= self.bytes);
+        // SAFETY: in bounds by the layout; the words are 128-byte aligned (the ring area ends on
+        // a 64-byte multiple of 128-byte blocks plus ring sizes that are powers of two >= 4096).
+        unsafe {
+            let base = self.base.add(off);
+            CollSlot {
+                arrive: &*(base as *const AtomicU64),
+                done: &*(base.add(128) as *const AtomicU64),
+                data: base.add(256),
+                _seg: std::marker::PhantomData,
+            }
+        }
+    }
+
     fn ring_base(&self, from: usize, to: usize) -> *mut u8 {
         assert!(from < self.nprocs && to < self.nprocs);
         let idx = from * self.nprocs + to;
@@ -189,6 +225,39 @@ impl Segment {
         debug_assert!(off + RING_CTL_BYTES + self.ring_size <= self.bytes);
         // SAFETY: in bounds (checked above in debug, by construction of the layout always).
         unsafe { self.base.add(off) }
+    }
+}
+
+/// One process's part of the collective area: the sequence numbers of the last shared-memory
+/// collective it arrived at and finished, and two data buffers used by alternate collectives.
+///
+/// The protocol (in `baton-core`'s shared-memory collectives) makes access race-free: only
+/// the owner writes its buffers, only before publishing `arrive` (release), and only once every
+/// reader has published `done` for the collective that last used that buffer; readers read
+/// only after seeing `arrive` (acquire).
+pub struct CollSlot<'a> {
+    pub arrive: &'a AtomicU64,
+    pub done: &'a AtomicU64,
+    data: *mut u8,
+    _seg: std::marker::PhantomData<&'a Segment>,
+}
+
+impl<'a> CollSlot<'a> {
+    /// Writes `src` at `off` of buffer `parity` (clamped to the buffer).
+    pub fn write(&self, parity: usize, off: usize, src: &[u8]) {
+        let off = off.min(COLL_DATA);
+        let n = src.len().min(COLL_DATA - off);
+        // SAFETY: in bounds of this slot's buffer `parity & 1`; the protocol above keeps other
+        // processes from reading it meanwhile.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.data.add((parity & 1) * COLL_DATA + off), n) };
+    }
+
+    /// The bytes `[off, off+n)` of buffer `parity` (clamped).
+    pub fn read(&self, parity: usize, off: usize, n: usize) -> &'a [u8] {
+        let off = off.min(COLL_DATA);
+        let n = n.min(COLL_DATA - off);
+        // SAFETY: in bounds; the protocol above keeps the owner from writing it meanwhile.
+        unsafe { std::slice::from_raw_parts(self.data.add((parity & 1) * COLL_DATA + off), n) }
     }
 }
 

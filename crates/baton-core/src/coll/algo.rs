@@ -11,6 +11,7 @@
 //! (e.g. a ring allreduce for a non-commutative operation).
 
 use super::schedule::{Loc, Schedule};
+use super::shm::ShmKind;
 use crate::error::{MpiError, Result};
 use baton_abi::consts as c;
 use std::sync::OnceLock;
@@ -162,6 +163,15 @@ pub struct Shape {
     pub commutative: bool,
     /// Elements of the reduction's datatype (reductions only; splitting needs whole elements).
     pub elems: usize,
+    /// Whether the communicator has a shared-memory collective area.
+    pub shm: bool,
+}
+
+impl Shape {
+    /// The shape of a call on `comm` moving `bytes`.
+    pub fn of(comm: &crate::comm::Comm, bytes: usize) -> Shape {
+        Shape { n: comm.size(), bytes, uniform: true, commutative: true, elems: 0, shm: comm.shm.get().is_some() }
+    }
 }
 
 /// The algorithm for a call: the forced one if it applies, else one chosen by size.
@@ -176,8 +186,7 @@ pub fn choose(coll: Coll, sh: Shape) -> Result<Algo> {
         Algo::Binomial if matches!(coll, Coll::Gather | Coll::Scatter) => sh.uniform,
         Algo::Bruck | Algo::Mesh => sh.uniform,
         Algo::RecursiveDoubling if coll == Coll::Allgather => pow2,
-        // Shared-memory collectives are not built yet: their users get the general algorithm.
-        Algo::Shm => false,
+        Algo::Shm => sh.shm && sh.bytes <= super::shm::MAX_BYTES,
         _ => true,
     };
     if let Some(a) = want {
@@ -186,6 +195,7 @@ pub fn choose(coll: Coll, sh: Shape) -> Result<Algo> {
         }
     }
     let auto = match coll {
+        Coll::Barrier | Coll::Bcast | Coll::Reduce | Coll::Allreduce if applies(Algo::Shm) && sh.n > 1 => Algo::Shm,
         Coll::Barrier => Algo::Dissemination,
         Coll::Bcast => {
             if sh.bytes >= 128 * 1024 && sh.n > 2 {
@@ -292,8 +302,11 @@ fn accumulator(s: &mut Schedule, dst: Loc) -> Loc {
 // ----- barrier -----
 
 /// Dissemination barrier: ⌈log2 n⌉ rounds; in round k each rank signals rank+2^k.
-pub fn barrier(s: &mut Schedule) {
+pub fn barrier(s: &mut Schedule, a: Algo) {
     let (n, me) = (s.size(), s.rank());
+    if a == Algo::Shm && n > 1 {
+        return s.shm(ShmKind::Barrier, None, None, 0);
+    }
     let empty = s.scratch(0);
     let mut k = 1;
     while k < n {
@@ -311,6 +324,10 @@ pub fn bcast(s: &mut Schedule, a: Algo, root: i32, buf: Loc) {
         return;
     }
     match a {
+        Algo::Shm => {
+            let src = (s.rank() == root).then_some(buf);
+            s.shm(ShmKind::Bcast { root: root as usize }, src, Some(buf), buf.len)
+        }
         Algo::ScatterAllgather => bcast_scatter_allgather(s, root, buf),
         _ => bcast_binomial(s, root, buf),
     }
@@ -373,7 +390,14 @@ fn bcast_scatter_allgather(s: &mut Schedule, root: i32, buf: Loc) {
 /// Reduces `src` of every rank into `dst` at `root` (binomial tree). For a non-commutative
 /// operation the tree is built on unrotated ranks, so every subtree is a run of consecutive
 /// ranks combined in order, and rank 0 forwards the result to the root.
-pub fn reduce(s: &mut Schedule, root: i32, src: Loc, dst: Option<Loc>) {
+pub fn reduce(s: &mut Schedule, a: Algo, root: i32, src: Loc, dst: Option<Loc>) {
+    if a == Algo::Shm && s.size() > 1 {
+        return s.shm(ShmKind::Reduce { root: root as usize }, Some(src), dst, src.len);
+    }
+    reduce_binomial(s, root, src, dst)
+}
+
+fn reduce_binomial(s: &mut Schedule, root: i32, src: Loc, dst: Option<Loc>) {
     let (n, me) = (s.size(), s.rank());
     let commutative = s.reducer().is_none_or(|r| r.commutative);
     let base = if commutative { root } else { 0 };
@@ -425,8 +449,9 @@ pub fn allreduce(s: &mut Schedule, a: Algo, src: Loc, dst: Loc) {
         return;
     }
     match a {
+        Algo::Shm => s.shm(ShmKind::Allreduce, Some(src), Some(dst), dst.len),
         Algo::ReduceBcast => {
-            reduce(s, 0, src, Some(dst));
+            reduce_binomial(s, 0, src, Some(dst));
             bcast_binomial(s, 0, dst);
         }
         Algo::Ring => allreduce_ring(s, src, dst),
@@ -939,7 +964,7 @@ pub fn reduce_scatter(s: &mut Schedule, a: Algo, src: Loc, blocks: &[Loc], dst: 
         }
         _ => {
             let full = s.scratch(src.len);
-            reduce(s, 0, src, Some(full));
+            reduce_binomial(s, 0, src, Some(full));
             let rel: Vec<Loc> = blocks.iter().map(|l| full.at(l.off - src.off, l.len)).collect();
             if me == 0 {
                 for i in 1..n {

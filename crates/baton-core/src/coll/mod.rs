@@ -6,6 +6,7 @@
 //!   persistent ones.
 //! - [`algo`]: the algorithms, each a function that fills a schedule, and [`algo::Algo`], the
 //!   choice among them (by size and process count, or forced by `BATON_COLL_<NAME>`).
+//! - [`shm::ShmColl`]: barrier, bcast, reduce and allreduce through the shared segment.
 //! - [`Reducer`]: how a reduction combines two packed vectors (a predefined op's kernel or a
 //!   user function behind the C boundary).
 
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 pub mod algo;
 pub mod schedule;
+pub mod shm;
 
 /// `f(input, inout)`: see [`Reducer`].
 pub type ReduceFn = dyn Fn(&[u8], &mut [u8]) + Send + Sync;

@@ -13,6 +13,7 @@
 //! schedule's own. How a message is cut never depends on a datatype's layout, only on byte
 //! counts, so ranks using different type maps with the same signature still agree on it.
 
+use super::shm::ShmKind;
 use super::Reducer;
 use crate::comm::Comm;
 use crate::datatype::Layout;
@@ -80,10 +81,20 @@ enum Local {
     },
 }
 
+/// A shared-memory collective step (see [`super::shm`]).
+#[derive(Debug, Clone, Copy)]
+struct ShmStep {
+    kind: ShmKind,
+    src: Option<Loc>,
+    dst: Option<Loc>,
+    len: usize,
+}
+
 #[derive(Default, Debug)]
 struct Round {
     xfers: Vec<Xfer>,
     locals: Vec<Local>,
+    shm: Option<ShmStep>,
 }
 
 struct Inflight {
@@ -107,6 +118,9 @@ pub struct Schedule {
     started: bool,
     inflight: Vec<Inflight>,
     error: Option<MpiError>,
+    /// The shared-memory step in progress: its number and whether its data is published.
+    shm_seq: u64,
+    shm_phase: u8,
 }
 
 impl Schedule {
@@ -126,6 +140,8 @@ impl Schedule {
             started: false,
             inflight: Vec::new(),
             error: None,
+            shm_seq: 0,
+            shm_phase: 0,
         }
     }
 
@@ -172,7 +188,7 @@ impl Schedule {
 
     /// Ends the current round: what follows starts once its messages and local steps are done.
     pub fn end_round(&mut self) {
-        if !self.cur().xfers.is_empty() || !self.cur().locals.is_empty() {
+        if !self.cur().xfers.is_empty() || !self.cur().locals.is_empty() || self.cur().shm.is_some() {
             self.rounds.push(Round::default());
         }
     }
@@ -193,6 +209,13 @@ impl Schedule {
     /// One message spread over several windows.
     pub fn recv_v(&mut self, peer: i32, locs: Vec<Loc>) {
         self.cur().xfers.push(Xfer::Recv { peer, locs });
+    }
+
+    /// A shared-memory collective step (the communicator must have an area; see `shm`).
+    pub fn shm(&mut self, kind: ShmKind, src: Option<Loc>, dst: Option<Loc>, len: usize) {
+        self.end_round();
+        self.cur().shm = Some(ShmStep { kind, src, dst, len });
+        self.end_round();
     }
 
     /// A local copy, after this round's messages.
@@ -324,6 +347,7 @@ impl Schedule {
         self.next = 0;
         self.started = false;
         self.error = None;
+        self.shm_phase = 0;
     }
 
     fn post(&mut self, mpi: &Mpi) {
@@ -354,11 +378,67 @@ impl Schedule {
             self.inflight.push(Inflight { id, peer, expect: None, spread: None });
         }
         self.started = true;
+        if round.shm.is_some() {
+            self.shm_seq = self.comm.shm.get().expect("a shared-memory step needs an area").next_seq();
+            self.shm_phase = 1;
+        }
+    }
+
+    /// Whether the shared-memory step in progress can move on.
+    fn shm_ready(&self) -> bool {
+        let Some(step) = self.rounds.get(self.next).and_then(|r| r.shm) else { return true };
+        let Some(sh) = self.comm.shm.get() else { return true };
+        match self.shm_phase {
+            1 => sh.can_start(step.kind, self.shm_seq),
+            2 => sh.can_finish(step.kind, self.shm_seq),
+            _ => true,
+        }
+    }
+
+    /// Advances the shared-memory step; true once it is done.
+    fn shm_poll(&mut self) -> bool {
+        let step = self.rounds[self.next].shm.expect("a shared-memory step");
+        let sh = self.comm.shm.get().expect("a shared-memory area").clone();
+        let seq = self.shm_seq;
+        if self.shm_phase == 1 {
+            if !sh.can_start(step.kind, seq) {
+                return false;
+            }
+            let data = step.src.map(|l| self.bytes(l));
+            sh.start(step.kind, seq, data.as_deref());
+            self.shm_phase = 2;
+        }
+        if !sh.can_finish(step.kind, seq) {
+            return false;
+        }
+        let n = sh.size();
+        match step.kind {
+            ShmKind::Barrier => {}
+            ShmKind::Bcast { root } => {
+                if root != self.rank() as usize {
+                    self.write(step.dst.expect("bcast buffer"), sh.data(root, seq, step.len));
+                }
+            }
+            ShmKind::Reduce { root } if root != self.rank() as usize => {}
+            ShmKind::Reduce { .. } | ShmKind::Allreduce => {
+                let r = self.reducer.as_ref().expect("a reduction needs a reducer");
+                // Right to left, each step's input the lower rank's: rank order exactly.
+                self.modify(step.dst.expect("reduction result"), |acc| {
+                    acc.copy_from_slice(sh.data(n - 1, seq, step.len));
+                    for k in (0..n - 1).rev() {
+                        r.apply(sh.data(k, seq, step.len), acc);
+                    }
+                });
+            }
+        }
+        sh.finish(seq);
+        self.shm_phase = 0;
+        true
     }
 
     /// Whether every message in flight is complete (checked under the engine lock).
     pub fn ready(&self, st: &crate::runtime::State) -> bool {
-        self.inflight.iter().all(|p| st.engine.get(p.id).is_none_or(|r| r.complete))
+        self.inflight.iter().all(|p| st.engine.get(p.id).is_none_or(|r| r.complete)) && self.shm_ready()
     }
 
     /// Collects the messages of the current round if all are complete.
@@ -410,6 +490,9 @@ impl Schedule {
             if !self.inflight.is_empty() && !self.collect(mpi) {
                 return false;
             }
+            if self.shm_phase != 0 && !self.shm_poll() {
+                return false;
+            }
             if self.started {
                 for s in &self.rounds[self.next].locals {
                     self.run_local(s);
@@ -453,6 +536,6 @@ impl Schedule {
 
     /// Rounds in the schedule (for tests of the algorithms).
     pub fn rounds(&self) -> usize {
-        self.rounds.iter().filter(|r| !r.xfers.is_empty() || !r.locals.is_empty()).count()
+        self.rounds.iter().filter(|r| !r.xfers.is_empty() || !r.locals.is_empty() || r.shm.is_some()).count()
     }
 }
