@@ -8,10 +8,11 @@
 use crate::errors::guard;
 use crate::p2p::dtype;
 use crate::request::handle_of;
-use crate::state::{lib, CommObj, Lib, PersistentOp, PersistentReq};
+use crate::state::{lib, lib_fast, CommObj, Lib, PersistentOp, PersistentReq};
 use baton_abi::consts as c;
-use baton_core::coll::algo::{self, Coll, Shape};
+use baton_core::coll::algo::{self, Algo, Coll, Shape};
 use baton_core::coll::schedule::{Loc, Region, Schedule};
+use baton_core::coll::shm::{ShmColl, ShmKind};
 use baton_core::datatype::Layout;
 use baton_core::error::{MpiError, Result};
 use baton_transport::mem::UserBuf;
@@ -172,10 +173,62 @@ macro_rules! coll_entry {
     };
 }
 
+// ----- the shared-memory fast path -----
+
+/// A blocking call on contiguous data that would run a single shared-memory step skips the
+/// schedule: `f` runs with the communicator's area when `coll` on `bytes` (with `shape`'s
+/// other facts) chooses shared memory. None sends the call down the general path, which also
+/// reports any argument error.
+fn shm_fast(
+    call: &str,
+    comm_h: usize,
+    coll: Coll,
+    bytes: usize,
+    tweak: impl FnOnce(Shape) -> Shape,
+    f: impl FnOnce(&Lib, &CommObj, &ShmColl) -> Result<()>,
+) -> Option<c_int> {
+    let l = lib_fast()?;
+    let cm = l.comm(call, comm_h).ok()?;
+    let sh = cm.core.shm.get()?;
+    if algo::choose(coll, tweak(Shape::of(&cm.core, bytes))).ok()? != Algo::Shm {
+        return None;
+    }
+    Some(guard(comm_h, || f(l, &cm, sh)))
+}
+
+/// The bytes of `count` elements of contiguous datatype `dt` at `p`, when that is what they
+/// are (None: non-contiguous, invalid or NULL; the general path takes those).
+fn contig_span(call: &str, p: *const c_void, count: i64, dt: usize) -> Option<UserBuf> {
+    let lay = dtype(call, dt).ok()?;
+    let len = usize::try_from(count).ok()?.checked_mul(lay.size)?;
+    if !lay.is_contiguous() || (p.is_null() && len > 0) || in_place(p) {
+        return None;
+    }
+    // SAFETY: MPI requires the buffer to hold `count` elements of the datatype for the
+    // duration of this blocking call.
+    Some(unsafe { UserBuf::new(p as usize, len) })
+}
+
 // ----- barrier, bcast -----
 
 fn barrier(mode: Mode, comm_h: usize) -> c_int {
     let call = "MPI_Barrier";
+    if let Mode::Blocking = mode {
+        if let Some(rc) = shm_fast(
+            call,
+            comm_h,
+            Coll::Barrier,
+            0,
+            |s| s,
+            |l, _, sh| {
+                let seq = sh.run_blocking(&l.mpi, ShmKind::Barrier, None);
+                sh.finish(seq);
+                Ok(())
+            },
+        ) {
+            return rc;
+        }
+    }
     launch(mode, call, comm_h, |_, cm| {
         let a = algo::choose(Coll::Barrier, Shape::of(&cm.core, 0))?;
         let mut s = sched(cm, call);
@@ -188,6 +241,29 @@ coll_entry!(PMPI_Barrier, PMPI_Ibarrier, PMPI_Barrier_init, barrier, (comm: usiz
 
 fn bcast(mode: Mode, buf: *mut c_void, count: i64, dt: usize, root: c_int, comm_h: usize) -> c_int {
     let call = "MPI_Bcast";
+    if let (Mode::Blocking, Some(b)) = (mode, contig_span(call, buf, count, dt)) {
+        let fast = shm_fast(
+            call,
+            comm_h,
+            Coll::Bcast,
+            b.len(),
+            |s| s,
+            |l, cm, sh| {
+                check_root(call, cm, root)?;
+                let me = cm.core.rank == root;
+                let seq =
+                    sh.run_blocking(&l.mpi, ShmKind::Bcast { root: root as usize }, me.then(|| b.read(0, b.len())));
+                if !me {
+                    b.write(0, sh.data(root as usize, seq, b.len()));
+                }
+                sh.finish(seq);
+                Ok(())
+            },
+        );
+        if let Some(rc) = fast {
+            return rc;
+        }
+    }
     launch(mode, call, comm_h, |_, cm| {
         check_root(call, cm, root)?;
         let b = Buf::new(call, "", buf, count, dt)?;
@@ -219,6 +295,36 @@ fn reduce(
     comm_h: usize,
 ) -> c_int {
     let call = "MPI_Reduce";
+    if let Mode::Blocking = mode {
+        let d = contig_span(call, rbuf, count, dt);
+        let src = if in_place(sbuf) { d } else { contig_span(call, sbuf, count, dt) };
+        let len = src.map(|b| b.len());
+        if let (Some(src), Some(len), Ok(r)) = (src, len, crate::ops::reducer(call, oph, dt)) {
+            let tweak = |s: Shape| Shape { commutative: r.commutative, elems: count as usize, ..s };
+            let fast = shm_fast(call, comm_h, Coll::Reduce, len, tweak, |l, cm, sh| {
+                check_root(call, cm, root)?;
+                let me = cm.core.rank == root;
+                // The root's receive buffer is checked only at the root, like the general path.
+                let dst = match (me, d) {
+                    (true, Some(d)) => Some(d),
+                    (true, None) => {
+                        return Err(MpiError::new(c::MPI_ERR_BUFFER, format!("{call}: receive buffer is NULL")))
+                    }
+                    (false, _) if in_place(sbuf) => return Err(in_place_at_root(call)),
+                    (false, _) => None,
+                };
+                let seq = sh.run_blocking(&l.mpi, ShmKind::Reduce { root: root as usize }, Some(src.read(0, len)));
+                if let Some(d) = dst {
+                    d.modify(0, len, |acc| sh.combine(seq, &r, acc));
+                }
+                sh.finish(seq);
+                Ok(())
+            });
+            if let Some(rc) = fast {
+                return rc;
+            }
+        }
+    }
     launch(mode, call, comm_h, |_, cm| {
         check_root(call, cm, root)?;
         let is_root = cm.core.rank == root;
@@ -284,6 +390,22 @@ fn allreduce(
     comm_h: usize,
 ) -> c_int {
     let call = "MPI_Allreduce";
+    if let (Mode::Blocking, Some(d)) = (mode, contig_span(call, rbuf, count, dt)) {
+        let src = if in_place(sbuf) { Some(None) } else { contig_span(call, sbuf, count, dt).map(Some) };
+        if let (Some(src), Ok(r)) = (src, crate::ops::reducer(call, oph, dt)) {
+            let tweak = |s: Shape| Shape { commutative: r.commutative, elems: count as usize, ..s };
+            let fast = shm_fast(call, comm_h, Coll::Allreduce, d.len(), tweak, |l, _, sh| {
+                // In place, the contribution is copied into the segment before the result is written.
+                let seq = sh.run_blocking(&l.mpi, ShmKind::Allreduce, Some(src.unwrap_or(d).read(0, d.len())));
+                d.modify(0, d.len(), |acc| sh.combine(seq, &r, acc));
+                sh.finish(seq);
+                Ok(())
+            });
+            if let Some(rc) = fast {
+                return rc;
+            }
+        }
+    }
     launch(mode, call, comm_h, |_, cm| {
         let (mut s, src, dst, shape) = reduction_bufs(call, cm, sbuf, rbuf, count, dt, oph)?;
         let a = algo::choose(Coll::Allreduce, shape)?;

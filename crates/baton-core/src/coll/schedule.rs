@@ -17,13 +17,23 @@ use super::shm::ShmKind;
 use super::Reducer;
 use crate::comm::Comm;
 use crate::datatype::Layout;
-use crate::engine::{ReqId, SendData, Sink, Status};
+use crate::engine::{Engine, Net, ReqId, SendData, Sink, Status};
 use crate::error::{MpiError, Result};
 use crate::runtime::Mpi;
 use baton_abi::consts as c;
 use baton_transport::mem::{Scratch, UserBuf};
 use std::borrow::Cow;
 use std::sync::Arc;
+
+/// Where a schedule's messages go: an engine and the network it talks through.
+///
+/// The runtime lends its own under the engine lock ([`Mpi`]); tests lend simulated ones, so
+/// every algorithm runs without processes. A schedule asks once per posted round and once per
+/// collected round, never while it runs a reduction (which may call the application).
+pub trait Port {
+    /// Calls `f` once with exclusive use of the engine and its network.
+    fn with_engine(&self, f: &mut dyn FnMut(&mut Engine, &mut dyn Net));
+}
 
 /// Memory a schedule reads or writes.
 pub enum Region {
@@ -134,7 +144,11 @@ impl Schedule {
             call,
             tag,
             regions: Vec::new(),
-            rounds: vec![Round::default()],
+            rounds: {
+                let mut v = Vec::with_capacity(4);
+                v.push(Round::default());
+                v
+            },
             reducer: None,
             next: 0,
             started: false,
@@ -350,7 +364,7 @@ impl Schedule {
         self.shm_phase = 0;
     }
 
-    fn post(&mut self, mpi: &Mpi) {
+    fn post(&mut self, port: &dyn Port) {
         let round = &self.rounds[self.next];
         // Receives first, so that messages arriving during the sends find them posted.
         let mut recvs = Vec::new();
@@ -365,18 +379,17 @@ impl Schedule {
                 Xfer::Send { peer, locs } => sends.push((*peer, self.send_data(locs))),
             }
         }
-        let comm = &self.comm;
-        let mut st = mpi.lock();
-        let st = &mut *st;
-        for (peer, sink, expect, spread) in recvs {
-            let id = st.engine.recv(&mut st.fabric, comm.coll_ctx(), peer, self.tag, sink);
-            self.inflight.push(Inflight { id, peer, expect: Some(expect), spread });
-        }
-        for (peer, data) in sends {
-            let id =
-                st.engine.send(&mut st.fabric, comm.proc_of(peer), comm.coll_ctx(), comm.rank, self.tag, data, false);
-            self.inflight.push(Inflight { id, peer, expect: None, spread: None });
-        }
+        let (comm, tag, inflight) = (&self.comm, self.tag, &mut self.inflight);
+        port.with_engine(&mut |engine, net| {
+            for (peer, sink, expect, spread) in recvs.drain(..) {
+                let id = engine.recv(net, comm.coll_ctx(), peer, tag, sink);
+                inflight.push(Inflight { id, peer, expect: Some(expect), spread });
+            }
+            for (peer, data) in sends.drain(..) {
+                let id = engine.send(net, comm.proc_of(peer), comm.coll_ctx(), comm.rank, tag, data, false);
+                inflight.push(Inflight { id, peer, expect: None, spread: None });
+            }
+        });
         self.started = true;
         if round.shm.is_some() {
             self.shm_seq = self.comm.shm.get().expect("a shared-memory step needs an area").next_seq();
@@ -411,7 +424,6 @@ impl Schedule {
         if !sh.can_finish(step.kind, seq) {
             return false;
         }
-        let n = sh.size();
         match step.kind {
             ShmKind::Barrier => {}
             ShmKind::Bcast { root } => {
@@ -422,13 +434,7 @@ impl Schedule {
             ShmKind::Reduce { root } if root != self.rank() as usize => {}
             ShmKind::Reduce { .. } | ShmKind::Allreduce => {
                 let r = self.reducer.as_ref().expect("a reduction needs a reducer");
-                // Right to left, each step's input the lower rank's: rank order exactly.
-                self.modify(step.dst.expect("reduction result"), |acc| {
-                    acc.copy_from_slice(sh.data(n - 1, seq, step.len));
-                    for k in (0..n - 1).rev() {
-                        r.apply(sh.data(k, seq, step.len), acc);
-                    }
-                });
+                self.modify(step.dst.expect("reduction result"), |acc| sh.combine(seq, r, acc));
             }
         }
         sh.finish(seq);
@@ -436,27 +442,36 @@ impl Schedule {
         true
     }
 
-    /// Whether every message in flight is complete (checked under the engine lock).
-    pub fn ready(&self, st: &crate::runtime::State) -> bool {
-        self.inflight.iter().all(|p| st.engine.get(p.id).is_none_or(|r| r.complete)) && self.shm_ready()
+    /// Whether every message in flight is complete (checked with the engine `engine`, which the
+    /// caller holds: a blocking wait checks this under the lock it already has).
+    pub fn ready(&self, engine: &Engine) -> bool {
+        inflight_complete(&self.inflight, engine) && self.shm_ready()
     }
 
     /// Collects the messages of the current round if all are complete.
-    fn collect(&mut self, mpi: &Mpi) -> bool {
+    fn collect(&mut self, port: &dyn Port) -> bool {
+        // A round with a shared-memory step has no messages, so this never holds one back;
+        // checked here all the same, as `ready` does.
+        if !self.shm_ready() {
+            return false;
+        }
         let mut done = Vec::new();
-        {
-            let mut st = mpi.lock();
-            if !self.ready(&st) {
-                return false;
+        let inflight = &mut self.inflight;
+        port.with_engine(&mut |engine, _| {
+            if !inflight_complete(inflight, engine) {
+                return;
             }
-            for p in self.inflight.drain(..) {
-                let (status, owned) = match st.engine.get_mut(p.id) {
+            for p in inflight.drain(..) {
+                let (status, owned) = match engine.get_mut(p.id) {
                     Some(r) => (r.status, r.owned.take()),
                     None => (Status::default(), None),
                 };
-                st.engine.release(p.id);
+                engine.release(p.id);
                 done.push((p, status, owned));
             }
+        });
+        if !self.inflight.is_empty() {
+            return false;
         }
         for (p, status, owned) in done {
             let Some(expect) = p.expect else { continue };
@@ -485,9 +500,9 @@ impl Schedule {
     }
 
     /// Advances as far as possible without waiting; true once the schedule is complete.
-    pub fn progress(&mut self, mpi: &Mpi) -> bool {
+    pub fn progress(&mut self, port: &dyn Port) -> bool {
         loop {
-            if !self.inflight.is_empty() && !self.collect(mpi) {
+            if !self.inflight.is_empty() && !self.collect(port) {
                 return false;
             }
             if self.shm_phase != 0 && !self.shm_poll() {
@@ -503,14 +518,14 @@ impl Schedule {
             if self.next >= self.rounds.len() {
                 return true;
             }
-            self.post(mpi);
+            self.post(port);
         }
     }
 
     /// Runs the schedule to completion (blocking collectives).
     pub fn run(&mut self, mpi: &Mpi) -> Result<()> {
         while !self.progress(mpi) {
-            mpi.block(|st| self.ready(st).then_some(()));
+            mpi.block(|st| self.ready(&st.engine).then_some(()));
         }
         self.take_error()
     }
@@ -534,8 +549,29 @@ impl Schedule {
         }
     }
 
+    /// Where a run stands, for diagnostics such as a deadlock report: the round in progress and
+    /// its messages that `engine` has not completed (peers are ranks of the communicator).
+    pub fn describe(&self, engine: &Engine) -> String {
+        let waiting: Vec<String> = self
+            .inflight
+            .iter()
+            .filter(|p| engine.get(p.id).is_some_and(|r| !r.complete))
+            .map(|p| match p.expect {
+                Some(n) => format!("a receive of {n} bytes from rank {}", p.peer),
+                None => format!("a send to rank {}", p.peer),
+            })
+            .collect();
+        let waiting = if waiting.is_empty() { "no message".to_string() } else { waiting.join(", ") };
+        let posted = if self.started { "" } else { " (not posted)" };
+        format!("{} round {} of {}{posted}, waiting for {waiting}", self.call, self.next, self.rounds.len())
+    }
+
     /// Rounds in the schedule (for tests of the algorithms).
     pub fn rounds(&self) -> usize {
         self.rounds.iter().filter(|r| !r.xfers.is_empty() || !r.locals.is_empty() || r.shm.is_some()).count()
     }
+}
+
+fn inflight_complete(inflight: &[Inflight], engine: &Engine) -> bool {
+    inflight.iter().all(|p| engine.get(p.id).is_none_or(|r| r.complete))
 }

@@ -16,6 +16,8 @@
 //! than any exchange, and a non-commutative operation comes out in the right order for free.
 //! Only a communicator spanning the whole segment (the world, today) has an area.
 
+use super::Reducer;
+use crate::runtime::Mpi;
 use baton_transport::shm::{CollSlot, Segment, COLL_DATA};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -115,6 +117,32 @@ impl ShmColl {
     /// Rank `r`'s data for collective `seq` (valid once [`can_finish`](Self::can_finish)).
     pub fn data(&self, r: usize, seq: u64, len: usize) -> &[u8] {
         self.slot(r).read((seq % 2) as usize, 0, len)
+    }
+
+    /// Combines every member's contribution to collective `seq` into `acc`, in rank order:
+    /// right to left, each step's input the lower rank's.
+    pub fn combine(&self, seq: u64, r: &Reducer, acc: &mut [u8]) {
+        let n = self.size();
+        acc.copy_from_slice(self.data(n - 1, seq, acc.len()));
+        for k in (0..n - 1).rev() {
+            r.apply(self.data(k, seq, acc.len()), acc);
+        }
+    }
+
+    /// The first half of a blocking shared-memory collective run without a schedule (the fast
+    /// path of blocking calls on contiguous data): numbers it, publishes `data` and waits until
+    /// what it needs has arrived. The caller then reads (with [`data`](Self::data) or
+    /// [`combine`](Self::combine)) and calls [`finish`](Self::finish).
+    pub fn run_blocking(&self, mpi: &Mpi, kind: ShmKind, data: Option<&[u8]>) -> u64 {
+        let seq = self.next_seq();
+        if !self.can_start(kind, seq) {
+            mpi.block(|_| self.can_start(kind, seq).then_some(()));
+        }
+        self.start(kind, seq, data);
+        if !self.can_finish(kind, seq) {
+            mpi.block(|_| self.can_finish(kind, seq).then_some(()));
+        }
+        seq
     }
 
     /// Marks collective `seq` finished here.
