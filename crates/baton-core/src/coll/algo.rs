@@ -412,12 +412,19 @@ fn reduce_binomial(s: &mut Schedule, root: i32, src: Loc, dst: Option<Loc>) {
             Some(d) if me == root => accumulator(s, d),
             _ => s.scratch(len),
         };
-        let tmps: Vec<Loc> = children.iter().map(|_| s.scratch(len)).collect();
+        // The first child's vector lands in the accumulator itself and this rank's, the lower,
+        // is folded in from the left: no copy of the source first. Not in place, where the
+        // accumulator is the source.
+        let direct = acc != src;
+        let tmps: Vec<Loc> =
+            children.iter().enumerate().map(|(i, _)| if i == 0 && direct { acc } else { s.scratch(len) }).collect();
         for (m, t) in children.iter().zip(&tmps) {
             s.recv(real(vr + m), *t);
         }
-        s.copy(src, acc);
-        for t in tmps {
+        if direct {
+            s.reduce(src, acc, true);
+        }
+        for t in tmps.into_iter().skip(direct as usize) {
             s.reduce(t, acc, false);
         }
         s.end_round();
