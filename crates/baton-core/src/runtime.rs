@@ -9,9 +9,9 @@
 //!   sleeper. With more ranks than cores it polls briefly and yields the core, so a token passed
 //!   around 8 ranks on 2 cores costs about a context switch per hop, not a scheduler time slice.
 
-use crate::coll::schedule::Schedule;
+use crate::coll::schedule::{Port, Schedule};
 use crate::comm::{hash_words, Comm};
-use crate::engine::{Engine, ProcIdx, ReqId, SendData, Sink, Status};
+use crate::engine::{Engine, Net, ProcIdx, ReqId, SendData, Sink, Status};
 use crate::error::{MpiError, Result};
 use crate::fabric::{Fabric, FabricConfig};
 use crate::group::Group;
@@ -536,6 +536,16 @@ impl Mpi {
     /// The world rank of this process.
     pub fn world_rank(&self) -> i32 {
         self.world.rank
+    }
+}
+
+/// Collective schedules post and collect their messages through this process's engine, one
+/// lock per round.
+impl Port for Mpi {
+    fn with_engine<R>(&self, f: impl FnOnce(&mut Engine, &mut dyn Net) -> R) -> R {
+        let mut st = self.lock();
+        let State { engine, fabric, .. } = &mut *st;
+        f(engine, fabric)
     }
 }
 

@@ -29,10 +29,11 @@ use std::sync::Arc;
 ///
 /// The runtime lends its own under the engine lock ([`Mpi`]); tests lend simulated ones, so
 /// every algorithm runs without processes. A schedule asks once per posted round and once per
-/// collected round, never while it runs a reduction (which may call the application).
+/// collected round, never while it runs a reduction (which may call the application). The
+/// schedule is generic over it, so the runtime's path compiles to what it was without it.
 pub trait Port {
-    /// Calls `f` once with exclusive use of the engine and its network.
-    fn with_engine(&self, f: &mut dyn FnMut(&mut Engine, &mut dyn Net));
+    /// Runs `f` with exclusive use of the engine and its network.
+    fn with_engine<R>(&self, f: impl FnOnce(&mut Engine, &mut dyn Net) -> R) -> R;
 }
 
 /// Memory a schedule reads or writes.
@@ -364,7 +365,7 @@ impl Schedule {
         self.shm_phase = 0;
     }
 
-    fn post(&mut self, port: &dyn Port) {
+    fn post(&mut self, port: &impl Port) {
         let round = &self.rounds[self.next];
         // Receives first, so that messages arriving during the sends find them posted.
         let mut recvs = Vec::new();
@@ -380,12 +381,12 @@ impl Schedule {
             }
         }
         let (comm, tag, inflight) = (&self.comm, self.tag, &mut self.inflight);
-        port.with_engine(&mut |engine, net| {
-            for (peer, sink, expect, spread) in recvs.drain(..) {
+        port.with_engine(|engine, net| {
+            for (peer, sink, expect, spread) in recvs {
                 let id = engine.recv(net, comm.coll_ctx(), peer, tag, sink);
                 inflight.push(Inflight { id, peer, expect: Some(expect), spread });
             }
-            for (peer, data) in sends.drain(..) {
+            for (peer, data) in sends {
                 let id = engine.send(net, comm.proc_of(peer), comm.coll_ctx(), comm.rank, tag, data, false);
                 inflight.push(Inflight { id, peer, expect: None, spread: None });
             }
@@ -449,18 +450,18 @@ impl Schedule {
     }
 
     /// Collects the messages of the current round if all are complete.
-    fn collect(&mut self, port: &dyn Port) -> bool {
+    fn collect(&mut self, port: &impl Port) -> bool {
         // A round with a shared-memory step has no messages, so this never holds one back;
-        // checked here all the same, as `ready` does.
+        // checked all the same, as `ready` does.
         if !self.shm_ready() {
             return false;
         }
-        let mut done = Vec::new();
         let inflight = &mut self.inflight;
-        port.with_engine(&mut |engine, _| {
+        let done = port.with_engine(|engine, _| {
             if !inflight_complete(inflight, engine) {
-                return;
+                return None;
             }
+            let mut done = Vec::with_capacity(inflight.len());
             for p in inflight.drain(..) {
                 let (status, owned) = match engine.get_mut(p.id) {
                     Some(r) => (r.status, r.owned.take()),
@@ -469,10 +470,9 @@ impl Schedule {
                 engine.release(p.id);
                 done.push((p, status, owned));
             }
+            Some(done)
         });
-        if !self.inflight.is_empty() {
-            return false;
-        }
+        let Some(done) = done else { return false };
         for (p, status, owned) in done {
             let Some(expect) = p.expect else { continue };
             if status.error != 0 || status.bytes as usize != expect {
@@ -500,7 +500,7 @@ impl Schedule {
     }
 
     /// Advances as far as possible without waiting; true once the schedule is complete.
-    pub fn progress(&mut self, port: &dyn Port) -> bool {
+    pub fn progress(&mut self, port: &impl Port) -> bool {
         loop {
             if !self.inflight.is_empty() && !self.collect(port) {
                 return false;
