@@ -1,6 +1,6 @@
 /* ranks: 1 2 3 4 5 8 */
 /* timeout: 120 */
-/* algorithms: BATON_COLL_ALLREDUCE=recursive_doubling,rabenseifner,ring,reduce_bcast,shm? */
+/* algorithms: BATON_COLL_ALLREDUCE=auto,recursive_doubling,rabenseifner,ring,reduce_bcast,shm */
 /* MPI_Allreduce, MPI_Iallreduce, MPI_Allreduce_init (and the _c forms for
    some cases), with and without MPI_IN_PLACE: SUM/MAX/MIN/PROD on MPI_INT and
    MPI_DOUBLE, BAND on MPI_UNSIGNED, MINLOC on MPI_DOUBLE_INT (with ties), a

@@ -1,6 +1,6 @@
 /* ranks: 1 2 3 4 5 8 16 */
 /* timeout: 120 */
-/* algorithms: BATON_COLL_BARRIER=dissemination,shm? */
+/* algorithms: BATON_COLL_BARRIER=auto,dissemination,shm */
 /* MPI_Barrier, MPI_Ibarrier and MPI_Barrier_init: no rank may leave the
    barrier before the last one has entered it. Each rank in turn enters late
    (after a short sleep); it notes the time just before it calls the barrier

@@ -1,6 +1,6 @@
 /* ranks: 1 2 3 4 5 8 */
 /* timeout: 120 */
-/* algorithms: BATON_COLL_BCAST=binomial,scatter_allgather,shm? */
+/* algorithms: BATON_COLL_BCAST=auto,binomial,scatter_allgather,shm */
 /* MPI_Bcast, MPI_Ibcast, MPI_Bcast_init (and the _c forms for some cases):
    every root class (first, middle, last), counts 0, 1, 7, 1000 and a large
    one (100000 ints; 30000 vector elements), with MPI_INT, a strided vector

@@ -1,6 +1,6 @@
 /* ranks: 1 2 3 4 5 8 */
 /* timeout: 120 */
-/* algorithms: BATON_COLL_GATHER=binomial,linear */
+/* algorithms: BATON_COLL_GATHER=auto,binomial,linear */
 /* MPI_Gather and MPI_Gatherv in their blocking, nonblocking and persistent
    forms (and the _c forms for some cases): two roots per case, taking
    turns among the first, middle and last rank, MPI_IN_PLACE at the root,

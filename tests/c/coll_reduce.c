@@ -1,6 +1,6 @@
 /* ranks: 1 2 3 4 5 8 */
 /* timeout: 120 */
-/* algorithms: BATON_COLL_REDUCE=binomial,shm? */
+/* algorithms: BATON_COLL_REDUCE=auto,binomial,shm */
 /* MPI_Reduce, MPI_Ireduce, MPI_Reduce_init (and the _c forms for some
    cases), with and without MPI_IN_PLACE at the root; the root takes turns
    between the first, middle and last rank. Kinds: SUM/MAX/MIN/PROD on

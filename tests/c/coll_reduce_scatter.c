@@ -1,6 +1,6 @@
 /* ranks: 1 2 3 4 5 8 */
 /* timeout: 120 */
-/* algorithms: BATON_COLL_REDUCE_SCATTER=reduce_scatterv,recursive_halving,pairwise */
+/* algorithms: BATON_COLL_REDUCE_SCATTER=auto,reduce_scatterv,recursive_halving,pairwise */
 /* MPI_Reduce_scatter_block and MPI_Reduce_scatter in their blocking,
    nonblocking and persistent forms (and the _c forms for some cases), with
    and without MPI_IN_PLACE (on all ranks). Kinds: SUM/MAX/MIN/PROD on

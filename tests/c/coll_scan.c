@@ -1,6 +1,6 @@
 /* ranks: 1 2 3 4 5 8 */
 /* timeout: 120 */
-/* algorithms: BATON_COLL_SCAN=recursive_doubling,linear */
+/* algorithms: BATON_COLL_SCAN=auto,recursive_doubling,linear */
 /* MPI_Scan and MPI_Exscan in their blocking, nonblocking and persistent
    forms (and the _c forms for some cases), with and without MPI_IN_PLACE
    (on all ranks). Kinds: SUM/MAX/MIN/PROD on MPI_INT and MPI_DOUBLE, BAND

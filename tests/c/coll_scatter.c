@@ -1,6 +1,6 @@
 /* ranks: 1 2 3 4 5 8 */
 /* timeout: 120 */
-/* algorithms: BATON_COLL_SCATTER=binomial,linear */
+/* algorithms: BATON_COLL_SCATTER=auto,binomial,linear */
 /* MPI_Scatter and MPI_Scatterv in their blocking, nonblocking and persistent
    forms (and the _c forms for some cases): two roots per case, taking
    turns among the first, middle and last rank, MPI_IN_PLACE as the root's

@@ -1,10 +1,11 @@
 /* Shared helpers of the collective tests (tests/c/coll_*.c).
 
    - cu_run() runs one test case of one collective in every form: blocking,
-     nonblocking (completed alternately with MPI_Wait, a MPI_Test polling loop
-     and MPI_Waitany) and persistent (MPI-4: one _init, started three times
-     with MPI_Start/MPI_Startall and changed buffer contents, then
-     MPI_Request_free), optionally also the large-count (_c) forms. Every
+     nonblocking (completed alternately with MPI_Wait, a MPI_Test polling
+     loop that yields the processor between polls, and MPI_Waitany) and
+     persistent (MPI-4: one _init, started three times with MPI_Start/
+     MPI_Startall and changed buffer contents, then MPI_Request_free),
+     optionally also the large-count (_c) forms. Every
      execution has its own "iteration" number, and the values sent depend on
      it, so stale data from an earlier execution is caught.
    - Integer payloads with derived datatypes ("layouts"): each element of a
@@ -33,7 +34,8 @@
      ALLTOALL: pairwise, bruck, mesh, linear  ALLTOALLV (and Alltoallw): pairwise, linear
      REDUCE_SCATTER (both forms): reduce_scatterv, recursive_halving, pairwise
      SCAN (and Exscan): recursive_doubling, linear
-   An algorithm that cannot serve a case falls back to one that can. */
+   An algorithm that cannot serve a case falls back to one that can; "auto"
+   (listed first in each test) is Baton's own choice by size and count. */
 #ifndef BATON_TESTS_COLL_UTIL_H
 #define BATON_TESTS_COLL_UTIL_H
 
@@ -42,6 +44,7 @@
 #endif
 #include "check.h"
 #include <stddef.h>
+#include <sched.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -253,6 +256,12 @@ static inline int cu_complete(MPI_Request *req, int iter)
             if (!cu_ok(rc, "MPI_Test"))
                 return 0;
             polls++;
+            /* give the processor away between polls, as a program that
+               computes between tests would: with more ranks than cores a
+               pure polling loop starves the ranks it waits for (whatever
+               the MPI does in MPI_Test; coll_stress polls without this) */
+            if (!flag)
+                sched_yield();
             if (!flag && cu_now() - t0 > 60.0) {
                 CU_FAIL("MPI_Test polling: not complete after 60 s (%ld polls)", polls);
                 return 0;
@@ -270,6 +279,28 @@ static inline int cu_complete(MPI_Request *req, int iter)
     }
 }
 
+/* the slowest forms of the run, printed by cu_finish when the environment
+   has COLL_TEST_PROFILE set (for tuning the tests and the engine) */
+#define CU_NSLOW 8
+static struct {
+    double t;
+    char what[400];
+} cu_slow[CU_NSLOW];
+
+static inline void cu_note_time(double t)
+{
+    int k = CU_NSLOW - 1;
+    if (t <= cu_slow[k].t)
+        return;
+    while (k > 0 && cu_slow[k - 1].t < t) {
+        cu_slow[k] = cu_slow[k - 1];
+        k--;
+    }
+    cu_slow[k].t = t;
+    snprintf(cu_slow[k].what, sizeof cu_slow[k].what, "%s %s on %s, %s", cu_coll,
+             cu_mode_names[cu_mode], cu_cname, cu_desc);
+}
+
 /* Run one case in every form. `coll` is the collective's name as in
    "MPI_<coll>" (e.g. "Bcast"). */
 static inline void cu_run(const char *coll, void *st, const cu_ops *ops, int flags)
@@ -277,7 +308,11 @@ static inline void cu_run(const char *coll, void *st, const cu_ops *ops, int fla
     cu_coll = coll;
     int last = (CU_MPI4 && (flags & CU_WITH_C)) ? CU_PERSISTENT_C : CU_PERSISTENT;
     int iter = 0;
+    double t_form = cu_now();
     for (int mode = CU_BLOCKING; mode <= last; mode++) {
+        if (mode > CU_BLOCKING)
+            cu_note_time(cu_now() - t_form);
+        t_form = cu_now();
         cu_mode = mode;
         int form = mode % 3;
         if (form == CU_PERSISTENT && (!CU_MPI4 || (flags & CU_NO_PERSISTENT))) {
@@ -345,6 +380,7 @@ static inline void cu_run(const char *coll, void *st, const cu_ops *ops, int fla
                 CU_FAIL("MPI_Request_free left the handle non-null");
         }
     }
+    cu_note_time(cu_now() - t_form);
 }
 
 /* ------------------------------------------- integer payload, layouts */
@@ -1165,6 +1201,9 @@ static inline int cu_finish(const char *name)
                cu_wsize);
         for (int k = 0; k < cu_nunsup; k++)
             printf("%s: rank 0: %s unsupported (%ld calls)\n", name, cu_unsup[k], cu_unsup_n[k]);
+        if (getenv("COLL_TEST_PROFILE"))
+            for (int k = 0; k < CU_NSLOW && cu_slow[k].t > 0; k++)
+                printf("%s: rank 0: slow: %.3f s %s\n", name, cu_slow[k].t, cu_slow[k].what);
         fflush(stdout);
     } else {
         MPI_Send(&cu_execs, 1, MPI_LONG, 0, CHECK_TAG_COLLECT + 1, MPI_COMM_WORLD);
