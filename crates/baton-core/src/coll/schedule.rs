@@ -443,8 +443,9 @@ impl Schedule {
         true
     }
 
-    /// Whether every message in flight is complete (checked with the engine `engine`, which the
-    /// caller holds: a blocking wait checks this under the lock it already has).
+    /// Whether the round in progress can move on: its messages are complete in `engine` and its
+    /// shared-memory step is ready. Takes the engine rather than a [`Port`] because a blocking
+    /// wait checks this under the engine lock it already holds.
     pub fn ready(&self, engine: &Engine) -> bool {
         inflight_complete(&self.inflight, engine) && self.shm_ready()
     }
