@@ -12,8 +12,16 @@
    All requests are then completed together, in an order that differs from
    rank to rank and from round to round: MPI_Waitall on a shuffled array, a
    MPI_Testsome polling loop, a MPI_Testany polling loop, MPI_Test on each
-   request in reverse order, MPI_Waitsome. Every result is checked against
-   values computed from rank numbers. */
+   request in reverse order, MPI_Waitsome. Halfway through, every rank
+   calls a blocking MPI_Allreduce on each communicator, behind the
+   outstanding operations. Each round also duplicates MPI_COMM_WORLD, starts
+   6 collectives and ring messages on the duplicate and frees it at once:
+   they must complete normally. Every result is checked against values
+   computed from rank numbers.
+
+   Compiling with -DSKIP_OMPI_414_BUGS frees the duplicate only after its
+   operations have completed: Open MPI 4.1.4 crashes (libnbc sends on the
+   freed communicator) otherwise. */
 #include "coll_util.h"
 
 enum {
@@ -26,7 +34,10 @@ static const char *const knames[K_NKINDS] = {
     "Iallgather", "Iallgatherv", "Ialltoall", "Ialltoallv", "Ialltoallw",
     "Ireduce_scatter_block", "Ireduce_scatter", "Iscan", "Iexscan", "Ibarrier"};
 
-#define NCOMMS 3
+#define NCOMMS 4
+#define TMP 3     /* a duplicate of MPI_COMM_WORLD made each round, freed with
+                     operations pending */
+#define NTMP 6    /* collectives on it */
 #define NOPS 26   /* collectives per communicator and round */
 #define NP2P 16   /* ints per point-to-point message */
 #define ROUNDS 5
@@ -389,6 +400,8 @@ int main(int argc, char **argv)
     cnames[1] = "dup(WORLD)";
     CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, cu_wrank % 2, cu_wsize - cu_wrank, &comms[2]));
     cnames[2] = cu_wrank % 2 ? "split(odd)" : "split(even)";
+    comms[TMP] = MPI_COMM_WORLD; /* a new duplicate each round */
+    cnames[TMP] = "dup(WORLD), freed with operations pending";
     for (int ci = 0; ci < NCOMMS; ci++) {
         MPI_Comm_rank(comms[ci], &crank[ci]);
         MPI_Comm_size(comms[ci], &csize[ci]);
@@ -399,14 +412,17 @@ int main(int argc, char **argv)
     static p2p_t msgs[NCOMMS][NOPS];
     MPI_Request reqs[NCOMMS * NOPS * 3];
     for (int round = 0; round < ROUNDS; round++) {
-        int nreq = 0, nmsg[NCOMMS] = {0, 0, 0};
+        int nreq = 0, nmsg[NCOMMS] = {0, 0, 0, 0};
         cu_iter = round;
         cu_mode = CU_NONBLOCKING;
         snprintf(cu_desc, sizeof cu_desc, "round %d", round);
+        CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comms[TMP]));
         for (int s = 0; s < NOPS; s++) {
             for (int k = 0; k < NCOMMS; k++) {
                 /* the communicators take turns in a rank-dependent order */
                 int ci = (k + cu_wrank + s) % NCOMMS;
+                if (ci == TMP && s >= NTMP)
+                    continue;
                 op_t *o = &ops[ci][s];
                 o->ci = ci;
                 o->idx = s;
@@ -432,11 +448,31 @@ int main(int argc, char **argv)
                                         comms[ci], &reqs[nreq++]));
                 }
             }
+            /* the pending operations on a freed communicator complete normally */
+            if (s == NTMP - 1 && !OMPI_BUG(1))
+                CHECK_MPI(MPI_Comm_free(&comms[TMP]));
+            /* halfway: a blocking collective on each communicator (in the same
+               order everywhere), behind the outstanding nonblocking ones */
+            if (s == NOPS / 2) {
+                for (int ci = 0; ci < TMP; ci++) {
+                    int x = crank[ci] + round, sum = -1, want = 0;
+                    for (int r = 0; r < csize[ci]; r++)
+                        want += r + round;
+                    if (cu_ok(MPI_Allreduce(&x, &sum, 1, MPI_INT, MPI_SUM, comms[ci]),
+                              "MPI_Allreduce") &&
+                        sum != want)
+                        CU_FAIL("blocking MPI_Allreduce on %s amid pending operations gave %d, "
+                                "expected %d",
+                                cnames[ci], sum, want);
+                }
+            }
         }
         complete_all(reqs, nreq, (round + cu_wrank) % 5,
                      7919u * (unsigned)cu_wrank + (unsigned)round);
+        if (OMPI_BUG(1))
+            CHECK_MPI(MPI_Comm_free(&comms[TMP]));
         for (int ci = 0; ci < NCOMMS; ci++) {
-            for (int s = 0; s < NOPS; s++)
+            for (int s = 0; s < (ci == TMP ? NTMP : NOPS); s++)
                 op_check(&ops[ci][s], round);
             for (int m = 0; m < nmsg[ci]; m++) {
                 p2p_t *p = &msgs[ci][m];
@@ -449,7 +485,7 @@ int main(int argc, char **argv)
                     }
             }
         }
-        cu_execs += NCOMMS * NOPS;
+        cu_execs += TMP * NOPS + NTMP;
     }
     MPI_Comm_free(&comms[1]);
     MPI_Comm_free(&comms[2]);
