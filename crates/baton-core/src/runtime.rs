@@ -316,8 +316,16 @@ impl Mpi {
     /// Makes progress once (for `MPI_Test*`, `MPI_Iprobe`).
     pub fn poll(&self) {
         self.progress_colls();
-        let mut st = self.lock();
-        self.progress_locked(&mut st);
+        let idle = {
+            let mut st = self.lock();
+            self.progress_locked(&mut st);
+            !st.engine.completed_any
+        };
+        // With more ranks than cores, an application polling with MPI_Test would otherwise keep
+        // the core from the ranks it waits for (seconds per collective at 8 ranks on 2 cores).
+        if idle && self.policy.yield_between_polls {
+            std::thread::yield_now();
+        }
     }
 
     // ----- nonblocking collectives -----
