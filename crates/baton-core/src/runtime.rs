@@ -454,22 +454,11 @@ impl Mpi {
 
     // ----- the library's own messages (collective context) -----
 
+    /// Sends `data` on the collective context of `comm` (the runtime's own traffic).
     pub fn isend_internal(&self, comm: &Comm, dest: i32, tag: i32, data: Vec<u8>) -> ReqId {
-        self.coll_isend(comm, dest, tag, SendData::Packed(data))
-    }
-
-    /// Sends on the collective context of `comm` (the library's own traffic).
-    pub fn coll_isend(&self, comm: &Comm, dest: i32, tag: i32, data: SendData) -> ReqId {
         let mut st = self.lock();
         let State { engine, fabric, .. } = &mut *st;
-        engine.send(fabric, comm.proc_of(dest), comm.coll_ctx(), comm.rank, tag, data, false)
-    }
-
-    /// Receives on the collective context of `comm` into `sink`.
-    pub fn coll_irecv(&self, comm: &Comm, src: i32, tag: i32, sink: Sink) -> ReqId {
-        let mut st = self.lock();
-        let State { engine, fabric, .. } = &mut *st;
-        engine.recv(fabric, comm.coll_ctx(), src, tag, sink)
+        engine.send(fabric, comm.proc_of(dest), comm.coll_ctx(), comm.rank, tag, SendData::Packed(data), false)
     }
 
     /// Receives a message of unknown length from `src` on the collective context.
@@ -570,11 +559,6 @@ fn take_completed(st: &mut State, id: ReqId) -> Option<(Status, Option<Vec<u8>>)
 
 pub const TAG_BARRIER: i32 = 1;
 pub const TAG_ALLGATHER: i32 = 2;
-pub const TAG_BCAST: i32 = 3;
-pub const TAG_REDUCE: i32 = 4;
-pub const TAG_GATHER: i32 = 5;
-pub const TAG_SCATTER: i32 = 6;
-pub const TAG_ALLTOALL: i32 = 7;
 
 fn now_nanos() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
