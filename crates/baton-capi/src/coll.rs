@@ -55,12 +55,12 @@ impl Buf {
         Ok(Buf { addr: p as usize, count: count as usize, lay })
     }
 
-    fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.count * self.lay.size
     }
 
     /// The buffer as a region of schedule `s`.
-    fn region(&self, s: &mut Schedule) -> Loc {
+    pub(crate) fn region(&self, s: &mut Schedule) -> Loc {
         let (lo, hi) = self.lay.span(self.count);
         // SAFETY: MPI requires a collective's buffers to hold `count` elements of the datatype
         // and to stay valid and untouched by the application until the operation completes (for
@@ -71,8 +71,15 @@ impl Buf {
 }
 
 /// `n` consecutive blocks of `b` bytes of a window.
-fn blocks(whole: Loc, n: usize, b: usize) -> Vec<Loc> {
+pub(crate) fn blocks(whole: Loc, n: usize, b: usize) -> Vec<Loc> {
     (0..n).map(|i| whole.at(i * b, b)).collect()
+}
+
+/// `count * n` elements (a buffer of `n` blocks), checked for overflow.
+pub(crate) fn times(call: &str, what: &str, count: i64, n: usize) -> Result<i64> {
+    count
+        .checked_mul(n as i64)
+        .ok_or_else(|| MpiError::new(c::MPI_ERR_COUNT, format!("{call}: {what} count {count} overflows")))
 }
 
 fn check_root(call: &str, cm: &CommObj, root: c_int) -> Result<()> {
@@ -114,41 +121,54 @@ fn launch(
             c::MPI_COMM_SELF => l.self_comm.clone(),
             h => l.comm_arc(call, h)?,
         };
-        if let Mode::Nonblocking(r) | Mode::Persistent(r) = mode {
-            crate::nonnull_mut(call, "request", r)?;
-        }
-        let mut s = build(l, &cm)?;
-        match mode {
-            Mode::Blocking => s.run(&l.mpi),
-            Mode::Nonblocking(r) => {
-                let id = l.mpi.start_coll(Arc::new(Mutex::new(s)), comm_h);
-                // SAFETY: checked non-null; the caller's request variable.
-                unsafe { *r = handle_of(id) };
-                Ok(())
-            }
-            Mode::Persistent(r) => {
-                let op = PersistentOp {
-                    send: false,
-                    mode: crate::p2p::SendMode::Standard,
-                    buf: 0,
-                    count: 0,
-                    dtype: c::MPI_DATATYPE_NULL,
-                    peer: c::MPI_PROC_NULL,
-                    tag: 0,
-                    comm: cm.clone(),
-                };
-                let h = l.t().persistent.insert(PersistentReq {
-                    op: Box::new(op),
-                    coll: Some(Arc::new(Mutex::new(s))),
-                    active: None,
-                    comm: comm_h,
-                });
-                // SAFETY: checked non-null; the caller's request variable.
-                unsafe { *r = h };
-                Ok(())
-            }
-        }
+        check_request(call, mode)?;
+        let s = build(l, &cm)?;
+        submit(l, &cm, comm_h, mode, s)
     })
+}
+
+/// A nonblocking or persistent call's request argument must be somewhere to write to.
+pub(crate) fn check_request(call: &str, mode: Mode) -> Result<()> {
+    match mode {
+        Mode::Nonblocking(r) | Mode::Persistent(r) => crate::nonnull_mut(call, "request", r),
+        Mode::Blocking => Ok(()),
+    }
+}
+
+/// Runs schedule `s` in the form `mode` asks: to the end, in the background behind a new
+/// request, or kept behind a persistent request (whose pointer [`check_request`] checked).
+pub(crate) fn submit(l: &Lib, cm: &Arc<CommObj>, comm_h: usize, mode: Mode, mut s: Schedule) -> Result<()> {
+    match mode {
+        Mode::Blocking => s.run(&l.mpi),
+        Mode::Nonblocking(r) => {
+            let id = l.mpi.start_coll(Arc::new(Mutex::new(s)), comm_h);
+            // SAFETY: checked non-null; the caller's request variable.
+            unsafe { *r = handle_of(id) };
+            Ok(())
+        }
+        Mode::Persistent(r) => {
+            // A persistent collective keeps its schedule; the point-to-point part is unused.
+            let op = PersistentOp {
+                send: false,
+                mode: crate::p2p::SendMode::Standard,
+                buf: 0,
+                count: 0,
+                dtype: c::MPI_DATATYPE_NULL,
+                peer: c::MPI_PROC_NULL,
+                tag: 0,
+                comm: cm.clone(),
+            };
+            let h = l.t().persistent.insert(PersistentReq {
+                op: Box::new(op),
+                coll: Some(Arc::new(Mutex::new(s))),
+                active: None,
+                comm: comm_h,
+            });
+            // SAFETY: checked non-null; the caller's request variable.
+            unsafe { *r = h };
+            Ok(())
+        }
+    }
 }
 
 fn sched(cm: &CommObj, call: &'static str) -> Schedule {
@@ -172,6 +192,7 @@ macro_rules! coll_entry {
         }
     };
 }
+pub(crate) use coll_entry;
 
 // ----- the shared-memory fast path -----
 
@@ -579,26 +600,9 @@ coll_entry!(PMPI_Reduce_scatter_block_c, PMPI_Ireduce_scatter_block_c, PMPI_Redu
 
 // ----- gather, scatter -----
 
-/// Per-rank blocks of a `v` argument: `counts[i]` elements of `dt` at displacement `displs[i]`
-/// (in extents of `dt`).
-fn vblocks(
-    call: &str,
-    what: &str,
-    s: &mut Schedule,
-    base: *const c_void,
-    counts: &[i64],
-    displs: &[i64],
-    dt: usize,
-) -> Result<Vec<Loc>> {
-    let ext = dtype(call, dt)?.extent;
-    counts
-        .iter()
-        .zip(displs)
-        .map(|(&cnt, &d)| {
-            let addr = (base as usize).wrapping_add_signed(d as isize * ext);
-            Ok(Buf::new(call, what, addr as *const c_void, cnt, dt)?.region(s))
-        })
-        .collect()
+/// Each buffer as a region of `s`, in order.
+pub(crate) fn regions(s: &mut Schedule, bufs: &[Buf]) -> Vec<Loc> {
+    bufs.iter().map(|b| b.region(s)).collect()
 }
 
 /// Gather and Gatherv (`v` = Some((counts, displs)), significant at the root).
@@ -611,7 +615,7 @@ fn gather_any(
     st: usize,
     rbuf: *mut c_void,
     rc: i64,
-    v: Option<(Vec<i64>, Vec<i64>)>,
+    v: Option<VSide>,
     rt: usize,
     root: c_int,
     comm_h: usize,
@@ -637,14 +641,18 @@ fn gather_any(
         };
         let shape = Shape { n, bytes: b, uniform: v.is_none(), ..Default::default() };
         let a = algo::choose(Coll::Gather, shape)?;
+        let whole = match (&v, is_root) {
+            (None, true) => Some(Buf::new(call, "receive", rbuf, times(call, "receive", rc, n as usize)?, rt)?),
+            _ => None,
+        };
+        let vbufs = match &v {
+            Some(v) => v.bufs(call, "receive", rbuf)?,
+            None => Vec::new(),
+        };
         let mut s = sched(cm, call);
-        let dst: Vec<Loc> = if !is_root {
-            Vec::new()
-        } else if let Some((counts, displs)) = &v {
-            vblocks(call, "receive", &mut s, rbuf, counts, displs, rt)?
-        } else {
-            let whole = Buf::new(call, "receive", rbuf, rc * n as i64, rt)?.region(&mut s);
-            blocks(whole, n as usize, b)
+        let dst = match whole {
+            Some(w) => blocks(w.region(&mut s), n as usize, b),
+            None => regions(&mut s, &vbufs),
         };
         let src = sb.map(|x| x.region(&mut s));
         algo::gather(&mut s, a, root, src, &dst, b);
@@ -674,22 +682,23 @@ coll_entry!(PMPI_Gather_c, PMPI_Igather_c, PMPI_Gather_init_c, gather,
     (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, root: c_int, comm: usize)
     => (sbuf, sc, st, rbuf, rc, rt, root, comm));
 
-/// The counts and displacements of a `v` collective, read where they are significant.
-unsafe fn counts_displs<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+/// A rooted `v` collective's arrays, read at the root only, where they are significant
+/// (elsewhere: no blocks).
+unsafe fn root_side<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     call: &str,
-    what: (&str, &str),
+    names: [&str; 2],
+    comm_h: usize,
+    root: c_int,
     counts: *const C,
     displs: *const D,
-    n: usize,
-) -> Result<(Vec<i64>, Vec<i64>)> {
-    // SAFETY: one entry per process, per the standard.
-    let cs = unsafe { wide(call, what.0, counts, n)? };
-    // SAFETY: as above.
-    let ds = unsafe { wide(call, what.1, displs, n)? };
-    if let Some((i, bad)) = cs.iter().enumerate().find(|(_, &c)| c < 0) {
-        return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: {}[{i}] is negative ({bad})", what.0)));
+    dt: usize,
+) -> Result<VSide> {
+    let (n, me) = comm_info(comm_h).unwrap_or((0, -1));
+    if me != root {
+        return Ok(VSide::default());
     }
-    Ok((cs, ds))
+    // SAFETY: forwarded contract: one entry per process at the root.
+    unsafe { VSide::read(call, [names[0], names[1], ""], counts, displs, (dt, std::ptr::null()), false, n) }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -706,17 +715,11 @@ unsafe fn gatherv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     comm_h: usize,
 ) -> c_int {
     let call = "MPI_Gatherv";
-    let (n, me) = comm_info(comm_h).unwrap_or((0, -1));
-    let v = if me == root {
-        // SAFETY: significant at the root, one entry per process.
-        match unsafe { counts_displs(call, ("recvcounts", "displs"), rcounts, displs, n) } {
-            Ok(v) => Some(v),
-            Err(e) => return guard(comm_h, || Err(e)),
-        }
-    } else {
-        Some((Vec::new(), Vec::new()))
-    };
-    gather_any(mode, call, sbuf, sc, st, rbuf, 0, v, rt, root, comm_h)
+    // SAFETY: forwarded array contracts.
+    match unsafe { root_side(call, ["recvcounts", "displs"], comm_h, root, rcounts, displs, rt) } {
+        Ok(v) => gather_any(mode, call, sbuf, sc, st, rbuf, 0, Some(v), rt, root, comm_h),
+        Err(e) => guard(comm_h, || Err(e)),
+    }
 }
 
 coll_entry!(PMPI_Gatherv, PMPI_Igatherv, PMPI_Gatherv_init, gatherv,
@@ -733,7 +736,7 @@ fn scatter_any(
     call: &'static str,
     sbuf: *const c_void,
     sc: i64,
-    v: Option<(Vec<i64>, Vec<i64>)>,
+    v: Option<VSide>,
     st: usize,
     rbuf: *mut c_void,
     rc: i64,
@@ -762,14 +765,18 @@ fn scatter_any(
         };
         let shape = Shape { n, bytes: b, uniform: v.is_none(), ..Default::default() };
         let a = algo::choose(Coll::Scatter, shape)?;
+        let whole = match (&v, is_root) {
+            (None, true) => Some(Buf::new(call, "send", sbuf, times(call, "send", sc, n as usize)?, st)?),
+            _ => None,
+        };
+        let vbufs = match &v {
+            Some(v) => v.bufs(call, "send", sbuf)?,
+            None => Vec::new(),
+        };
         let mut s = sched(cm, call);
-        let src: Vec<Loc> = if !is_root {
-            Vec::new()
-        } else if let Some((counts, displs)) = &v {
-            vblocks(call, "send", &mut s, sbuf, counts, displs, st)?
-        } else {
-            let whole = Buf::new(call, "send", sbuf, sc * n as i64, st)?.region(&mut s);
-            blocks(whole, n as usize, b)
+        let src = match whole {
+            Some(w) => blocks(w.region(&mut s), n as usize, b),
+            None => regions(&mut s, &vbufs),
         };
         let dst = rb.map(|x| x.region(&mut s));
         algo::scatter(&mut s, a, root, &src, dst, b);
@@ -813,17 +820,11 @@ unsafe fn scatterv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     comm_h: usize,
 ) -> c_int {
     let call = "MPI_Scatterv";
-    let (n, me) = comm_info(comm_h).unwrap_or((0, -1));
-    let v = if me == root {
-        // SAFETY: significant at the root, one entry per process.
-        match unsafe { counts_displs(call, ("sendcounts", "displs"), scounts, displs, n) } {
-            Ok(v) => Some(v),
-            Err(e) => return guard(comm_h, || Err(e)),
-        }
-    } else {
-        Some((Vec::new(), Vec::new()))
-    };
-    scatter_any(mode, call, sbuf, 0, v, st, rbuf, rc, rt, root, comm_h)
+    // SAFETY: forwarded array contracts.
+    match unsafe { root_side(call, ["sendcounts", "displs"], comm_h, root, scounts, displs, st) } {
+        Ok(v) => scatter_any(mode, call, sbuf, 0, Some(v), st, rbuf, rc, rt, root, comm_h),
+        Err(e) => guard(comm_h, || Err(e)),
+    }
 }
 
 coll_entry!(PMPI_Scatterv, PMPI_Iscatterv, PMPI_Scatterv_init, scatterv,
@@ -856,8 +857,9 @@ fn allgather(
         }
         let b = rb.bytes();
         let a = algo::choose(Coll::Allgather, Shape { n, bytes: b, uniform: true, ..Default::default() })?;
+        let whole = Buf::new(call, "receive", rbuf, times(call, "receive", rc, n as usize)?, rt)?;
         let mut s = sched(cm, call);
-        let whole = Buf::new(call, "receive", rbuf, rc * n as i64, rt)?.region(&mut s);
+        let whole = whole.region(&mut s);
         let src = sb.map(|x| x.region(&mut s));
         algo::allgather(&mut s, a, src, &blocks(whole, n as usize, b));
         Ok(s)
@@ -884,21 +886,23 @@ unsafe fn allgatherv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     comm_h: usize,
 ) -> c_int {
     let call = "MPI_Allgatherv";
+    let names = ["recvcounts", "displs", ""];
     // SAFETY: one entry per process.
-    let (counts, displs) =
-        match unsafe { counts_displs(call, ("recvcounts", "displs"), rcounts, displs, comm_size(comm_h)) } {
+    let side =
+        match unsafe { VSide::read(call, names, rcounts, displs, (rt, std::ptr::null()), false, comm_size(comm_h)) } {
             Ok(v) => v,
             Err(e) => return guard(comm_h, || Err(e)),
         };
     launch(mode, call, comm_h, |_, cm| {
         let (n, me) = (cm.core.size(), cm.core.rank as usize);
         let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, sc, st)?) };
+        let rbufs = side.bufs(call, "receive", rbuf)?;
+        if let Some(sb) = &sb {
+            same_size(call, sb.bytes(), rbufs[me].bytes())?;
+        }
         let a = algo::choose(Coll::Allgatherv, Shape { n, ..Default::default() })?;
         let mut s = sched(cm, call);
-        let bl = vblocks(call, "receive", &mut s, rbuf, &counts, &displs, rt)?;
-        if let Some(sb) = &sb {
-            same_size(call, sb.bytes(), bl[me].len)?;
-        }
+        let bl = regions(&mut s, &rbufs);
         let src = sb.map(|x| x.region(&mut s));
         algo::allgather(&mut s, a, src, &bl);
         Ok(s)
@@ -935,12 +939,14 @@ fn alltoall(
         }
         let b = rb.bytes();
         let a = algo::choose(Coll::Alltoall, Shape { n, bytes: b, uniform: true, ..Default::default() })?;
-        let mut s = sched(cm, call);
-        let dst = blocks(Buf::new(call, "receive", rbuf, rc * n as i64, rt)?.region(&mut s), n as usize, b);
-        let src = match sb {
-            Some(_) => Some(blocks(Buf::new(call, "send", sbuf, sc * n as i64, st)?.region(&mut s), n as usize, b)),
+        let rwhole = Buf::new(call, "receive", rbuf, times(call, "receive", rc, n as usize)?, rt)?;
+        let swhole = match sb {
+            Some(_) => Some(Buf::new(call, "send", sbuf, times(call, "send", sc, n as usize)?, st)?),
             None => None,
         };
+        let mut s = sched(cm, call);
+        let dst = blocks(rwhole.region(&mut s), n as usize, b);
+        let src = swhole.map(|w| blocks(w.region(&mut s), n as usize, b));
         algo::alltoall(&mut s, a, src.as_deref(), &dst);
         Ok(s)
     })
@@ -953,9 +959,10 @@ coll_entry!(PMPI_Alltoall_c, PMPI_Ialltoall_c, PMPI_Alltoall_init_c, alltoall,
     (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, comm: usize)
     => (sbuf, sc, st, rbuf, rc, rt, comm));
 
-/// One side of an alltoallv/w: per-rank counts, displacements and types; displacements in
-/// extents of the (single) type for `v`, in bytes for `w` (`types` Some).
-struct VSide {
+/// Per-rank (or per-neighbour) blocks of a `v` or `w` argument: counts, displacements (in
+/// extents of the block's datatype for `v`, in bytes for `w`) and datatypes.
+#[derive(Default)]
+pub(crate) struct VSide {
     counts: Vec<i64>,
     displs: Vec<i64>,
     types: Vec<usize>,
@@ -963,7 +970,35 @@ struct VSide {
 }
 
 impl VSide {
-    fn blocks(&self, call: &str, what: &str, s: &mut Schedule, base: *const c_void) -> Result<Vec<Loc>> {
+    /// Reads `n` entries of the counts and displacements arrays (`names` as the call calls
+    /// them) and, for `w`, of the datatypes array `types.1`; otherwise every block is of `types.0`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn read<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+        call: &str,
+        names: [&str; 3],
+        counts: *const C,
+        displs: *const D,
+        types: (usize, *const usize),
+        w: bool,
+        n: usize,
+    ) -> Result<VSide> {
+        // SAFETY: forwarded contract: one entry per block in each array.
+        let (counts, displs) = unsafe { (wide(call, names[0], counts, n)?, wide(call, names[1], displs, n)?) };
+        if let Some((i, bad)) = counts.iter().enumerate().find(|(_, &v)| v < 0) {
+            return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: {}[{i}] is negative ({bad})", names[0])));
+        }
+        let types = if w {
+            // SAFETY: as above.
+            unsafe { array(call, names[2], types.1, n)? }.to_vec()
+        } else {
+            vec![types.0; n]
+        };
+        Ok(VSide { counts, displs, types, bytes_displs: w })
+    }
+
+    /// Every block as a checked buffer, before a schedule exists (so that bad arguments fail
+    /// before the call draws its tag).
+    pub(crate) fn bufs(&self, call: &str, what: &str, base: *const c_void) -> Result<Vec<Buf>> {
         (0..self.counts.len())
             .map(|i| {
                 let dt = self.types[i];
@@ -973,7 +1008,7 @@ impl VSide {
                     self.displs[i] as isize * dtype(call, dt)?.extent
                 };
                 let addr = (base as usize).wrapping_add_signed(off);
-                Ok(Buf::new(call, what, addr as *const c_void, self.counts[i], dt)?.region(s))
+                Buf::new(call, what, addr as *const c_void, self.counts[i], dt)
             })
             .collect()
     }
@@ -990,23 +1025,25 @@ fn alltoallv_any(
 ) -> c_int {
     launch(mode, call, comm_h, |_, cm| {
         let n = cm.core.size();
-        let a = algo::choose(Coll::Alltoallv, Shape { n, ..Default::default() })?;
-        let mut s = sched(cm, call);
-        let dst = rcv.blocks(call, "receive", &mut s, rbuf)?;
-        let src = match &snd {
-            Some(v) => Some(v.blocks(call, "send", &mut s, sbuf)?),
+        let me = cm.core.rank as usize;
+        let rbufs = rcv.bufs(call, "receive", rbuf)?;
+        let sbufs = match &snd {
+            Some(v) => Some(v.bufs(call, "send", sbuf)?),
             None => None,
         };
-        let me = cm.core.rank as usize;
-        if let Some(src) = &src {
-            same_size(call, src[me].len, dst[me].len)?;
+        if let Some(sb) = &sbufs {
+            same_size(call, sb[me].bytes(), rbufs[me].bytes())?;
         }
+        let a = algo::choose(Coll::Alltoallv, Shape { n, ..Default::default() })?;
+        let mut s = sched(cm, call);
+        let dst = regions(&mut s, &rbufs);
+        let src = sbufs.map(|b| regions(&mut s, &b));
         algo::alltoall(&mut s, a, src.as_deref(), &dst);
         Ok(s)
     })
 }
 
-/// Reads both sides of an alltoallv (`types` None) or alltoallw.
+/// Reads both sides of an alltoallv or (with `w`) alltoallw; no send side with `MPI_IN_PLACE`.
 #[allow(clippy::too_many_arguments)]
 unsafe fn vsides<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     call: &str,
@@ -1020,20 +1057,15 @@ unsafe fn vsides<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     w: bool,
     n: usize,
 ) -> Result<(Option<VSide>, VSide)> {
-    let side = |c: *const C, d: *const D, t: (usize, *const usize), names: (&str, &str, &str)| -> Result<VSide> {
-        // SAFETY: one entry per process, per the standard.
-        let (counts, displs) = unsafe { counts_displs(call, (names.0, names.1), c, d, n)? };
-        let types = if w {
-            // SAFETY: as above.
-            unsafe { array(call, names.2, t.1, n)? }.to_vec()
-        } else {
-            vec![t.0; n]
+    // SAFETY: one entry per process in each array, per the standard.
+    unsafe {
+        let r = VSide::read(call, ["recvcounts", "rdispls", "recvtypes"], rc, rd, rt, w, n)?;
+        let s = match in_place(sbuf) {
+            true => None,
+            false => Some(VSide::read(call, ["sendcounts", "sdispls", "sendtypes"], sc, sd, st, w, n)?),
         };
-        Ok(VSide { counts, displs, types, bytes_displs: w })
-    };
-    let r = side(rc, rd, rt, ("recvcounts", "rdispls", "recvtypes"))?;
-    let s = if in_place(sbuf) { None } else { Some(side(sc, sd, st, ("sendcounts", "sdispls", "sendtypes"))?) };
-    Ok((s, r))
+        Ok((s, r))
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
