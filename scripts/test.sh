@@ -35,8 +35,11 @@ run_abi_prog() {
 transports_error() {
   "$mpicc" -o "$build/hello" examples/hello.c || return 1
   local err
-  err=$(BATON_TRANSPORTS=tcp timeout 30 "$mpiexec" -n 2 "$build/hello" 2>&1)
-  [ $? != 0 ] && echo "$err" | grep -q "BATON_TRANSPORTS names 'tcp'"
+  err=$(BATON_TRANSPORTS=ucx timeout 30 "$mpiexec" -n 2 "$build/hello" 2>&1)
+  [ $? != 0 ] && echo "$err" | grep -q "BATON_TRANSPORTS names 'ucx'" || return 1
+  # Shared memory alone cannot reach a rank on another host.
+  err=$(BATON_TRANSPORTS=shm timeout 30 "$mpiexec" -n 2 -env BATON_NODE elsewhere "$build/hello" : -n 1 "$build/hello" 2>&1)
+  [ $? != 0 ] && echo "$err" | grep -q "no transport reaches rank"
 }
 
 relocated_install() {
@@ -67,7 +70,14 @@ step "C test suite" env XFAIL="intercomm" MPICC="$mpicc" MPIEXEC="$mpiexec" BUIL
 # fill constantly, a tiny eager limit (almost everything by rendezvous).
 step "C point-to-point suite, streamed rendezvous and tiny rings" env BATON_CMA=0 BATON_SHM_RING_SIZE=8192 BATON_SHM_EAGER_MAX=64 \
   MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" tests/run-c-tests p2p_basic p2p_order p2p_modes p2p_probe p2p_complete threads coll_basic
-step "BATON_TRANSPORTS names a missing transport: clear error" transports_error
+# Every rank pair over TCP (loopback), then with tiny frames and three stripes per peer: data
+# frames split by the kernel, streamed rendezvous for almost everything.
+step "C test suite over TCP (BATON_TRANSPORTS=tcp)" env BATON_TRANSPORTS=tcp ALGORITHMS=none XFAIL="intercomm" \
+  MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" tests/run-c-tests
+step "C point-to-point suite over TCP, tiny frames, 3 stripes" env BATON_TRANSPORTS=tcp BATON_TCP_EAGER_MAX=64 \
+  BATON_TCP_CHUNK=4096 BATON_TCP_STRIPES=3 MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" \
+  tests/run-c-tests p2p_basic p2p_order p2p_modes p2p_probe p2p_complete p2p_large_count threads coll_basic coll_bcast coll_alltoall
+step "BATON_TRANSPORTS: a missing transport, or none reaching a rank: clear error" transports_error
 step "fault tests (rank and mpiexec SIGKILL)" env BUILD_DIR="$root/build/fault" tests/fault/run.sh "$prefix"
 step "mpi4py 4.1.2 built against Baton (smoke test, 2 and 4 ranks)" tests/python/run.sh "$prefix"
 if [ -x bench/ci-smoke ]; then

@@ -32,8 +32,20 @@ pub const ANY_TAG: i32 = c::MPI_ANY_TAG;
 
 /// What the engine needs from the transports.
 pub trait Net {
-    /// Pushes one frame whose payload `fill` writes; false if there is no room now.
-    fn try_send(&mut self, to: ProcIdx, h: &Header, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool;
+    /// Pushes one whole frame; false if there is no room now.
+    fn try_send(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> bool;
+    /// Starts a data frame that may leave in pieces (a byte stream can take part of it now):
+    /// `None` if it did not start; else the lane it uses and how many payload bytes it took.
+    /// The rest must follow through [`send_continue`](Self::send_continue) on that lane before
+    /// anything else uses it. Frame-based transports take all or nothing.
+    fn send_start(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> Option<(u8, usize)> {
+        self.try_send(to, h, payload).then_some((0, payload.len()))
+    }
+    /// Continues the data frame started on `lane` with the rest of its payload; returns the
+    /// bytes taken.
+    fn send_continue(&mut self, _to: ProcIdx, _lane: u8, _rest: &[u8]) -> usize {
+        unreachable!("frame-based transports never leave a frame unfinished")
+    }
     /// Largest payload of one frame to `to`.
     fn max_frame(&self, to: ProcIdx) -> usize;
     /// Messages up to this many bytes go eagerly to `to`.
@@ -135,8 +147,9 @@ enum Proto {
     SendWaitAck,
     /// `Rts` pushed; waiting for `Fin` or `Cts`.
     SendRdv { data: SendData },
-    /// Streaming `Data` frames to receive request `rreq`.
-    SendStream { data: SendData, rreq: u64, off: usize },
+    /// Streaming `Data` frames to receive request `rreq`; `mid` is the lane and end offset of a
+    /// frame the transport took only part of.
+    SendStream { data: SendData, rreq: u64, off: usize, mid: Option<(u8, usize)> },
     /// Posted receive waiting for a match.
     RecvPosted { sink: Sink },
     /// Matched a rendezvous and waiting for `Data` frames.
@@ -321,7 +334,7 @@ impl Engine {
     }
 
     fn send_control(&mut self, net: &mut dyn Net, to: ProcIdx, h: Header) {
-        if self.has_queue(to) || !net.try_send(to, &h, 0, &mut |_| {}) {
+        if self.has_queue(to) || !net.try_send(to, &h, &[]) {
             self.queue(to).push_back(Pending::Control(h));
             self.queued += 1;
         }
@@ -365,7 +378,7 @@ impl Engine {
             return false;
         }
         let h = Header { kind: Kind::Eager, ctx, src, tag, len: bytes.len() as u64, id: 0, aux: 0 };
-        net.try_send(to, &h, bytes.len(), &mut |dst| dst.copy_from_slice(bytes))
+        net.try_send(to, &h, bytes)
     }
 
     /// Tries to push the first frame of send `id`; on success moves it to its next state.
@@ -376,7 +389,7 @@ impl Engine {
             Proto::SendQueued { data, sync } => {
                 let sync = *sync;
                 let bytes = data.bytes();
-                if !net.try_send(to, h, bytes.len(), &mut |dst| dst.copy_from_slice(bytes)) {
+                if !net.try_send(to, h, bytes) {
                     return false;
                 }
                 if sync {
@@ -386,7 +399,7 @@ impl Engine {
                 }
                 true
             }
-            Proto::SendRdv { .. } => net.try_send(to, h, 0, &mut |_| {}),
+            Proto::SendRdv { .. } => net.try_send(to, h, &[]),
             _ => true,
         }
     }
@@ -469,23 +482,59 @@ impl Engine {
                         let Proto::SendRdv { data } = std::mem::replace(&mut r.proto, Proto::Idle) else {
                             unreachable!()
                         };
-                        r.proto = Proto::SendStream { data, rreq: h.aux, off: 0 };
+                        r.proto = Proto::SendStream { data, rreq: h.aux, off: 0, mid: None };
                         self.streaming.push(id);
                     }
                 }
             }
             Kind::Data => {
-                let id = ReqId::from_wire(h.id);
-                let Some(r) = self.get_mut(id) else { return };
-                if let Proto::RecvStream { sink, got, total } = &mut r.proto {
-                    sink.write(h.aux as usize, payload);
-                    *got += payload.len() as u64;
-                    if *got >= *total {
-                        self.finish(id);
-                    }
-                }
+                let Some(r) = self.get_mut(ReqId::from_wire(h.id)) else { return };
+                let Proto::RecvStream { sink, .. } = &mut r.proto else { return };
+                sink.write(h.aux as usize, payload);
+                self.data_placed(h, payload.len());
             }
             Kind::Pad => {}
+        }
+    }
+
+    /// Lends the memory where the payload of data frame `h` goes, from payload byte `at` to the
+    /// frame's end, to `fill` (a transport reading from a socket straight into the receive
+    /// buffer); returns what `fill` returned, or `None` if the bytes have no such place (a
+    /// non-contiguous datatype, a truncated receive, an unknown request): the transport then
+    /// delivers the frame whole through [`on_frame`](Self::on_frame). Report the bytes written
+    /// with [`data_placed`](Self::data_placed).
+    pub fn data_window<R>(
+        &mut self,
+        h: &Header,
+        plen: usize,
+        at: usize,
+        fill: impl FnOnce(&mut [u8]) -> R,
+    ) -> Option<R> {
+        let r = self.get_mut(ReqId::from_wire(h.id))?;
+        let Proto::RecvStream { sink, .. } = &mut r.proto else { return None };
+        let start = (h.aux as usize).checked_add(at)?;
+        let end = (h.aux as usize).checked_add(plen)?;
+        if at > plen || end > sink.capacity() {
+            return None;
+        }
+        match sink {
+            Sink::Contig(b) => Some(b.modify(start, end - start, fill)),
+            Sink::Scratch(s, off, _) => Some(s.modify(*off + start, end - start, fill)),
+            Sink::Owned(v) => Some(fill(&mut v[start..end])),
+            Sink::Typed { .. } => None,
+        }
+    }
+
+    /// Counts `n` payload bytes of data frame `h` as received (written through
+    /// [`data_window`](Self::data_window) or by `on_frame`); the last byte completes the receive.
+    pub fn data_placed(&mut self, h: &Header, n: usize) {
+        let id = ReqId::from_wire(h.id);
+        let Some(r) = self.get_mut(id) else { return };
+        if let Proto::RecvStream { got, total, .. } = &mut r.proto {
+            *got += n as u64;
+            if *got >= *total {
+                self.finish(id);
+            }
         }
     }
 
@@ -553,7 +602,7 @@ impl Engine {
                 let ok = match p {
                     Pending::Control(h) => {
                         let h = *h;
-                        net.try_send(to as ProcIdx, &h, 0, &mut |_| {})
+                        net.try_send(to as ProcIdx, &h, &[])
                     }
                     Pending::Send(id, h) => {
                         let (id, h) = (*id, *h);
@@ -582,16 +631,27 @@ impl Engine {
         let Some(r) = self.get_mut(id) else { return true };
         let to = r.to;
         let chunk = net.max_frame(to).clamp(1, 1 << 20);
-        let Proto::SendStream { data, rreq, off } = &mut r.proto else { return true };
+        let Proto::SendStream { data, rreq, off, mid } = &mut r.proto else { return true };
         let bytes = data.bytes();
         while *off < bytes.len() {
-            let n = chunk.min(bytes.len() - *off);
-            let h = Header::control(Kind::Data, *rreq, *off as u64);
-            let piece = &bytes[*off..*off + n];
-            if !net.try_send(to, &h, n, &mut |dst| dst.copy_from_slice(piece)) {
-                return false;
+            if let Some((lane, end)) = *mid {
+                let n = net.send_continue(to, lane, &bytes[*off..end]);
+                if n == 0 {
+                    return false;
+                }
+                *off += n;
+                if *off == end {
+                    *mid = None;
+                }
+                continue;
             }
+            let end = *off + chunk.min(bytes.len() - *off);
+            let h = Header::control(Kind::Data, *rreq, *off as u64);
+            let Some((lane, n)) = net.send_start(to, &h, &bytes[*off..end]) else { return false };
             *off += n;
+            if *off < end {
+                *mid = Some((lane, end));
+            }
         }
         self.finish(id);
         true

@@ -13,11 +13,13 @@ use crate::coll::schedule::{Port, Schedule};
 use crate::comm::{hash_words, Comm};
 use crate::engine::{Engine, Net, ProcIdx, ReqId, SendData, Sink, Status};
 use crate::error::{MpiError, Result};
+use crate::fabric::tcp::{self as tcpnet, Deliver, Identity, TcpConfig, TcpNet};
 use crate::fabric::{Fabric, FabricConfig};
 use crate::group::Group;
 use baton_abi::consts as c;
 use baton_pmi::PmiClient;
 use baton_transport::shm::{Consumer, ProcCtl, Segment};
+use baton_transport::tcp::Rx;
 use baton_transport::wait::{futex_wait, futex_wake};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -29,6 +31,7 @@ pub struct Proc {
     pub job: u64,
     pub rank: u32,
     pub pid: i32,
+    /// The host (node) it runs on: `BATON_NODE` from the launcher, else the host name.
     pub host: String,
 }
 
@@ -36,14 +39,23 @@ pub struct State {
     pub engine: Engine,
     pub fabric: Fabric,
     consumers: Vec<(ProcIdx, Consumer)>,
+    /// Receiving halves of TCP connections.
+    tcp_rx: Vec<(ProcIdx, Rx)>,
 }
+
+/// With more TCP connections than this, a progress pass asks epoll which ones have data
+/// instead of trying each.
+const TCP_POLL_EACH_MAX: usize = 4;
 
 impl State {
     /// Moves every frame that has arrived into the engine and pushes what waits to go out.
     /// Returns whether anything happened.
     pub fn progress(&mut self) -> bool {
         let mut did = false;
-        let State { engine, fabric, consumers } = self;
+        if self.fabric.tcp.is_some() {
+            did |= self.progress_tcp();
+        }
+        let State { engine, fabric, consumers, .. } = self;
         engine.progress(fabric);
         for (from, cons) in consumers.iter_mut() {
             // A bounded batch per peer keeps one busy sender from starving the others.
@@ -62,14 +74,69 @@ impl State {
         did
     }
 
+    /// Adopts new connections, then reads every TCP connection that has data.
+    fn progress_tcp(&mut self) -> bool {
+        let State { engine, fabric, tcp_rx, .. } = self;
+        let Some(t) = fabric.tcp.as_mut() else { return false };
+        t.adopt_incoming();
+        tcp_rx.extend(t.take_new_rx());
+        let mut did = false;
+        // Many connections: one epoll call says which have data, instead of a read on each.
+        let mut ready = Vec::new();
+        let select = tcp_rx.len() > TCP_POLL_EACH_MAX;
+        if select {
+            t.ready_fds(&mut ready);
+        }
+        let mut i = 0;
+        while i < tcp_rx.len() {
+            let (from, rx) = &mut tcp_rx[i];
+            let from = *from;
+            if select && !rx.has_buffered_frame() && !ready.contains(&(rx.raw_fd() as u64)) {
+                i += 1;
+                continue;
+            }
+            let r = rx.receive(&mut Deliver { engine, net: fabric, from });
+            match r {
+                Ok(got) if got.closed => {
+                    // The peer is gone (after finalize, or it died: the launcher reports that).
+                    if let Some(t) = fabric.tcp.as_ref() {
+                        t.drop_rx(rx);
+                    }
+                    tcp_rx.swap_remove(i);
+                    continue;
+                }
+                Ok(got) => did |= got.delivered > 0,
+                Err(e) => {
+                    if let Some(t) = fabric.tcp.as_mut() {
+                        let who = t.describe(from);
+                        t.fatal.get_or_insert(format!("the connection to {who} failed: {e}"));
+                        t.drop_rx(rx);
+                    }
+                    tcp_rx.swap_remove(i);
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        did
+    }
+
     fn frames_waiting(&self) -> bool {
-        self.consumers.iter().any(|(_, c)| c.ready()) || !self.fabric.loopback.is_empty()
+        self.consumers.iter().any(|(_, c)| c.ready())
+            || !self.fabric.loopback.is_empty()
+            || self.tcp_rx.iter().any(|(_, rx)| rx.has_buffered_frame())
+    }
+
+    /// A transport failure that must end the job.
+    fn fatal(&self) -> Option<String> {
+        self.fabric.tcp.as_ref().and_then(|t| t.fatal.clone())
     }
 }
 
+#[derive(Clone)]
 enum Bell {
     Shm(Arc<Segment>, usize),
-    Local(Box<ProcCtl>),
+    Local(Arc<ProcCtl>),
 }
 
 impl Bell {
@@ -77,6 +144,15 @@ impl Bell {
         match self {
             Bell::Shm(seg, slot) => seg.ctl(*slot),
             Bell::Local(c) => c,
+        }
+    }
+
+    /// Wakes a thread of this process sleeping on the doorbell, if there is one.
+    fn ring_if_sleeping(&self) {
+        let ctl = self.ctl();
+        if ctl.sleepers.load(Ordering::SeqCst) != 0 {
+            ctl.bell.fetch_add(1, Ordering::SeqCst);
+            futex_wake(&ctl.bell);
         }
     }
 }
@@ -171,70 +247,161 @@ fn pmi_err(e: baton_pmi::PmiError) -> MpiError {
     MpiError::new(c::MPI_ERR_INTERN, format!("MPI_Init: bootstrap failed: {e}"))
 }
 
-/// Which transports `BATON_TRANSPORTS` allows (default: all that are built).
-fn transports_allowed() -> Result<bool> {
-    let Ok(list) = std::env::var("BATON_TRANSPORTS") else { return Ok(true) };
-    let mut shm = false;
+/// Which transports `BATON_TRANSPORTS` allows: (shm, tcp); default both.
+fn transports_allowed() -> Result<(bool, bool)> {
+    let Ok(list) = std::env::var("BATON_TRANSPORTS") else { return Ok((true, true)) };
+    let (mut shm, mut tcp) = (false, false);
     for t in list.split(',').map(str::trim).filter(|t| !t.is_empty()) {
         match t {
             "shm" => shm = true,
+            "tcp" => tcp = true,
             "self" => {}
             other => {
                 return Err(MpiError::new(
                     c::MPI_ERR_OTHER,
                     format!(
-                    "MPI_Init: BATON_TRANSPORTS names '{other}', which this build does not have (available: self, shm)"
-                ),
+                        "MPI_Init: BATON_TRANSPORTS names '{other}', which this build does not have (available: self, shm, tcp)"
+                    ),
                 ))
             }
         }
     }
-    Ok(shm)
+    Ok((shm, tcp))
+}
+
+fn env_num(k: &str) -> Option<u32> {
+    std::env::var(k).ok().and_then(|v| v.trim().parse().ok())
+}
+
+/// What each process publishes about itself: `pid node local_rank tcp_addr` (`-` for none).
+fn proc_value(pid: i32, node: &str, local_rank: u32, tcp: Option<std::net::SocketAddr>) -> String {
+    let addr = tcp.map_or_else(|| "-".to_string(), |a| a.to_string());
+    format!("{pid} {node} {local_rank} {addr}")
+}
+
+/// Parses [`proc_value`]; anything malformed reads as "unknown", which start-up then reports.
+fn parse_proc_value(v: &str) -> (i32, String, Option<u32>, Option<std::net::SocketAddr>) {
+    let mut it = v.split(' ');
+    let pid = it.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+    let node = it.next().unwrap_or("?").to_string();
+    let local = it.next().and_then(|s| s.parse().ok());
+    let addr = it.next().and_then(|s| s.parse().ok());
+    (pid, node, local, addr)
 }
 
 impl Mpi {
     pub fn init() -> Result<Mpi> {
         let pmi = PmiClient::from_env().map_err(pmi_err)?;
-        let host = baton_transport::sys::hostname();
+        let host = std::env::var("BATON_NODE")
+            .ok()
+            .filter(|s| !s.is_empty() && !s.contains(' '))
+            .unwrap_or_else(baton_transport::sys::hostname);
         let pid = std::process::id() as i32;
-        let shm_allowed = transports_allowed()?;
-        let cfg = FabricConfig::from_env();
         let (rank, size, job_id, appnum, universe) = match &pmi {
             Some(p) => (p.rank(), p.size(), p.job_id(), p.appnum() as i32, p.universe_size() as i32),
             None => (0, 1, hash_words(&[pid as u64, now_nanos()]) | 1, 0, 1),
         };
-        let mut pmi = pmi;
-        let mut seg = None;
-        let mut procs = vec![Proc { job: job_id, rank, pid, host: host.clone() }];
-        if let Some(p) = pmi.as_mut() {
-            p.put("proc", format!("{pid} {host}").as_bytes()).map_err(pmi_err)?;
-            let fd = p.shm_fd().filter(|_| size > 1 && shm_allowed);
-            if rank == 0 {
-                if let Some(fd) = fd {
-                    seg = Some(Segment::create(fd, size as usize, cfg.ring_size).map_err(|e| {
-                        MpiError::new(c::MPI_ERR_INTERN, format!("MPI_Init: cannot size the shared segment: {e}"))
-                    })?);
+        // This host's share of the job (the launcher numbers each host's ranks from 0).
+        let local_size = env_num("BATON_LOCAL_SIZE").filter(|&n| n >= 1 && n <= size).unwrap_or(size);
+        let local_rank = env_num("BATON_LOCAL_RANK").filter(|&r| r < local_size).unwrap_or(rank);
+        let s = Setup {
+            rank,
+            size,
+            job_id,
+            host,
+            pid,
+            local_rank,
+            local_size,
+            cfg: FabricConfig::from_env(),
+            bell: Arc::new(std::sync::OnceLock::new()),
+        };
+        let wired = match pmi {
+            Some(p) => Mpi::wire_up(p, &s)?,
+            None => Wired {
+                pmi: None,
+                procs: vec![Proc { job: job_id, rank, pid, host: s.host.clone() }],
+                slots: vec![Some(0)],
+                addrs: vec![None],
+                seg: None,
+                tcp: None,
+            },
+        };
+        Mpi::assemble(s, wired, appnum, universe)
+    }
+
+    /// The bootstrap exchange: start listening for TCP if other hosts (or `BATON_TRANSPORTS`)
+    /// need it, publish how to reach this process, size or map this host's segment, and learn
+    /// every other process.
+    fn wire_up(mut p: PmiClient, s: &Setup) -> Result<Wired> {
+        let (shm_allowed, tcp_allowed) = transports_allowed()?;
+        let (rank, size) = (s.rank, s.size);
+        let mut tcp = None;
+        let mut my_addr = None;
+        if tcp_allowed && size > 1 && (!shm_allowed || s.local_size < size) {
+            let tcfg = TcpConfig::from_env();
+            let ip = tcpnet::choose_addr(&tcfg, s.local_size == size)
+                .map_err(|e| MpiError::new(c::MPI_ERR_OTHER, format!("MPI_Init: {e}")))?;
+            // The service thread rings whichever doorbell this process ends up sleeping on.
+            let bell = s.bell.clone();
+            let wake = Box::new(move || {
+                if let Some(b) = bell.get() {
+                    b.ring_if_sleeping();
                 }
-            }
-            p.fence().map_err(pmi_err)?;
-            if let Some(fd) = fd {
-                if seg.is_none() {
-                    seg = Some(Segment::attach(fd).map_err(|e| {
-                        MpiError::new(c::MPI_ERR_INTERN, format!("MPI_Init: cannot map the shared segment: {e}"))
-                    })?);
-                }
-                // Our inherited copy is no longer needed: the mapping keeps the memory alive.
-                baton_transport::shm::close_fd(fd);
-            }
-            procs.clear();
-            for r in 0..size {
-                let v = p.get(r, "proc").map_err(pmi_err)?.unwrap_or_default();
-                let v = String::from_utf8_lossy(&v).into_owned();
-                let (rp, rh) = v.split_once(' ').unwrap_or(("0", "?"));
-                procs.push(Proc { job: job_id, rank: r, pid: rp.parse().unwrap_or(0), host: rh.to_string() });
-            }
+            });
+            let id = Identity {
+                me: rank,
+                job: s.job_id,
+                nprocs: size as usize,
+                secret: p.secret().clone(),
+                whoami: format!("rank {rank} on host {}", s.host),
+            };
+            let (net, addr) = TcpNet::start(id, tcfg, ip, wake).map_err(|e| {
+                MpiError::new(c::MPI_ERR_OTHER, format!("MPI_Init: cannot listen for TCP connections on {ip}: {e}"))
+            })?;
+            my_addr = Some(addr);
+            tcp = Some(net);
         }
-        let seg = seg.map(Arc::new);
+        p.put("proc", proc_value(s.pid, &s.host, s.local_rank, my_addr).as_bytes()).map_err(pmi_err)?;
+        let fd = p.shm_fd().filter(|_| shm_allowed && s.local_size > 1);
+        let mut seg = None;
+        if let (0, Some(fd)) = (s.local_rank, fd) {
+            seg = Some(Segment::create(fd, s.local_size as usize, s.cfg.ring_size).map_err(|e| {
+                MpiError::new(c::MPI_ERR_INTERN, format!("MPI_Init: cannot size the shared segment: {e}"))
+            })?);
+        }
+        p.fence().map_err(pmi_err)?;
+        if let Some(fd) = fd {
+            if seg.is_none() {
+                seg = Some(Segment::attach(fd).map_err(|e| {
+                    MpiError::new(c::MPI_ERR_INTERN, format!("MPI_Init: cannot map the shared segment: {e}"))
+                })?);
+            }
+            // Our inherited copy is no longer needed: the mapping keeps the memory alive.
+            baton_transport::shm::close_fd(fd);
+        }
+        let mut w = Wired {
+            pmi: None,
+            procs: Vec::with_capacity(size as usize),
+            slots: Vec::with_capacity(size as usize),
+            addrs: Vec::with_capacity(size as usize),
+            seg: seg.map(Arc::new),
+            tcp,
+        };
+        for r in 0..size {
+            let v = p.get(r, "proc").map_err(pmi_err)?.unwrap_or_default();
+            let (pid, node, local, addr) = parse_proc_value(&String::from_utf8_lossy(&v));
+            w.slots.push(local);
+            w.addrs.push(addr);
+            w.procs.push(Proc { job: s.job_id, rank: r, pid, host: node });
+        }
+        w.pmi = Some(p);
+        Ok(w)
+    }
+
+    /// The second half of start-up: the fabric and the predefined communicators.
+    fn assemble(s: Setup, w: Wired, appnum: i32, universe: i32) -> Result<Mpi> {
+        let Setup { rank, size, job_id, host, local_rank, local_size, cfg, .. } = s;
+        let Wired { pmi, procs, slots, addrs, seg, mut tcp } = w;
         if seg.is_some() && cfg.cma {
             baton_transport::cma::allow_peers();
         }
@@ -244,25 +411,36 @@ impl Mpi {
         for (i, p) in procs.iter().enumerate() {
             let same_host = p.host == host;
             local += same_host as usize;
-            let slot = if seg.is_some() && same_host { Some(i) } else { None };
+            let slot = if seg.is_some() && same_host { slots[i].map(|s| s as usize) } else { None };
             fabric.add_proc(i as ProcIdx, p.pid, slot);
+            let by_tcp = addrs[i].is_some() && tcp.is_some();
+            if i as ProcIdx != me && slot.is_none() && !by_tcp {
+                let why = if same_host {
+                    "shared memory is disabled or unavailable"
+                } else {
+                    "it runs on another host and TCP is disabled"
+                };
+                return Err(MpiError::new(
+                    c::MPI_ERR_OTHER,
+                    format!("MPI_Init: no transport reaches rank {i} on host {} ({why}; see BATON_TRANSPORTS)", p.host),
+                ));
+            }
+            if let Some(t) = tcp.as_mut() {
+                t.set_peer(i as ProcIdx, addrs[i], &p.host);
+            }
         }
-        if size > 1 && seg.is_none() {
-            return Err(MpiError::new(
-                c::MPI_ERR_OTHER,
-                "MPI_Init: no transport can reach the other ranks (shared memory is disabled or unavailable)",
-            ));
-        }
+        fabric.tcp = tcp;
         let consumers = fabric.consumers();
         let bell = match &seg {
-            Some(s) => Bell::Shm(s.clone(), rank as usize),
-            None => Bell::Local(Box::new(ProcCtl { bell: AtomicU32::new(0), sleepers: AtomicU32::new(0) })),
+            Some(sg) => Bell::Shm(sg.clone(), local_rank as usize),
+            None => Bell::Local(Arc::new(ProcCtl { bell: AtomicU32::new(0), sleepers: AtomicU32::new(0) })),
         };
+        let _ = s.bell.set(bell.clone());
         let world_group = Arc::new(Group::new((0..size).collect()));
         let world =
             Arc::new(Comm::new(hash_words(&[job_id, u64::from_le_bytes(*b"world\0\0\0")]), world_group, rank as i32));
         if let Some(sg) = &seg {
-            if local == size as usize {
+            if local == size as usize && local_size == size {
                 let sh = crate::coll::shm::ShmColl::new(sg.clone(), (0..size as usize).collect(), rank as usize);
                 let _ = world.shm.set(Arc::new(sh));
             }
@@ -273,7 +451,7 @@ impl Mpi {
             0,
         ));
         Ok(Mpi {
-            state: Mutex::new(State { engine: Engine::new(), fabric, consumers }),
+            state: Mutex::new(State { engine: Engine::new(), fabric, consumers, tcp_rx: Vec::new() }),
             bell,
             policy: WaitPolicy::choose(local),
             procs,
@@ -306,10 +484,13 @@ impl Mpi {
 
     /// Other threads of this process may sleep on the doorbell waiting for what just completed.
     fn wake_sleepers(&self) {
-        let ctl = self.bell.ctl();
-        if ctl.sleepers.load(Ordering::SeqCst) != 0 {
-            ctl.bell.fetch_add(1, Ordering::SeqCst);
-            futex_wake(&ctl.bell);
+        self.bell.ring_if_sleeping();
+    }
+
+    /// Ends the job over a transport failure (a peer's connection broke or never came up).
+    fn check_fatal(&self, st: &State) {
+        if let Some(msg) = st.fatal() {
+            self.abort(1, &format!("baton: {msg}"));
         }
     }
 
@@ -423,8 +604,16 @@ impl Mpi {
                     self.policy.learn(start.map(|s| s.elapsed()).unwrap_or_default(), slept);
                     return v;
                 }
-                // Frames queued for a full ring or being streamed need polling, not a doorbell.
-                st.frames_waiting() || st.engine.has_outgoing()
+                self.check_fatal(&st);
+                // Frames queued for a full ring or socket, or being streamed, need polling, not
+                // a doorbell.
+                let ready = st.frames_waiting() || st.engine.has_outgoing() || st.fabric.busy();
+                if !ready {
+                    if let Some(t) = st.fabric.tcp.as_ref() {
+                        t.arm();
+                    }
+                }
+                ready
             };
             if ready {
                 ctl.sleepers.fetch_sub(1, Ordering::SeqCst);
@@ -508,8 +697,11 @@ impl Mpi {
             return;
         }
         self.barrier(&self.world);
-        // Everything queued must reach its ring before the process may exit.
-        self.block(|st| (!st.engine.has_outgoing()).then_some(()));
+        // Everything queued must reach its ring or socket before the process may exit.
+        self.block(|st| (!st.engine.has_outgoing() && !st.fabric.busy()).then_some(()));
+        if let Some(t) = self.lock().fabric.tcp.as_ref() {
+            t.shutdown();
+        }
         if let Some(p) = self.pmi.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
             let _ = p.finalize();
         }
@@ -555,6 +747,33 @@ fn take_completed(st: &mut State, id: ReqId) -> Option<(Status, Option<Vec<u8>>)
     let out = (r.status, r.owned.take());
     st.engine.release(id);
     Some(out)
+}
+
+/// What `init` knows before the bootstrap exchange.
+struct Setup {
+    rank: u32,
+    size: u32,
+    job_id: u64,
+    /// This process's host (node) name.
+    host: String,
+    pid: i32,
+    local_rank: u32,
+    local_size: u32,
+    cfg: FabricConfig,
+    /// The doorbell, once chosen; the TCP service thread rings it.
+    bell: Arc<std::sync::OnceLock<Bell>>,
+}
+
+/// What the bootstrap exchange gave.
+struct Wired {
+    pmi: Option<PmiClient>,
+    procs: Vec<Proc>,
+    /// Per process: its slot in its host's segment.
+    slots: Vec<Option<u32>>,
+    /// Per process: where it listens for TCP connections.
+    addrs: Vec<Option<std::net::SocketAddr>>,
+    seg: Option<Arc<Segment>>,
+    tcp: Option<TcpNet>,
 }
 
 pub const TAG_BARRIER: i32 = 1;

@@ -88,16 +88,16 @@ struct Port<'a> {
 }
 
 impl Net for Port<'_> {
-    fn try_send(&mut self, to: ProcIdx, h: &Header, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+    fn try_send(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> bool {
         let me = self.me;
+        let len = payload.len();
         let ring_len = self.w.rings[me as usize][to as usize].len();
         if ring_len >= self.w.cap || self.w.blocked.contains(&(me, to)) {
             self.w.refused += 1;
             return false;
         }
         assert!(len <= self.w.max_frame || h.kind != Kind::Data, "Data frame of {len} > max frame");
-        let mut v = vec![0u8; len];
-        fill(&mut v);
+        let v = payload.to_vec();
         self.w.log.push((me, to, *h, len));
         self.w.rings[me as usize][to as usize].push_back((*h, v));
         true

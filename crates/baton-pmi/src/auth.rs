@@ -11,7 +11,10 @@
 //! 4. launcher checks it and answers one byte `ACCEPTED`
 //!
 //! The labels keep a launcher MAC from ever being valid as a client MAC, and
-//! the fresh nonces on both sides make recorded exchanges useless.
+//! the fresh nonces on both sides make recorded exchanges useless. Other
+//! sockets of the job (the TCP transport between ranks) run the same exchange
+//! under a [`Protocol`] of their own: another magic and other labels, so a MAC
+//! from one kind of connection is never accepted by another.
 
 use std::io::{Read, Write};
 
@@ -20,13 +23,37 @@ use sha2::Sha256;
 
 use crate::error::{PmiError, PmiErrorKind};
 
-/// Identifies protocol and version at the very start of a connection.
+/// Identifies protocol and version at the very start of a bootstrap connection.
 pub const MAGIC: [u8; 8] = *b"BATONPM1";
 const NONCE_LEN: usize = 32;
 const MAC_LEN: usize = 32;
 const ACCEPTED: u8 = 0xA5;
-const SERVER_LABEL: &[u8] = b"baton-pmi server";
-const CLIENT_LABEL: &[u8] = b"baton-pmi client";
+
+/// What distinguishes one kind of authenticated connection from another.
+#[derive(Debug, Clone, Copy)]
+pub struct Protocol {
+    pub magic: [u8; 8],
+    pub server_label: &'static [u8],
+    pub client_label: &'static [u8],
+    /// Who the server is, for error messages ("the launcher", "the peer").
+    pub server_name: &'static str,
+}
+
+/// Rank ↔ launcher (bootstrap) connections.
+pub const BOOTSTRAP: Protocol = Protocol {
+    magic: MAGIC,
+    server_label: b"baton-pmi server",
+    client_label: b"baton-pmi client",
+    server_name: "the launcher",
+};
+
+/// Rank ↔ rank connections of the TCP transport.
+pub const TRANSPORT: Protocol = Protocol {
+    magic: *b"BATONTC1",
+    server_label: b"baton-tcp server",
+    client_label: b"baton-tcp client",
+    server_name: "the peer",
+};
 
 /// The per-job shared secret.
 #[derive(Clone, PartialEq, Eq)]
@@ -88,44 +115,55 @@ fn read_fixed(r: &mut impl Read, buf: &mut [u8], what: &str) -> Result<(), PmiEr
     r.read_exact(buf).map_err(|e| auth_err(&format!("{what}: {e}")))
 }
 
-/// Client side of the handshake; on success the stream is ready for frames.
+/// Client side of the bootstrap handshake; on success the stream is ready for frames.
 pub fn client_handshake<S: Read + Write>(stream: &mut S, secret: &Secret) -> Result<(), PmiError> {
+    client_handshake_for(stream, secret, &BOOTSTRAP)
+}
+
+/// Launcher side of the bootstrap handshake. The caller should have set a
+/// read timeout so a silent peer cannot hold the connection forever.
+pub fn server_handshake<S: Read + Write>(stream: &mut S, secret: &Secret) -> Result<(), PmiError> {
+    server_handshake_for(stream, secret, &BOOTSTRAP)
+}
+
+/// Client side of the handshake of protocol `p`.
+pub fn client_handshake_for<S: Read + Write>(stream: &mut S, secret: &Secret, p: &Protocol) -> Result<(), PmiError> {
     let mut nc = [0u8; NONCE_LEN];
     fill_random(&mut nc)?;
-    let mut hello = Vec::with_capacity(MAGIC.len() + NONCE_LEN);
-    hello.extend_from_slice(&MAGIC);
+    let mut hello = Vec::with_capacity(p.magic.len() + NONCE_LEN);
+    hello.extend_from_slice(&p.magic);
     hello.extend_from_slice(&nc);
     stream.write_all(&hello).map_err(|e| PmiError::io("sending the authentication challenge", e))?;
 
     let mut answer = [0u8; NONCE_LEN + MAC_LEN];
-    read_fixed(stream, &mut answer, "launcher did not answer the challenge")?;
+    read_fixed(stream, &mut answer, &format!("{} did not answer the challenge", p.server_name))?;
     let (ns, server_mac) = answer.split_at(NONCE_LEN);
-    mac(secret, SERVER_LABEL, &nc, ns)
+    mac(secret, p.server_label, &nc, ns)
         .verify_slice(server_mac)
-        .map_err(|_| auth_err("the launcher does not know the job secret"))?;
+        .map_err(|_| auth_err(&format!("{} does not know the job secret", p.server_name)))?;
 
-    let proof = mac(secret, CLIENT_LABEL, ns, &nc).finalize().into_bytes();
+    let proof = mac(secret, p.client_label, ns, &nc).finalize().into_bytes();
     stream.write_all(&proof).map_err(|e| PmiError::io("sending the authentication proof", e))?;
     let mut verdict = [0u8; 1];
-    read_fixed(stream, &mut verdict, "the launcher rejected the job secret")?;
+    let rejected = format!("{} rejected the job secret", p.server_name);
+    read_fixed(stream, &mut verdict, &rejected)?;
     if verdict[0] != ACCEPTED {
-        return Err(auth_err("the launcher rejected the job secret"));
+        return Err(auth_err(&rejected));
     }
     Ok(())
 }
 
-/// Launcher side of the handshake. The caller should have set a read
-/// timeout so a silent peer cannot hold the connection forever.
-pub fn server_handshake<S: Read + Write>(stream: &mut S, secret: &Secret) -> Result<(), PmiError> {
+/// Server side of the handshake of protocol `p` (see [`server_handshake`]).
+pub fn server_handshake_for<S: Read + Write>(stream: &mut S, secret: &Secret, p: &Protocol) -> Result<(), PmiError> {
     let mut hello = [0u8; MAGIC.len() + NONCE_LEN];
     read_fixed(stream, &mut hello, "no authentication challenge")?;
     let (magic, nc) = hello.split_at(MAGIC.len());
-    if magic != MAGIC {
-        return Err(auth_err("not a Baton bootstrap client (bad magic)"));
+    if magic != p.magic {
+        return Err(auth_err("not a Baton client of this protocol (bad magic)"));
     }
     let mut ns = [0u8; NONCE_LEN];
     fill_random(&mut ns)?;
-    let server_mac = mac(secret, SERVER_LABEL, nc, &ns).finalize().into_bytes();
+    let server_mac = mac(secret, p.server_label, nc, &ns).finalize().into_bytes();
     let mut answer = Vec::with_capacity(NONCE_LEN + MAC_LEN);
     answer.extend_from_slice(&ns);
     answer.extend_from_slice(&server_mac);
@@ -133,7 +171,7 @@ pub fn server_handshake<S: Read + Write>(stream: &mut S, secret: &Secret) -> Res
 
     let mut proof = [0u8; MAC_LEN];
     read_fixed(stream, &mut proof, "no authentication proof")?;
-    mac(secret, CLIENT_LABEL, &ns, nc).verify_slice(&proof).map_err(|_| auth_err("wrong job secret"))?;
+    mac(secret, p.client_label, &ns, nc).verify_slice(&proof).map_err(|_| auth_err("wrong job secret"))?;
     stream.write_all(&[ACCEPTED]).map_err(|e| PmiError::io("confirming authentication", e))?;
     Ok(())
 }

@@ -42,6 +42,7 @@ pub struct PmiClient {
     appnum: u32,
     universe_size: u32,
     shm_fd: Option<RawFd>,
+    secret: Secret,
     pending: Vec<(String, Vec<u8>)>,
     store: HashMap<(u32, String), Vec<u8>>,
     finalized: bool,
@@ -133,6 +134,7 @@ impl PmiClient {
             appnum: 0,
             universe_size: size,
             shm_fd: None,
+            secret: secret.clone(),
             pending: Vec::new(),
             store: HashMap::new(),
             finalized: false,
@@ -161,6 +163,11 @@ impl PmiClient {
 
     /// The job-wide memfd inherited from the launcher (size 0 until the MPI
     /// library sizes it). It is close-on-exec in this process.
+    /// The job secret, which also authenticates the connections between ranks.
+    pub fn secret(&self) -> &Secret {
+        &self.secret
+    }
+
     pub fn shm_fd(&self) -> Option<RawFd> {
         self.shm_fd
     }

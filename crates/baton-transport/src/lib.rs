@@ -9,6 +9,8 @@
 //! - [`frame`]: the fixed frame header every transport carries.
 //! - [`shm`]: the per-job segment: per-pair lock-free rings and per-process doorbells.
 //! - [`cma`]: `process_vm_readv`, detected at run time.
+//! - [`tcp`]: frames over sockets between hosts: split send / receive halves, a checked header
+//!   codec, epoll.
 //! - [`wait`]: futex-based sleeping, used after a spin phase.
 
 pub mod cma;
@@ -16,4 +18,5 @@ pub mod frame;
 pub mod mem;
 pub mod shm;
 pub mod sys;
+pub mod tcp;
 pub mod wait;

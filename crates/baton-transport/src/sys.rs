@@ -12,3 +12,76 @@ pub fn hostname() -> String {
         "localhost".to_string()
     }
 }
+
+/// An address of one of this host's network interfaces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IfAddr {
+    pub name: String,
+    pub addr: std::net::IpAddr,
+    /// Length of the network prefix (from the netmask).
+    pub prefix: u8,
+    pub up: bool,
+    pub loopback: bool,
+}
+
+/// Every IPv4 and IPv6 address of this host's interfaces, in the kernel's order.
+pub fn interface_addrs() -> Vec<IfAddr> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    // Reads an address out of a sockaddr of either family.
+    //
+    // SAFETY (for callers): `sa` must be null or point to a sockaddr of the size its family
+    // implies, as getifaddrs guarantees.
+    unsafe fn ip_of(sa: *const libc::sockaddr) -> Option<IpAddr> {
+        if sa.is_null() {
+            return None;
+        }
+        // SAFETY: non-null, and getifaddrs fills a sockaddr_in / sockaddr_in6 per family.
+        unsafe {
+            match (*sa).sa_family as i32 {
+                libc::AF_INET => {
+                    let a = &*(sa as *const libc::sockaddr_in);
+                    Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr))))
+                }
+                libc::AF_INET6 => {
+                    let a = &*(sa as *const libc::sockaddr_in6);
+                    Some(IpAddr::V6(Ipv6Addr::from(a.sin6_addr.s6_addr)))
+                }
+                _ => None,
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list that we walk read-only and free once below.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return out;
+    }
+    let mut p = head;
+    while !p.is_null() {
+        // SAFETY: `p` is a node of the list getifaddrs returned, alive until freeifaddrs.
+        let ifa = unsafe { &*p };
+        // SAFETY: the address fields come from getifaddrs (see `ip_of`).
+        if let Some(addr) = unsafe { ip_of(ifa.ifa_addr) } {
+            // SAFETY: as above; the netmask has the family of the address.
+            let prefix = match unsafe { ip_of(ifa.ifa_netmask) } {
+                Some(IpAddr::V4(m)) => u32::from(m).count_ones() as u8,
+                Some(IpAddr::V6(m)) => u128::from(m).count_ones() as u8,
+                None => 0,
+            };
+            // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+            let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }.to_string_lossy().into_owned();
+            let flags = ifa.ifa_flags;
+            out.push(IfAddr {
+                name,
+                addr,
+                prefix,
+                up: flags & libc::IFF_UP as u32 != 0,
+                loopback: flags & libc::IFF_LOOPBACK as u32 != 0,
+            });
+        }
+        p = ifa.ifa_next;
+    }
+    // SAFETY: `head` came from getifaddrs and is freed exactly once.
+    unsafe { libc::freeifaddrs(head) };
+    out
+}

@@ -1,8 +1,12 @@
 //! The engine's view of the transports: endpoints per process, opened on first use.
 //!
-//! A process is reached through the loopback queue (itself) or a shared-memory ring (another
-//! process of the job on this host). The fabric chooses per peer, applies the eager threshold
-//! and knows whether single-copy reads of that peer work (detected at the first attempt).
+//! A process is reached through the loopback queue (itself), a shared-memory ring (another
+//! process of the job on this host) or TCP ([`tcp`]: another host, or any peer under
+//! `BATON_TRANSPORTS=tcp`). The fabric chooses per peer, applies that transport's eager
+//! threshold and knows whether single-copy reads of that peer work (detected at the first
+//! attempt).
+
+pub mod tcp;
 
 use crate::engine::{Net, ProcIdx};
 use baton_transport::cma;
@@ -11,6 +15,7 @@ use baton_transport::mem::UserBuf;
 use baton_transport::shm::{Consumer, Producer, Segment};
 use std::collections::VecDeque;
 use std::sync::Arc;
+use tcp::TcpNet;
 
 /// Settings read once from the environment (documented in the README).
 #[derive(Clone, Debug)]
@@ -49,6 +54,7 @@ enum Endpoint {
     Unopened,
     Loopback,
     Shm { prod: Producer, cma_ok: bool },
+    Tcp,
 }
 
 pub struct Fabric {
@@ -61,11 +67,22 @@ pub struct Fabric {
     eps: Vec<Endpoint>,
     /// Frames sent to ourselves, in order.
     pub loopback: VecDeque<(Header, Vec<u8>)>,
+    /// Connections to other hosts, when this process listens for them.
+    pub tcp: Option<TcpNet>,
 }
 
 impl Fabric {
     pub fn new(me: ProcIdx, cfg: FabricConfig, seg: Option<Arc<Segment>>) -> Fabric {
-        Fabric { me, cfg, seg, shm_slot: Vec::new(), pids: Vec::new(), eps: Vec::new(), loopback: VecDeque::new() }
+        Fabric {
+            me,
+            cfg,
+            seg,
+            shm_slot: Vec::new(),
+            pids: Vec::new(),
+            eps: Vec::new(),
+            loopback: VecDeque::new(),
+            tcp: None,
+        }
     }
 
     /// Records how to reach process `p`.
@@ -113,7 +130,9 @@ impl Fabric {
                     (Some(seg), Some(me), Some(peer)) => {
                         Endpoint::Shm { prod: Producer::new(seg, me, peer), cma_ok: self.cfg.cma }
                     }
-                    _ => panic!("no transport reaches process {to}"),
+                    // Whether TCP reaches it was checked at start-up; a failure to connect is
+                    // reported through `TcpNet::fatal`.
+                    _ => Endpoint::Tcp,
                 }
             };
         }
@@ -122,28 +141,40 @@ impl Fabric {
 }
 
 impl Net for Fabric {
-    fn try_send(&mut self, to: ProcIdx, h: &Header, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+    fn try_send(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> bool {
         match self.endpoint(to) {
             Endpoint::Loopback => {
-                let mut v = vec![0u8; len];
-                fill(&mut v);
-                self.loopback.push_back((*h, v));
+                self.loopback.push_back((*h, payload.to_vec()));
                 true
             }
             Endpoint::Shm { prod, .. } => {
-                let ok = prod.try_push_with(h, len, |b| fill(b));
+                let ok = prod.try_push_with(h, payload.len(), |b| b.copy_from_slice(payload));
                 if ok {
                     prod.ring_doorbell();
                 }
                 ok
             }
+            Endpoint::Tcp => self.tcp.as_mut().is_some_and(|t| t.try_send(to, h, payload)),
             Endpoint::Unopened => unreachable!(),
         }
+    }
+
+    fn send_start(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> Option<(u8, usize)> {
+        match self.endpoint(to) {
+            Endpoint::Tcp => self.tcp.as_mut()?.send_start(to, h, payload),
+            _ => self.try_send(to, h, payload).then_some((0, payload.len())),
+        }
+    }
+
+    fn send_continue(&mut self, to: ProcIdx, lane: u8, rest: &[u8]) -> usize {
+        self.tcp.as_mut().map_or(0, |t| t.send_continue(to, lane, rest))
     }
 
     fn max_frame(&self, to: ProcIdx) -> usize {
         if to == self.me {
             usize::MAX
+        } else if self.on_tcp(to) {
+            self.tcp.as_ref().map_or(0, |t| t.config().chunk)
         } else {
             self.cfg.ring_size / 4
         }
@@ -152,6 +183,8 @@ impl Net for Fabric {
     fn eager_limit(&self, to: ProcIdx) -> usize {
         if to == self.me {
             usize::MAX
+        } else if self.on_tcp(to) {
+            self.tcp.as_ref().map_or(0, |t| t.config().eager_max)
         } else {
             self.cfg.eager_max
         }
@@ -169,6 +202,16 @@ impl Net for Fabric {
 }
 
 impl Fabric {
+    /// Whether `to` is reached over TCP (decided by the process table, before any connection).
+    fn on_tcp(&self, to: ProcIdx) -> bool {
+        self.shm_slot.get(to as usize).is_none_or(|s| s.is_none() || self.seg.is_none())
+    }
+
+    /// Frames accepted but not yet handed to the kernel (a socket was full).
+    pub fn busy(&mut self) -> bool {
+        self.tcp.as_mut().is_some_and(|t| t.flush())
+    }
+
     fn read_with(&mut self, from: ProcIdx, read: impl FnOnce(i32) -> bool, pid: i32) -> bool {
         match self.endpoint(from) {
             Endpoint::Shm { cma_ok, .. } if *cma_ok => {

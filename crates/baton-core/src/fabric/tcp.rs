@@ -1,0 +1,638 @@
+//! TCP endpoints: how processes on different hosts find, authenticate and keep each other.
+//!
+//! Important types:
+//! - [`TcpConfig`]: the `BATON_TCP_*` settings.
+//! - [`TcpNet`]: this process's side. It listens on one address (published through the
+//!   bootstrap key-value space), opens connections on first use (one per peer, or
+//!   `BATON_TCP_STRIPES` for bandwidth), and holds their sending halves; the receiving halves go
+//!   to the runtime ([`TcpNet::take_new_rx`]), which reads them in its progress loop.
+//! - The service thread (`service`): accepts connections and runs each handshake on a thread
+//!   of its own (a silent or hostile client cannot stall the job), and wakes the process when it
+//!   sleeps and a socket becomes readable ([`TcpNet::arm`]).
+//!
+//! A connection starts with the job-secret challenge-response (`baton_pmi::auth::TRANSPORT`;
+//! the secret never crosses the wire), then the client names itself (job, process, lane) and
+//! the server answers with a verdict. When two processes connect to each other at once, the
+//! connection opened by the lower-numbered process wins: the higher one is told to use the
+//! other (`USE_MINE`) and waits for it, so each pair ends with exactly one connection per lane
+//! and nothing was sent on the loser.
+
+use crate::engine::{Engine, Net, ProcIdx};
+use baton_pmi::auth::{client_handshake_for, server_handshake_for, Secret, TRANSPORT};
+use baton_transport::frame::Header;
+use baton_transport::sys::{interface_addrs, IfAddr};
+use baton_transport::tcp::{self, EventFd, FrameSink, Poller, Rx, Tx};
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Settings read once from the environment (documented in the README).
+#[derive(Clone, Debug)]
+pub struct TcpConfig {
+    /// `BATON_TCP_EAGER_MAX`: largest message sent eagerly.
+    pub eager_max: usize,
+    /// `BATON_TCP_CHUNK`: payload of one streamed data frame.
+    pub chunk: usize,
+    /// `BATON_TCP_STRIPES`: connections per peer; data frames of large messages spread over them.
+    pub stripes: usize,
+    /// `BATON_TCP_IF`: interfaces, subnets or addresses to listen on, in order of preference.
+    pub iface: Option<String>,
+    /// `BATON_TCP_CONNECT_TIMEOUT` (seconds): how long opening a connection may take.
+    pub connect_timeout: Duration,
+}
+
+impl TcpConfig {
+    pub fn from_env() -> TcpConfig {
+        let size = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| super::parse_size(&v)).unwrap_or(d);
+        let secs = std::env::var("BATON_TCP_CONNECT_TIMEOUT").ok().and_then(|v| v.trim().parse::<f64>().ok());
+        TcpConfig {
+            eager_max: size("BATON_TCP_EAGER_MAX", 64 * 1024),
+            chunk: size("BATON_TCP_CHUNK", 512 * 1024).clamp(4096, 1 << 20),
+            stripes: size("BATON_TCP_STRIPES", 1).clamp(1, 16),
+            iface: std::env::var("BATON_TCP_IF").ok().filter(|s| !s.trim().is_empty()),
+            connect_timeout: Duration::from_secs_f64(secs.filter(|s| *s > 0.0).unwrap_or(30.0)),
+        }
+    }
+
+    /// The longest payload a peer with the same settings sends in one frame.
+    pub fn max_payload(&self) -> usize {
+        self.eager_max.max(self.chunk)
+    }
+}
+
+/// Whether `spec` (an interface name, a subnet `ADDR/BITS` or an address) names `a`.
+fn iface_matches(spec: &str, a: &IfAddr) -> bool {
+    if spec == a.name {
+        return true;
+    }
+    if let Some((net, bits)) = spec.split_once('/') {
+        let (Ok(net), Ok(bits)) = (net.parse::<IpAddr>(), bits.parse::<u32>()) else { return false };
+        return match (net, a.addr) {
+            (IpAddr::V4(n), IpAddr::V4(x)) if bits <= 32 => {
+                let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
+                u32::from(n) & mask == u32::from(x) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(x)) if bits <= 128 => {
+                let mask = if bits == 0 { 0 } else { u128::MAX << (128 - bits) };
+                u128::from(n) & mask == u128::from(x) & mask
+            }
+            _ => false,
+        };
+    }
+    spec.parse::<IpAddr>().is_ok_and(|ip| ip == a.addr)
+}
+
+/// Link-local IPv6 addresses need a scope to be dialled; they are never chosen by default.
+fn routable(ip: &IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v) => !v.is_loopback() && !v.is_link_local(),
+        IpAddr::V6(v) => !v.is_loopback() && (v.segments()[0] & 0xffc0) != 0xfe80,
+    }
+}
+
+/// The address to listen on. `BATON_TCP_IF` decides when set; otherwise loopback when every
+/// process of the job is on this host, else the first routable address (IPv4 first).
+pub fn choose_addr(cfg: &TcpConfig, all_local: bool) -> Result<IpAddr, String> {
+    let addrs: Vec<IfAddr> = interface_addrs().into_iter().filter(|a| a.up).collect();
+    if let Some(list) = &cfg.iface {
+        for spec in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            if let Some(a) = addrs.iter().find(|a| iface_matches(spec, a)) {
+                return Ok(a.addr);
+            }
+        }
+        let have: Vec<String> = addrs.iter().map(|a| format!("{} {}", a.name, a.addr)).collect();
+        return Err(format!("BATON_TCP_IF={list} matches no interface of this host (it has: {})", have.join(", ")));
+    }
+    if all_local {
+        return Ok(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    }
+    let pick = addrs
+        .iter()
+        .find(|a| a.addr.is_ipv4() && routable(&a.addr))
+        .or_else(|| addrs.iter().find(|a| routable(&a.addr)));
+    Ok(pick.map(|a| a.addr).unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST)))
+}
+
+/// The server's verdict on a connection, after the client named itself.
+const ACCEPT: u8 = 1;
+const USE_MINE: u8 = 2;
+const REFUSE: u8 = 3;
+const IDENT_MAGIC: [u8; 4] = *b"BTID";
+const IDENT_LEN: usize = 20;
+/// How long an unauthenticated client may take to prove itself.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Handshakes running at once; further connections are closed unanswered.
+const MAX_HANDSHAKES: usize = 64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    Down,
+    Connecting,
+    Up,
+}
+
+/// What the service thread and the handshake threads share with the process.
+struct Shared {
+    me: ProcIdx,
+    job: u64,
+    nprocs: usize,
+    stripes: usize,
+    secret: Secret,
+    /// "rank R on host H", for messages.
+    whoami: String,
+    links: Mutex<Vec<Link>>,
+    incoming: Mutex<Vec<(ProcIdx, usize, TcpStream)>>,
+    has_incoming: AtomicBool,
+    handshakes: AtomicUsize,
+    /// Rings this process's doorbell if one of its threads sleeps.
+    wake: Box<dyn Fn() + Send + Sync>,
+    /// The service thread's epoll set: listener, control eventfd and `data` (one-shot).
+    watch: Poller,
+    /// Every receiving socket; readable when any of them is.
+    data: Poller,
+    ctl: EventFd,
+    stop: AtomicBool,
+}
+
+const TOK_LISTEN: u64 = 1;
+const TOK_CTL: u64 = 2;
+const TOK_DATA: u64 = 3;
+
+/// This process's TCP side.
+pub struct TcpNet {
+    sh: Arc<Shared>,
+    cfg: TcpConfig,
+    addrs: Vec<Option<SocketAddr>>,
+    hosts: Vec<String>,
+    /// Per process, per lane: the sending half, once connected.
+    tx: Vec<Vec<Option<Tx>>>,
+    new_rx: Vec<(ProcIdx, Rx)>,
+    next_lane: usize,
+    /// A failure that ends the job (the runtime aborts with it).
+    pub fatal: Option<String>,
+}
+
+/// Who this process is, as its connections need to know.
+pub struct Identity {
+    pub me: ProcIdx,
+    pub job: u64,
+    /// Processes in the job.
+    pub nprocs: usize,
+    pub secret: Secret,
+    /// "rank R on host H", for messages.
+    pub whoami: String,
+}
+
+impl TcpNet {
+    /// Listens on `ip` and starts the service thread. `wake` must ring the process's doorbell.
+    pub fn start(
+        id: Identity,
+        cfg: TcpConfig,
+        ip: IpAddr,
+        wake: Box<dyn Fn() + Send + Sync>,
+    ) -> io::Result<(TcpNet, SocketAddr)> {
+        let Identity { me, job, nprocs, secret, whoami } = id;
+        let listener = TcpListener::bind((ip, 0))?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let watch = Poller::new()?;
+        let data = Poller::new()?;
+        let ctl = EventFd::new()?;
+        use std::os::fd::{AsFd, AsRawFd};
+        watch.add(listener.as_raw_fd(), TOK_LISTEN)?;
+        watch.add(ctl.raw_fd(), TOK_CTL)?;
+        watch.add_oneshot(data.as_fd().as_raw_fd(), TOK_DATA)?;
+        let sh = Arc::new(Shared {
+            me,
+            job,
+            nprocs,
+            stripes: cfg.stripes,
+            secret,
+            whoami,
+            links: Mutex::new(vec![Link::Down; nprocs * cfg.stripes]),
+            incoming: Mutex::new(Vec::new()),
+            has_incoming: AtomicBool::new(false),
+            handshakes: AtomicUsize::new(0),
+            wake,
+            watch,
+            data,
+            ctl,
+            stop: AtomicBool::new(false),
+        });
+        let s2 = sh.clone();
+        std::thread::Builder::new().name("baton-tcp".into()).spawn(move || service(s2, listener))?;
+        let net = TcpNet {
+            sh,
+            cfg,
+            addrs: vec![None; nprocs],
+            hosts: vec![String::new(); nprocs],
+            tx: (0..nprocs).map(|_| Vec::new()).collect(),
+            new_rx: Vec::new(),
+            next_lane: 0,
+            fatal: None,
+        };
+        Ok((net, addr))
+    }
+
+    pub fn config(&self) -> &TcpConfig {
+        &self.cfg
+    }
+
+    /// Records where process `p` listens (and its host, for messages).
+    pub fn set_peer(&mut self, p: ProcIdx, addr: Option<SocketAddr>, host: &str) {
+        self.addrs[p as usize] = addr;
+        self.hosts[p as usize] = host.to_string();
+    }
+
+    pub fn reaches(&self, p: ProcIdx) -> bool {
+        self.addrs.get(p as usize).is_some_and(|a| a.is_some())
+    }
+
+    fn who(&self, p: ProcIdx) -> String {
+        format!("rank {p} on host {}", self.hosts[p as usize])
+    }
+
+    fn fail(&mut self, msg: String) {
+        if self.fatal.is_none() {
+            self.fatal = Some(format!("{}: {msg}", self.sh.whoami));
+        }
+    }
+
+    /// Takes connections that peers opened to us (the handshake threads leave them here).
+    pub fn adopt_incoming(&mut self) {
+        if !self.sh.has_incoming.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let list = std::mem::take(&mut *self.sh.incoming.lock().unwrap_or_else(|e| e.into_inner()));
+        for (p, lane, s) in list {
+            self.install(p, lane, s);
+        }
+    }
+
+    fn install(&mut self, p: ProcIdx, lane: usize, s: TcpStream) {
+        match tcp::split(s, self.cfg.max_payload()) {
+            Ok((tx, rx)) => {
+                let lanes = &mut self.tx[p as usize];
+                if lanes.len() < self.cfg.stripes {
+                    lanes.resize_with(self.cfg.stripes, || None);
+                }
+                lanes[lane] = Some(tx);
+                self.new_rx.push((p, rx));
+            }
+            Err(e) => self.fail(format!("cannot set up the connection to {}: {e}", self.who(p))),
+        }
+    }
+
+    /// Receiving halves connected since the last call; the caller reads them.
+    pub fn take_new_rx(&mut self) -> Vec<(ProcIdx, Rx)> {
+        let v = std::mem::take(&mut self.new_rx);
+        for (_, rx) in &v {
+            // Level-triggered: the watcher sees any socket with unread bytes.
+            let _ = self.sh.data.add(rx.raw_fd(), rx.raw_fd() as u64);
+        }
+        v
+    }
+
+    /// The descriptors of receiving halves with unread bytes (tokens are descriptors).
+    pub fn ready_fds(&self, out: &mut Vec<u64>) {
+        let _ = self.sh.data.wait(0, out);
+    }
+
+    /// Forgets a receiving half that reached its end.
+    pub fn drop_rx(&self, rx: &Rx) {
+        let _ = self.sh.data.remove(rx.raw_fd());
+    }
+
+    fn lanes_up(&self, p: ProcIdx) -> bool {
+        let l = &self.tx[p as usize];
+        l.len() == self.cfg.stripes && l.iter().all(Option::is_some)
+    }
+
+    /// Connects every lane to `p` that is not connected yet. Blocks (this is the first message
+    /// to `p`); false if it failed (then `fatal` says why).
+    fn open(&mut self, p: ProcIdx) -> bool {
+        if self.fatal.is_some() {
+            return false;
+        }
+        let Some(addr) = self.addrs[p as usize] else {
+            self.fail(format!("no transport reaches {} (it has no TCP address)", self.who(p)));
+            return false;
+        };
+        let deadline = Instant::now() + self.cfg.connect_timeout;
+        for lane in 0..self.cfg.stripes {
+            self.adopt_incoming();
+            if self.tx[p as usize].get(lane).is_some_and(Option::is_some) {
+                continue;
+            }
+            let slot = p as usize * self.cfg.stripes + lane;
+            let dial = {
+                let mut links = self.sh.links.lock().unwrap_or_else(|e| e.into_inner());
+                if links[slot] == Link::Up {
+                    false
+                } else {
+                    links[slot] = Link::Connecting;
+                    true
+                }
+            };
+            if dial {
+                match self.dial(addr, lane, deadline) {
+                    Ok(Some(s)) => {
+                        self.sh.links.lock().unwrap_or_else(|e| e.into_inner())[slot] = Link::Up;
+                        self.install(p, lane, s);
+                        continue;
+                    }
+                    // The peer's own connection wins; it is on its way to our handshake threads.
+                    Ok(None) => {}
+                    Err(e) => {
+                        self.sh.links.lock().unwrap_or_else(|e| e.into_inner())[slot] = Link::Down;
+                        self.fail(format!("cannot connect to {} at {addr}: {e}", self.who(p)));
+                        return false;
+                    }
+                }
+            }
+            loop {
+                self.adopt_incoming();
+                if self.tx[p as usize].get(lane).is_some_and(Option::is_some) {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    self.fail(format!("{} did not complete its connection to us", self.who(p)));
+                    return false;
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        true
+    }
+
+    /// Opens one authenticated connection; `None` when the peer's connection wins instead.
+    fn dial(&self, addr: SocketAddr, lane: usize, deadline: Instant) -> io::Result<Option<TcpStream>> {
+        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+        let mut s = connect_retrying(addr, deadline, left)?;
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(left))?;
+        s.set_write_timeout(Some(left))?;
+        client_handshake_for(&mut s, &self.sh.secret, &TRANSPORT).map_err(|e| io::Error::other(e.to_string()))?;
+        let mut id = [0u8; IDENT_LEN];
+        id[..4].copy_from_slice(&IDENT_MAGIC);
+        id[4..12].copy_from_slice(&self.sh.job.to_le_bytes());
+        id[12..16].copy_from_slice(&self.sh.me.to_le_bytes());
+        id[16..20].copy_from_slice(&(lane as u32).to_le_bytes());
+        s.write_all(&id)?;
+        let mut verdict = [0u8; 1];
+        s.read_exact(&mut verdict)?;
+        match verdict[0] {
+            ACCEPT => {
+                s.set_read_timeout(None)?;
+                s.set_write_timeout(None)?;
+                Ok(Some(s))
+            }
+            USE_MINE => Ok(None),
+            _ => Err(io::Error::other("the peer refused the connection (not a process of this job?)")),
+        }
+    }
+
+    /// Arms the watcher before this process sleeps: a readable socket rings the doorbell.
+    pub fn arm(&self) {
+        use std::os::fd::{AsFd, AsRawFd};
+        let _ = self.sh.watch.rearm(self.sh.data.as_fd().as_raw_fd(), TOK_DATA);
+    }
+
+    /// Writes what earlier frames left behind; true when some connection is still busy.
+    pub fn flush(&mut self) -> bool {
+        let mut busy = false;
+        let mut failed = None;
+        for (p, lanes) in self.tx.iter_mut().enumerate() {
+            for tx in lanes.iter_mut().flatten() {
+                match tx.flush() {
+                    Ok(done) => busy |= !done || tx.busy(),
+                    Err(e) => failed = Some((p, e)),
+                }
+            }
+        }
+        if let Some((p, e)) = failed {
+            self.fail(format!("lost the connection to {}: {e}", self.who(p as ProcIdx)));
+        }
+        busy
+    }
+
+    fn lane(&mut self, to: ProcIdx, lane: usize) -> Option<&mut Tx> {
+        if !self.lanes_up(to) && !self.open(to) {
+            return None;
+        }
+        self.tx[to as usize][lane].as_mut()
+    }
+
+    pub fn try_send(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> bool {
+        // Lane 0 carries every frame but streamed data, which keeps messages in order.
+        let Some(tx) = self.lane(to, 0) else { return false };
+        match tx.try_send(h, payload) {
+            Ok(ok) => ok,
+            Err(e) => {
+                self.fail(format!("lost the connection to {}: {e}", self.who(to)));
+                false
+            }
+        }
+    }
+
+    pub fn send_start(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> Option<(u8, usize)> {
+        let n = self.cfg.stripes;
+        self.lane(to, 0)?;
+        for i in 0..n {
+            let lane = (self.next_lane + i) % n;
+            let tx = self.tx[to as usize][lane].as_mut()?;
+            match tx.start_frame(h, payload) {
+                Ok(Some(took)) => {
+                    self.next_lane = (lane + 1) % n;
+                    return Some((lane as u8, took));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.fail(format!("lost the connection to {}: {e}", self.who(to)));
+                    return None;
+                }
+            }
+        }
+        None
+    }
+
+    pub fn send_continue(&mut self, to: ProcIdx, lane: u8, rest: &[u8]) -> usize {
+        let Some(tx) = self.tx[to as usize].get_mut(lane as usize).and_then(Option::as_mut) else { return 0 };
+        match tx.continue_frame(rest) {
+            Ok(n) => n,
+            Err(e) => {
+                self.fail(format!("lost the connection to {}: {e}", self.who(to)));
+                0
+            }
+        }
+    }
+
+    /// Ends the service thread (at finalize); connections stay until the process exits.
+    pub fn shutdown(&self) {
+        self.sh.stop.store(true, Ordering::SeqCst);
+        self.sh.ctl.signal();
+    }
+
+    /// Describes process `p`, for messages about a connection that failed.
+    pub fn describe(&self, p: ProcIdx) -> String {
+        self.who(p)
+    }
+}
+
+/// `connect` with retries: a peer that has published its address is listening, but a
+/// transient refusal (a full backlog) should not end the job.
+fn connect_retrying(addr: SocketAddr, deadline: Instant, first: Duration) -> io::Result<TcpStream> {
+    let mut wait = first;
+    loop {
+        match TcpStream::connect_timeout(&addr, wait) {
+            Ok(s) => return Ok(s),
+            Err(e) if Instant::now() < deadline && e.kind() == io::ErrorKind::ConnectionRefused => {
+                std::thread::sleep(Duration::from_millis(10));
+                wait = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Accepts connections and wakes the process; one thread per process.
+fn service(sh: Arc<Shared>, listener: TcpListener) {
+    let mut tokens = Vec::new();
+    while !sh.stop.load(Ordering::SeqCst) {
+        if sh.watch.wait(-1, &mut tokens).is_err() {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        for &t in &tokens {
+            match t {
+                TOK_LISTEN => loop {
+                    match listener.accept() {
+                        Ok((s, peer)) => {
+                            if sh.handshakes.fetch_add(1, Ordering::SeqCst) >= MAX_HANDSHAKES {
+                                sh.handshakes.fetch_sub(1, Ordering::SeqCst);
+                                continue;
+                            }
+                            let sh2 = sh.clone();
+                            let spawned = std::thread::Builder::new().name("baton-tcp-auth".into()).spawn(move || {
+                                handshake(&sh2, s, peer);
+                                sh2.handshakes.fetch_sub(1, Ordering::SeqCst);
+                            });
+                            if spawned.is_err() {
+                                sh.handshakes.fetch_sub(1, Ordering::SeqCst);
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(_) => break,
+                    }
+                },
+                TOK_DATA => (sh.wake)(),
+                _ => sh.ctl.drain(),
+            }
+        }
+    }
+}
+
+/// The server side of one connection: authenticate, learn who it is, decide.
+fn handshake(sh: &Shared, mut s: TcpStream, peer: SocketAddr) {
+    let reject = |why: &str| eprintln!("baton: {} rejected a connection from {peer}: {why}", sh.whoami);
+    if s.set_nonblocking(false).is_err()
+        || s.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).is_err()
+        || s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)).is_err()
+    {
+        return;
+    }
+    if let Err(e) = server_handshake_for(&mut s, &sh.secret, &TRANSPORT) {
+        reject(&format!("authentication failed ({e})"));
+        return;
+    }
+    let mut id = [0u8; IDENT_LEN];
+    if let Err(e) = s.read_exact(&mut id) {
+        reject(&format!("no identification ({e})"));
+        return;
+    }
+    let job = u64::from_le_bytes(id[4..12].try_into().expect("8 bytes"));
+    let from = u32::from_le_bytes(id[12..16].try_into().expect("4 bytes"));
+    let lane = u32::from_le_bytes(id[16..20].try_into().expect("4 bytes")) as usize;
+    if id[..4] != IDENT_MAGIC || job != sh.job || from as usize >= sh.nprocs || from == sh.me || lane >= sh.stripes {
+        reject(&format!("bad identification (job {job:#x}, process {from}, lane {lane})"));
+        let _ = s.write_all(&[REFUSE]);
+        return;
+    }
+    let verdict = {
+        let mut links = sh.links.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = from as usize * sh.stripes + lane;
+        match links[slot] {
+            Link::Up => USE_MINE,
+            Link::Connecting if sh.me < from => USE_MINE,
+            _ => {
+                links[slot] = Link::Up;
+                ACCEPT
+            }
+        }
+    };
+    if s.write_all(&[verdict]).is_err() || verdict != ACCEPT {
+        return;
+    }
+    let _ = s.set_read_timeout(None);
+    let _ = s.set_write_timeout(None);
+    sh.incoming.lock().unwrap_or_else(|e| e.into_inner()).push((from, lane, s));
+    sh.has_incoming.store(true, Ordering::Release);
+    (sh.wake)();
+}
+
+/// Hands what a receiving half reads to the engine: whole frames through `on_frame`, and the
+/// payload of streamed data straight into the receive buffer.
+pub struct Deliver<'a> {
+    pub engine: &'a mut Engine,
+    pub net: &'a mut dyn Net,
+    pub from: ProcIdx,
+}
+
+impl FrameSink for Deliver<'_> {
+    fn frame(&mut self, h: &Header, payload: &[u8]) {
+        self.engine.on_frame(self.net, self.from, h, payload);
+    }
+
+    fn place(
+        &mut self,
+        h: &Header,
+        plen: usize,
+        at: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>> {
+        self.engine.data_window(h, plen, at, fill)
+    }
+
+    fn placed(&mut self, h: &Header, n: usize) {
+        self.engine.data_placed(h, n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ifa(name: &str, addr: &str) -> IfAddr {
+        IfAddr { name: name.into(), addr: addr.parse().unwrap(), prefix: 24, up: true, loopback: false }
+    }
+
+    #[test]
+    fn interface_specs() {
+        let a = ifa("veth1", "10.77.0.3");
+        assert!(iface_matches("veth1", &a));
+        assert!(iface_matches("10.77.0.0/24", &a));
+        assert!(iface_matches("10.77.0.3", &a));
+        assert!(iface_matches("0.0.0.0/0", &a));
+        assert!(!iface_matches("10.78.0.0/16", &a));
+        assert!(!iface_matches("eth0", &a));
+        assert!(!iface_matches("fd77::/64", &a));
+        let b = ifa("veth1", "fd77::3");
+        assert!(iface_matches("fd77::/64", &b));
+        assert!(!iface_matches("fd78::/64", &b));
+        assert!(!routable(&"fe80::1".parse().unwrap()));
+        assert!(!routable(&"127.0.0.1".parse().unwrap()));
+        assert!(routable(&"10.0.0.1".parse().unwrap()));
+    }
+}

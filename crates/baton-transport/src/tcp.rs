@@ -1,0 +1,696 @@
+//! TCP: frames over stream sockets, for peers on other hosts (and for every peer under
+//! `BATON_TRANSPORTS=tcp`).
+//!
+//! A connection is split in two halves over two descriptors of the same socket, so the runtime
+//! can read frames and hand them to the engine while the engine answers through the other half:
+//!
+//! - [`Tx`]: the sending half. A frame's header and payload leave in one `sendmsg`, straight
+//!   from the caller's memory. A whole frame ([`Tx::try_send`]) is taken or refused; when the
+//!   kernel takes only part of it, the rest is copied into `out` (at most one eager frame). A
+//!   streamed data frame ([`Tx::start_frame`], [`Tx::continue_frame`]) is never copied: the
+//!   caller keeps supplying the rest of its payload from its own buffer, and nothing else may
+//!   use the connection until it has.
+//! - [`Rx`]: the receiving half. It reads into a buffer of its own and hands complete frames to
+//!   a [`FrameSink`]; the payload of a large data frame goes straight from the socket into the
+//!   memory the sink names (the matched receive buffer), with no intermediate copy.
+//! - [`encode`] / [`decode`]: the 48-byte header. `decode` trusts nothing: kind, reserved bytes
+//!   and every length are checked before any allocation (fuzzed by `fuzz/`).
+//! - [`Poller`] and [`EventFd`]: epoll and eventfd, for a thread that watches many sockets.
+
+use crate::frame::{Header, Kind};
+use std::io::{self, Read};
+use std::net::TcpStream;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// Bytes of a frame header on the wire.
+pub const HEADER_LEN: usize = 48;
+
+/// Why a header was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FrameError {
+    /// No frame kind has this number (or it never travels over TCP).
+    Kind(u8),
+    /// Bytes reserved for later versions are not zero.
+    Reserved,
+    /// The payload is longer than this connection accepts.
+    TooLong { plen: u64, max: usize },
+    /// The payload length does not fit the kind (e.g. an eager frame whose payload is not the
+    /// message, or a control frame with a payload).
+    Length { kind: Kind, plen: u64, len: u64 },
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::Kind(k) => write!(f, "unknown frame kind {k}"),
+            FrameError::Reserved => write!(f, "reserved header bytes are not zero"),
+            FrameError::TooLong { plen, max } => write!(f, "payload of {plen} bytes exceeds the limit of {max}"),
+            FrameError::Length { kind, plen, len } => {
+                write!(f, "{kind:?} frame with a payload of {plen} bytes for a message of {len}")
+            }
+        }
+    }
+}
+
+/// The header of a frame with `plen` payload bytes, as it goes on the wire (little-endian).
+///
+/// Layout: kind (1), reserved (3), payload length (4), ctx (8), src (4), tag (4), len (8),
+/// id (8), aux (8).
+pub fn encode(h: &Header, plen: usize) -> [u8; HEADER_LEN] {
+    let mut b = [0u8; HEADER_LEN];
+    b[0] = h.kind as u8;
+    b[4..8].copy_from_slice(&(plen as u32).to_le_bytes());
+    b[8..16].copy_from_slice(&h.ctx.to_le_bytes());
+    b[16..20].copy_from_slice(&h.src.to_le_bytes());
+    b[20..24].copy_from_slice(&h.tag.to_le_bytes());
+    b[24..32].copy_from_slice(&h.len.to_le_bytes());
+    b[32..40].copy_from_slice(&h.id.to_le_bytes());
+    b[40..48].copy_from_slice(&h.aux.to_le_bytes());
+    b
+}
+
+/// Parses a header from the wire; returns it with the length of the payload that follows.
+pub fn decode(b: &[u8; HEADER_LEN], max_payload: usize) -> Result<(Header, usize), FrameError> {
+    let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+    let i32_at = |i: usize| i32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+    let kind = match Kind::from_u8(b[0]) {
+        Some(Kind::Pad) | None => return Err(FrameError::Kind(b[0])),
+        Some(k) => k,
+    };
+    if b[1..4] != [0, 0, 0] {
+        return Err(FrameError::Reserved);
+    }
+    let plen = u32::from_le_bytes(b[4..8].try_into().expect("4 bytes")) as u64;
+    if plen > max_payload as u64 {
+        return Err(FrameError::TooLong { plen, max: max_payload });
+    }
+    let h = Header {
+        kind,
+        ctx: u64_at(8),
+        src: i32_at(16),
+        tag: i32_at(20),
+        len: u64_at(24),
+        id: u64_at(32),
+        aux: u64_at(40),
+    };
+    let fits = match kind {
+        Kind::Eager | Kind::EagerSync => plen == h.len,
+        Kind::Data => plen > 0,
+        Kind::Rts | Kind::SyncAck | Kind::Fin | Kind::Cts | Kind::Pad => plen == 0,
+    };
+    if !fits {
+        return Err(FrameError::Length { kind, plen, len: h.len });
+    }
+    Ok((h, plen as usize))
+}
+
+fn would_block(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted)
+}
+
+/// `sendmsg` of up to two pieces, never raising SIGPIPE (we live inside the application's
+/// process, whose SIGPIPE disposition is its own). Returns the bytes taken; 0 when the socket
+/// buffer is full.
+fn send_pieces(fd: RawFd, a: &[u8], b: &[u8]) -> io::Result<usize> {
+    let mut iov = [
+        libc::iovec { iov_base: a.as_ptr() as *mut libc::c_void, iov_len: a.len() },
+        libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() },
+    ];
+    let cnt = if b.is_empty() { 1 } else { 2 };
+    // SAFETY: msghdr is plain data; zeroed is a valid "no name, no control data" value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = cnt;
+    loop {
+        // SAFETY: the iovecs point into `a` and `b`, which outlive the call; the kernel only
+        // reads them.
+        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        return if would_block(&e) { Ok(0) } else { Err(e) };
+    }
+}
+
+/// Splits an established (authenticated) connection into its two halves.
+pub fn split(sock: TcpStream, max_payload: usize) -> io::Result<(Tx, Rx)> {
+    sock.set_nonblocking(true)?;
+    sock.set_nodelay(true)?;
+    let rsock = sock.try_clone()?;
+    Ok((Tx { sock, out: Vec::new(), out_pos: 0, owed: 0 }, Rx::new(rsock, max_payload)))
+}
+
+/// The sending half of a connection.
+pub struct Tx {
+    sock: TcpStream,
+    /// The unsent tail of an accepted frame, from `out_pos` on.
+    out: Vec<u8>,
+    out_pos: usize,
+    /// Payload bytes of a started frame that its owner has still to supply.
+    owed: usize,
+}
+
+impl Tx {
+    /// Writes what is left of earlier frames; true when nothing is left.
+    pub fn flush(&mut self) -> io::Result<bool> {
+        while self.out_pos < self.out.len() {
+            let n = send_pieces(self.sock.as_raw_fd(), &self.out[self.out_pos..], &[])?;
+            if n == 0 {
+                return Ok(false);
+            }
+            self.out_pos += n;
+        }
+        if !self.out.is_empty() {
+            self.out.clear();
+            self.out_pos = 0;
+        }
+        Ok(true)
+    }
+
+    /// Bytes accepted but not yet handed to the kernel, or a streamed frame left unfinished.
+    pub fn busy(&self) -> bool {
+        self.out_pos < self.out.len() || self.owed > 0
+    }
+
+    /// Sends a whole frame, or nothing (false: the connection is busy; try later).
+    pub fn try_send(&mut self, h: &Header, payload: &[u8]) -> io::Result<bool> {
+        if self.owed > 0 || !self.flush()? {
+            return Ok(false);
+        }
+        let hdr = encode(h, payload.len());
+        let n = send_pieces(self.sock.as_raw_fd(), &hdr, payload)?;
+        if n == 0 {
+            return Ok(false);
+        }
+        if n < HEADER_LEN + payload.len() {
+            // The kernel took part: the rest must follow before any other frame.
+            self.out.clear();
+            self.out_pos = 0;
+            if n < HEADER_LEN {
+                self.out.extend_from_slice(&hdr[n..]);
+                self.out.extend_from_slice(payload);
+            } else {
+                self.out.extend_from_slice(&payload[n - HEADER_LEN..]);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Starts a frame whose payload may leave in pieces. `None`: the frame did not start (try
+    /// later); `Some(n)`: it started and `n` payload bytes left. The caller must then supply
+    /// the rest of the payload, and only that, through [`continue_frame`](Self::continue_frame).
+    pub fn start_frame(&mut self, h: &Header, payload: &[u8]) -> io::Result<Option<usize>> {
+        if self.owed > 0 || !self.flush()? {
+            return Ok(None);
+        }
+        let hdr = encode(h, payload.len());
+        let n = send_pieces(self.sock.as_raw_fd(), &hdr, payload)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if n < HEADER_LEN {
+            self.out.clear();
+            self.out_pos = 0;
+            self.out.extend_from_slice(&hdr[n..]);
+            self.owed = payload.len();
+            return Ok(Some(0));
+        }
+        let took = n - HEADER_LEN;
+        self.owed = payload.len() - took;
+        Ok(Some(took))
+    }
+
+    /// Continues the frame started by [`start_frame`](Self::start_frame): `rest` is the rest of
+    /// its payload. Returns the bytes taken.
+    pub fn continue_frame(&mut self, rest: &[u8]) -> io::Result<usize> {
+        debug_assert_eq!(rest.len(), self.owed, "a streamed frame continues with exactly its remaining payload");
+        if !self.flush()? {
+            return Ok(0);
+        }
+        let n = send_pieces(self.sock.as_raw_fd(), &rest[..rest.len().min(self.owed)], &[])?;
+        self.owed -= n;
+        Ok(n)
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+}
+
+/// Where the receiving half delivers what it reads.
+pub trait FrameSink {
+    /// A complete frame and its payload.
+    fn frame(&mut self, h: &Header, payload: &[u8]);
+    /// If the payload (`plen` bytes) of data frame `h` has a final place in memory, calls
+    /// `fill` with that memory from payload byte `at` to the end of the frame and returns what
+    /// it returned. `None`: no such place (the frame is then buffered and given to
+    /// [`frame`](Self::frame)).
+    fn place(
+        &mut self,
+        h: &Header,
+        plen: usize,
+        at: usize,
+        fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
+    ) -> Option<io::Result<usize>>;
+    /// `n` more payload bytes of data frame `h` were written by `place`.
+    fn placed(&mut self, h: &Header, n: usize);
+}
+
+/// Data frames at least this long go straight into their final place.
+const DIRECT_MIN: usize = 4096;
+/// Initial size of the receive buffer; it grows to hold the longest frame that arrives whole.
+const RX_INITIAL: usize = 64 * 1024;
+
+/// A data frame whose payload is being written to its final place.
+#[derive(Clone, Copy)]
+struct Direct {
+    h: Header,
+    plen: usize,
+    got: usize,
+}
+
+/// What one call to [`Rx::receive`] found.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Received {
+    /// Frames (or pieces of directly placed frames) delivered.
+    pub delivered: usize,
+    /// The peer closed the connection (end of file).
+    pub closed: bool,
+}
+
+/// The receiving half of a connection.
+pub struct Rx {
+    sock: TcpStream,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    direct: Option<Direct>,
+    max_payload: usize,
+}
+
+impl Rx {
+    fn new(sock: TcpStream, max_payload: usize) -> Rx {
+        Rx { sock, buf: vec![0; RX_INITIAL], start: 0, end: 0, direct: None, max_payload }
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+
+    /// Whether complete frames wait in the buffer (no system call needed to deliver them).
+    pub fn has_buffered_frame(&self) -> bool {
+        let avail = self.end - self.start;
+        if self.direct.is_some() {
+            return avail > 0;
+        }
+        if avail < HEADER_LEN {
+            return false;
+        }
+        let hdr: &[u8; HEADER_LEN] = self.buf[self.start..self.start + HEADER_LEN].try_into().expect("header");
+        match decode(hdr, self.max_payload) {
+            Ok((_, plen)) => avail >= HEADER_LEN + plen,
+            Err(_) => true,
+        }
+    }
+
+    /// Reads what has arrived and delivers it; never blocks. A protocol violation is returned
+    /// as an `InvalidData` error (the connection is then unusable).
+    pub fn receive(&mut self, sink: &mut dyn FrameSink) -> io::Result<Received> {
+        let mut out = Received::default();
+        // Bounded, so one busy peer cannot keep the caller from its other work.
+        for _ in 0..64 {
+            if let Some(d) = self.direct {
+                if !self.continue_direct(d, sink, &mut out)? {
+                    return Ok(out);
+                }
+                continue;
+            }
+            let avail = self.end - self.start;
+            if avail >= HEADER_LEN {
+                let hdr: &[u8; HEADER_LEN] = self.buf[self.start..self.start + HEADER_LEN].try_into().expect("header");
+                let (h, plen) = decode(hdr, self.max_payload)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+                if avail >= HEADER_LEN + plen {
+                    let p = self.start + HEADER_LEN;
+                    sink.frame(&h, &self.buf[p..p + plen]);
+                    self.start = p + plen;
+                    out.delivered += 1;
+                    continue;
+                }
+                if h.kind == Kind::Data && plen >= DIRECT_MIN && sink.place(&h, plen, 0, &mut |_| Ok(0)).is_some() {
+                    self.start += HEADER_LEN;
+                    self.direct = Some(Direct { h, plen, got: 0 });
+                    continue;
+                }
+                // The frame arrives whole into the buffer: make room for it.
+                self.make_room(HEADER_LEN + plen);
+            } else {
+                self.make_room(HEADER_LEN);
+            }
+            match self.fill()? {
+                Some(0) => {
+                    out.closed = true;
+                    return Ok(out);
+                }
+                Some(_) => {}
+                None => return Ok(out),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Moves buffered bytes to the front and grows the buffer so `need` bytes fit from `start`.
+    fn make_room(&mut self, need: usize) {
+        if self.start + need <= self.buf.len() {
+            return;
+        }
+        self.buf.copy_within(self.start..self.end, 0);
+        self.end -= self.start;
+        self.start = 0;
+        if need > self.buf.len() {
+            self.buf.resize(need.next_power_of_two(), 0);
+        }
+    }
+
+    /// One `recv` into the free end of the buffer: `None` when nothing is there now, `Some(0)`
+    /// at end of file.
+    fn fill(&mut self) -> io::Result<Option<usize>> {
+        if self.end == self.buf.len() {
+            self.make_room(self.end - self.start + 1);
+        }
+        match (&self.sock).read(&mut self.buf[self.end..]) {
+            Ok(n) => {
+                self.end += n;
+                Ok(Some(n))
+            }
+            Err(e) if would_block(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Moves payload of the directly placed frame `d`: buffered bytes first, then straight from
+    /// the socket. Returns false when nothing more can be read now.
+    fn continue_direct(&mut self, mut d: Direct, sink: &mut dyn FrameSink, out: &mut Received) -> io::Result<bool> {
+        let buffered = (self.end - self.start).min(d.plen - d.got);
+        let moved = if buffered > 0 {
+            let src = &self.buf[self.start..self.start + buffered];
+            let r = sink.place(&d.h, d.plen, d.got, &mut |dst| {
+                let k = dst.len().min(src.len());
+                dst[..k].copy_from_slice(&src[..k]);
+                Ok(k)
+            });
+            let k = r.unwrap_or(Ok(0))?;
+            self.start += k;
+            k
+        } else {
+            let mut sock = &self.sock;
+            let mut eof = false;
+            let r = sink.place(&d.h, d.plen, d.got, &mut |dst| match sock.read(dst) {
+                Ok(0) if !dst.is_empty() => {
+                    eof = true;
+                    Ok(0)
+                }
+                Ok(n) => Ok(n),
+                Err(e) if would_block(&e) => Ok(0),
+                Err(e) => Err(e),
+            });
+            let k = r.unwrap_or(Ok(0))?;
+            if eof {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed in the middle of a frame"));
+            }
+            k
+        };
+        if moved == 0 {
+            if buffered > 0 {
+                // The sink refused bytes it accepted before: its receive went away. Drop the rest
+                // of the frame through the buffer instead.
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "data frame lost its destination"));
+            }
+            return Ok(false);
+        }
+        d.got += moved;
+        sink.placed(&d.h, moved);
+        out.delivered += 1;
+        self.direct = if d.got == d.plen { None } else { Some(d) };
+        Ok(true)
+    }
+}
+
+/// An epoll set.
+pub struct Poller {
+    fd: OwnedFd,
+}
+
+impl Poller {
+    pub fn new() -> io::Result<Poller> {
+        // SAFETY: plain system call; the result is checked and owned below.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by the kernel and nothing else owns it.
+        Ok(Poller { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+    }
+
+    fn ctl(&self, op: i32, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events, u64: token };
+        // SAFETY: `ev` is a valid epoll_event for the duration of the call.
+        if unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), op, fd, &mut ev) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Watches `fd` for input (level-triggered), reporting `token`.
+    pub fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_ADD, fd, libc::EPOLLIN as u32, token)
+    }
+
+    /// Watches `fd` for the next input only (until [`rearm`](Self::rearm)).
+    pub fn add_oneshot(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_ADD, fd, (libc::EPOLLIN | libc::EPOLLONESHOT) as u32, token)
+    }
+
+    /// Arms a one-shot watch again.
+    pub fn rearm(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_MOD, fd, (libc::EPOLLIN | libc::EPOLLONESHOT) as u32, token)
+    }
+
+    pub fn remove(&self, fd: RawFd) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0)
+    }
+
+    /// Waits up to `timeout_ms` (-1: forever, 0: just look) and returns the tokens of ready
+    /// descriptors.
+    pub fn wait(&self, timeout_ms: i32, tokens: &mut Vec<u64>) -> io::Result<()> {
+        tokens.clear();
+        let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 32];
+        // SAFETY: the kernel writes at most `evs.len()` entries into `evs`.
+        let n = unsafe { libc::epoll_wait(self.fd.as_raw_fd(), evs.as_mut_ptr(), evs.len() as i32, timeout_ms) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted { Ok(()) } else { Err(e) };
+        }
+        tokens.extend(evs[..n as usize].iter().map(|e| e.u64));
+        Ok(())
+    }
+}
+
+impl AsFd for Poller {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// An eventfd: a counter one thread bumps to wake another that polls it.
+pub struct EventFd {
+    fd: OwnedFd,
+}
+
+impl EventFd {
+    pub fn new() -> io::Result<EventFd> {
+        // SAFETY: plain system call; the result is checked and owned below.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by the kernel and nothing else owns it.
+        Ok(EventFd { fd: unsafe { OwnedFd::from_raw_fd(fd) } })
+    }
+
+    pub fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64; a full counter (EAGAIN) already means "woken".
+        unsafe { libc::write(self.fd.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+    }
+
+    pub fn drain(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reads at most 8 bytes into a live u64; EAGAIN (nothing pending) is fine.
+        unsafe { libc::read(self.fd.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn hdr(kind: Kind, len: u64) -> Header {
+        Header { kind, ctx: 0x1122_3344_5566_7788, src: -3, tag: 77, len, id: 9, aux: u64::MAX }
+    }
+
+    #[test]
+    fn header_round_trip_and_rejections() {
+        for (h, plen) in [(hdr(Kind::Eager, 5), 5), (hdr(Kind::Rts, 1 << 40), 0), (hdr(Kind::Data, 0), 100)] {
+            assert_eq!(decode(&encode(&h, plen), 1 << 20), Ok((h, plen)));
+        }
+        let mut b = encode(&hdr(Kind::Eager, 5), 5);
+        b[2] = 1;
+        assert_eq!(decode(&b, 100), Err(FrameError::Reserved));
+        assert_eq!(decode(&encode(&hdr(Kind::Eager, 5), 5), 4), Err(FrameError::TooLong { plen: 5, max: 4 }));
+        assert!(matches!(decode(&encode(&hdr(Kind::Eager, 6), 5), 100), Err(FrameError::Length { .. })));
+        assert!(matches!(decode(&encode(&hdr(Kind::Fin, 0), 1), 100), Err(FrameError::Length { .. })));
+        assert!(matches!(decode(&encode(&hdr(Kind::Data, 0), 0), 100), Err(FrameError::Length { .. })));
+        let mut b = encode(&hdr(Kind::Fin, 0), 0);
+        b[0] = 0;
+        assert_eq!(decode(&b, 100), Err(FrameError::Kind(0)));
+        b[0] = 200;
+        assert_eq!(decode(&b, 100), Err(FrameError::Kind(200)));
+    }
+
+    fn pair(max: usize) -> ((Tx, Rx), (Tx, Rx)) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        (split(a, max).unwrap(), split(b, max).unwrap())
+    }
+
+    /// Records frames; places data frames into `dst` when `direct`.
+    struct Collect {
+        frames: Vec<(Header, Vec<u8>)>,
+        dst: Vec<u8>,
+        direct: bool,
+        placed: usize,
+    }
+
+    impl FrameSink for Collect {
+        fn frame(&mut self, h: &Header, payload: &[u8]) {
+            self.frames.push((*h, payload.to_vec()));
+        }
+        fn place(
+            &mut self,
+            h: &Header,
+            plen: usize,
+            at: usize,
+            fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
+        ) -> Option<io::Result<usize>> {
+            if !self.direct {
+                return None;
+            }
+            let start = h.aux as usize + at;
+            let end = h.aux as usize + plen;
+            Some(fill(&mut self.dst[start..end]))
+        }
+        fn placed(&mut self, _h: &Header, n: usize) {
+            self.placed += n;
+        }
+    }
+
+    fn pump(tx: &mut Tx, rx: &mut Rx, sink: &mut Collect, until: impl Fn(&Collect) -> bool) {
+        for _ in 0..1_000_000 {
+            tx.flush().unwrap();
+            rx.receive(sink).unwrap();
+            if until(sink) {
+                return;
+            }
+        }
+        panic!("nothing arrived");
+    }
+
+    #[test]
+    fn frames_arrive_in_order_whole() {
+        let ((mut tx, _), (_, mut rx)) = pair(1 << 20);
+        let mut sink = Collect { frames: Vec::new(), dst: Vec::new(), direct: false, placed: 0 };
+        let big: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+        let mut sent = 0;
+        for i in 0..200u64 {
+            let payload = if i % 50 == 7 { &big[..] } else { &big[..(i as usize % 13)] };
+            let h = Header { id: i, ..hdr(Kind::Eager, payload.len() as u64) };
+            while !tx.try_send(&h, payload).unwrap() {
+                rx.receive(&mut sink).unwrap();
+            }
+            sent += 1;
+        }
+        pump(&mut tx, &mut rx, &mut sink, |s| s.frames.len() == sent);
+        for (i, (h, p)) in sink.frames.iter().enumerate() {
+            assert_eq!(h.id, i as u64);
+            let want = if i % 50 == 7 { &big[..] } else { &big[..(i % 13)] };
+            assert_eq!(p, want);
+        }
+    }
+
+    #[test]
+    fn streamed_frame_goes_straight_to_its_place() {
+        let ((mut tx, _), (_, mut rx)) = pair(1 << 20);
+        let total = 3 << 20;
+        let src: Vec<u8> = (0..total).map(|i| (i * 7 % 251) as u8).collect();
+        let mut sink = Collect { frames: Vec::new(), dst: vec![0; total], direct: true, placed: 0 };
+        let chunk = 1 << 20;
+        let mut off = 0;
+        while off < total {
+            let end = (off + chunk).min(total);
+            let h = Header { aux: off as u64, ..hdr(Kind::Data, 0) };
+            let Some(mut took) = tx.start_frame(&h, &src[off..end]).unwrap() else {
+                rx.receive(&mut sink).unwrap();
+                continue;
+            };
+            while off + took < end {
+                took += tx.continue_frame(&src[off + took..end]).unwrap();
+                rx.receive(&mut sink).unwrap();
+            }
+            off = end;
+        }
+        pump(&mut tx, &mut rx, &mut sink, |s| s.placed == total);
+        assert!(sink.frames.is_empty());
+        assert!(sink.dst == src);
+    }
+
+    #[test]
+    fn garbage_is_a_protocol_error_and_eof_is_reported() {
+        let ((tx, _), (_, mut rx)) = pair(1024);
+        let mut sink = Collect { frames: Vec::new(), dst: Vec::new(), direct: false, placed: 0 };
+        send_pieces(tx.raw_fd(), &[0xff; 64], &[]).unwrap();
+        let mut err = None;
+        for _ in 0..100_000 {
+            match rx.receive(&mut sink) {
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+                Ok(_) => continue,
+            }
+        }
+        assert_eq!(err.expect("decode error").kind(), io::ErrorKind::InvalidData);
+
+        let ((tx, rx_a), (_, mut rx)) = pair(1024);
+        drop(tx);
+        drop(rx_a);
+        let mut closed = false;
+        for _ in 0..100_000 {
+            if rx.receive(&mut sink).unwrap().closed {
+                closed = true;
+                break;
+            }
+        }
+        assert!(closed);
+    }
+}
