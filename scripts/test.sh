@@ -57,6 +57,8 @@ relocated_install() {
 }
 
 step "rust unit and integration tests" cargo test --release --workspace -q
+# Mutated and random frame streams through the TCP receive path (bounded; prints its seed).
+step "fuzz the TCP frame decoder (20 s)" cargo run --release -q -p baton-transport --example fuzz_tcp -- 20
 step "rustfmt" cargo fmt --all -- --check
 step "clippy" cargo clippy --release --workspace --all-targets -q -- -D warnings
 step "abi data matches shared/" tests/abi-data-sync.sh

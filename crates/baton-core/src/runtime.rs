@@ -249,7 +249,10 @@ fn pmi_err(e: baton_pmi::PmiError) -> MpiError {
 
 /// Which transports `BATON_TRANSPORTS` allows: (shm, tcp); default both.
 fn transports_allowed() -> Result<(bool, bool)> {
-    let Ok(list) = std::env::var("BATON_TRANSPORTS") else { return Ok((true, true)) };
+    let list = std::env::var("BATON_TRANSPORTS").unwrap_or_default();
+    if list.trim().is_empty() {
+        return Ok((true, true));
+    }
     let (mut shm, mut tcp) = (false, false);
     for t in list.split(',').map(str::trim).filter(|t| !t.is_empty()) {
         match t {

@@ -282,9 +282,10 @@ pub struct Received {
     pub closed: bool,
 }
 
-/// The receiving half of a connection.
-pub struct Rx {
-    sock: TcpStream,
+/// The receiving half of a connection (generic over the byte source so the decoder can be
+/// fuzzed without sockets).
+pub struct Rx<S = TcpStream> {
+    sock: S,
     buf: Vec<u8>,
     start: usize,
     end: usize,
@@ -292,13 +293,16 @@ pub struct Rx {
     max_payload: usize,
 }
 
-impl Rx {
-    fn new(sock: TcpStream, max_payload: usize) -> Rx {
-        Rx { sock, buf: vec![0; RX_INITIAL], start: 0, end: 0, direct: None, max_payload }
-    }
-
+impl Rx<TcpStream> {
     pub fn raw_fd(&self) -> RawFd {
         self.sock.as_raw_fd()
+    }
+}
+
+impl<S: Read> Rx<S> {
+    /// A receiving half reading `sock`, which must not block (`WouldBlock` when empty).
+    pub fn new(sock: S, max_payload: usize) -> Rx<S> {
+        Rx { sock, buf: vec![0; RX_INITIAL], start: 0, end: 0, direct: None, max_payload }
     }
 
     /// Whether complete frames wait in the buffer (no system call needed to deliver them).
@@ -382,7 +386,7 @@ impl Rx {
         if self.end == self.buf.len() {
             self.make_room(self.end - self.start + 1);
         }
-        match (&self.sock).read(&mut self.buf[self.end..]) {
+        match self.sock.read(&mut self.buf[self.end..]) {
             Ok(n) => {
                 self.end += n;
                 Ok(Some(n))
@@ -407,7 +411,7 @@ impl Rx {
             self.start += k;
             k
         } else {
-            let mut sock = &self.sock;
+            let sock = &mut self.sock;
             let mut eof = false;
             let r = sink.place(&d.h, d.plen, d.got, &mut |dst| match sock.read(dst) {
                 Ok(0) if !dst.is_empty() => {
@@ -437,6 +441,82 @@ impl Rx {
         out.delivered += 1;
         self.direct = if d.got == d.plen { None } else { Some(d) };
         Ok(true)
+    }
+}
+
+/// The fuzzing entry point (`fuzz/` runs it coverage-guided; CI runs it for a bounded time
+/// from `examples/fuzz_tcp.rs`). Feeds `data` to a receiving half as a peer would, in reads
+/// cut at sizes the first byte chooses, and checks that whatever arrives is handled without a
+/// panic, an out-of-bounds write or a buffer beyond the frame limit.
+pub fn fuzz_rx(data: &[u8]) {
+    const MAX: usize = 64 * 1024;
+    /// Hands out `data` a few bytes at a time, then "would block".
+    struct Pieces<'a> {
+        data: &'a [u8],
+        pos: usize,
+        cut: usize,
+    }
+    impl Read for Pieces<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.pos == self.data.len() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            // Vary the piece size so every split point of a header or payload is reached.
+            let n = buf.len().min(self.data.len() - self.pos).min(1 + (self.pos * 7 + self.cut) % (self.cut + 1));
+            buf[..n].copy_from_slice(&self.data[self.pos..self.pos + n]);
+            self.pos += n;
+            Ok(n)
+        }
+    }
+    struct Check {
+        dst: Vec<u8>,
+        placed: usize,
+    }
+    impl FrameSink for Check {
+        fn frame(&mut self, h: &Header, payload: &[u8]) {
+            assert!(payload.len() <= MAX);
+            if matches!(h.kind, Kind::Eager | Kind::EagerSync) {
+                assert_eq!(payload.len() as u64, h.len);
+            }
+        }
+        fn place(
+            &mut self,
+            h: &Header,
+            plen: usize,
+            at: usize,
+            fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
+        ) -> Option<io::Result<usize>> {
+            assert!(at <= plen && plen <= MAX);
+            let start = (h.aux as usize).checked_add(at)?;
+            let end = (h.aux as usize).checked_add(plen)?;
+            if end > self.dst.len() {
+                return None;
+            }
+            let window = end - start;
+            let r = fill(&mut self.dst[start..end]);
+            if let Ok(n) = r {
+                assert!(n <= window);
+            }
+            Some(r)
+        }
+        fn placed(&mut self, _h: &Header, n: usize) {
+            self.placed += n;
+        }
+    }
+    let Some((&first, rest)) = data.split_first() else { return };
+    let mut rx = Rx::new(Pieces { data: rest, pos: 0, cut: first as usize % 97 }, MAX);
+    let mut sink = Check { dst: vec![0; 4 * MAX], placed: 0 };
+    for _ in 0..rest.len() + 2 {
+        match rx.receive(&mut sink) {
+            Ok(r) if r.delivered == 0 && rx.sock.pos == rest.len() => break,
+            Ok(_) => {}
+            Err(_) => break,
+        }
+        assert!(rx.buf.len() <= (HEADER_LEN + MAX).next_power_of_two().max(RX_INITIAL));
+    }
+    assert!(sink.placed <= rest.len());
+    if let Some(h) = rest.first_chunk::<HEADER_LEN>() {
+        let _ = decode(h, MAX);
     }
 }
 
