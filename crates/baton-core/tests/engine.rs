@@ -39,6 +39,15 @@ struct Wire {
     log: Vec<(ProcIdx, ProcIdx, Header, usize)>,
     /// Pushes refused for lack of room.
     refused: usize,
+    /// Byte-stream mode (like TCP): a data frame may leave in pieces of at most this many payload
+    /// bytes, over `lanes` connections; a lane carrying an unfinished frame takes nothing else.
+    piece: Option<usize>,
+    lanes: usize,
+    /// Unfinished data frames: (from, to, lane) -> header, payload so far, payload length.
+    mid: Vec<((ProcIdx, ProcIdx, u8), Header, Vec<u8>, usize)>,
+    /// Deliver complete data frames through `data_window` (as a socket reader does) instead of
+    /// `on_frame`.
+    place_direct: bool,
 }
 
 impl Wire {
@@ -54,7 +63,15 @@ impl Wire {
             reads: Vec::new(),
             log: Vec::new(),
             refused: 0,
+            piece: None,
+            lanes: 1,
+            mid: Vec::new(),
+            place_direct: false,
         }
+    }
+
+    fn lane_busy(&self, from: ProcIdx, to: ProcIdx, lane: u8) -> bool {
+        self.mid.iter().any(|m| m.0 == (from, to, lane))
     }
 
     fn queued(&self) -> usize {
@@ -92,7 +109,7 @@ impl Net for Port<'_> {
         let me = self.me;
         let len = payload.len();
         let ring_len = self.w.rings[me as usize][to as usize].len();
-        if ring_len >= self.w.cap || self.w.blocked.contains(&(me, to)) {
+        if ring_len >= self.w.cap || self.w.blocked.contains(&(me, to)) || self.w.lane_busy(me, to, 0) {
             self.w.refused += 1;
             return false;
         }
@@ -101,6 +118,33 @@ impl Net for Port<'_> {
         self.w.log.push((me, to, *h, len));
         self.w.rings[me as usize][to as usize].push_back((*h, v));
         true
+    }
+
+    fn send_start(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> Option<(u8, usize)> {
+        let Some(piece) = self.w.piece else {
+            return self.try_send(to, h, payload).then_some((0, payload.len()));
+        };
+        let me = self.me;
+        if self.w.rings[me as usize][to as usize].len() >= self.w.cap || self.w.blocked.contains(&(me, to)) {
+            return None;
+        }
+        assert!(payload.len() <= self.w.max_frame, "Data frame of {} > max frame", payload.len());
+        let lane = (0..self.w.lanes as u8).find(|&l| !self.w.lane_busy(me, to, l))?;
+        let n = piece.min(payload.len());
+        self.w.mid.push(((me, to, lane), *h, payload[..n].to_vec(), payload.len()));
+        self.w.finish_piece(me, to, lane);
+        Some((lane, n))
+    }
+
+    fn send_continue(&mut self, to: ProcIdx, lane: u8, rest: &[u8]) -> usize {
+        let me = self.me;
+        let piece = self.w.piece.expect("continue only in byte-stream mode");
+        let m = self.w.mid.iter_mut().find(|m| m.0 == (me, to, lane)).expect("continue of an unstarted frame");
+        assert_eq!(rest.len(), m.3 - m.2.len(), "continued with other than the frame's remaining payload");
+        let n = piece.min(rest.len());
+        m.2.extend_from_slice(&rest[..n]);
+        self.w.finish_piece(me, to, lane);
+        n
     }
 
     fn max_frame(&self, _to: ProcIdx) -> usize {
@@ -128,6 +172,18 @@ impl Net for Port<'_> {
                 true
             }
             None => false,
+        }
+    }
+}
+
+impl Wire {
+    /// Moves a data frame whose payload is complete into its ring.
+    fn finish_piece(&mut self, from: ProcIdx, to: ProcIdx, lane: u8) {
+        let at = self.mid.iter().position(|m| m.0 == (from, to, lane)).unwrap();
+        if self.mid[at].2.len() == self.mid[at].3 {
+            let (_, h, v, len) = self.mid.swap_remove(at);
+            self.log.push((from, to, h, len));
+            self.rings[from as usize][to as usize].push_back((h, v));
         }
     }
 }
@@ -202,7 +258,24 @@ impl Sim {
         }
         let delivered = !batch.is_empty();
         for (from, to, (h, p)) in batch {
-            self.with(to, |e, net| e.on_frame(net, from, &h, &p));
+            let direct = self.w.place_direct && h.kind == Kind::Data;
+            self.with(to, |e, net| {
+                // As a socket reader does: straight into the receive buffer, in two reads.
+                let placed = direct
+                    && e.data_window(&h, p.len(), 0, |dst| {
+                        let k = dst.len() / 2;
+                        dst[..k].copy_from_slice(&p[..k]);
+                    })
+                    .is_some();
+                if placed {
+                    let k = p.len() / 2;
+                    e.data_placed(&h, k);
+                    e.data_window(&h, p.len(), k, |dst| dst.copy_from_slice(&p[k..])).expect("window stays");
+                    e.data_placed(&h, p.len() - k);
+                } else {
+                    e.on_frame(net, from, &h, &p)
+                }
+            });
         }
         delivered
     }
@@ -833,6 +906,43 @@ fn rendezvous_streamed_when_reads_are_refused() {
                 }
                 assert_eq!(off, size);
                 assert!(s.w.reads.is_empty());
+            }
+        }
+    }
+}
+
+/// A byte-stream transport (TCP): data frames leave in pieces, over several lanes, while
+/// eager and synchronous messages keep their order on lane 0; data is placed directly.
+#[test]
+fn byte_stream_pieces_lanes_and_direct_placement() {
+    for piece in [1, 7, 50] {
+        for lanes in [1, 2, 3] {
+            for direct in [false, true] {
+                let what = format!("piece {piece} lanes {lanes} direct {direct}");
+                let mut s = sim(2, 4, false);
+                s.w.piece = Some(piece);
+                s.w.lanes = lanes;
+                s.w.place_direct = direct;
+                s.w.max_frame = 64;
+                s.w.eager = 16;
+                let sizes = [300, 5, 1000, 0, 17, 64, 129];
+                let msgs: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(k, &n)| pat(k + 1, n)).collect();
+                let mut bufs: Vec<Vec<u8>> = sizes.iter().map(|&n| guarded(n)).collect();
+                let mut recvs = Vec::new();
+                for (k, b) in bufs.iter_mut().enumerate() {
+                    let cap = sizes[k];
+                    recvs.push(s.recv(1, 1, 0, 3, contig(b, cap)));
+                }
+                let sends: Vec<ReqId> =
+                    msgs.iter().enumerate().map(|(k, m)| s.send(0, 1, 1, 3, m, k % 3 == 1)).collect();
+                s.pump();
+                for k in 0..sizes.len() {
+                    assert!(s.done(0, sends[k]), "{what}: send {k}");
+                    assert_eq!(s.get(1, recvs[k]).status, status(0, 3, sizes[k] as u64, 0), "{what}: recv {k}");
+                    assert_eq!(&bufs[k][..sizes[k]], &msgs[k][..], "{what}: data {k}");
+                    assert_guard(&bufs[k], sizes[k]);
+                }
+                assert!(s.w.mid.is_empty(), "{what}: a frame left unfinished");
             }
         }
     }
