@@ -1291,6 +1291,38 @@ pub unsafe extern "C" fn PMPI_Type_match_size(typeclass: c_int, size: c_int, dt:
     })
 }
 
+/// # Safety
+/// `pair_type` must be valid for one write (it is checked for null).
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_get_value_index(
+    value_type: usize,
+    index_type: usize,
+    pair_type: *mut usize,
+) -> c_int {
+    guard(W, || {
+        let call = "MPI_Type_get_value_index";
+        lib(call)?;
+        for (h, arg) in [(value_type, "value_type"), (index_type, "index_type")] {
+            dtype_any(call, h).map_err(|e| MpiError::new(e.class, format!("{} (argument {arg})", e.msg)))?;
+        }
+        // The predefined value-index pairs of MPI_MINLOC / MPI_MAXLOC; any other combination
+        // has none (the standard's answer is then MPI_DATATYPE_NULL, not an error).
+        let pair = match (value_type, index_type) {
+            (c::MPI_FLOAT, c::MPI_INT) => c::MPI_FLOAT_INT,
+            (c::MPI_DOUBLE, c::MPI_INT) => c::MPI_DOUBLE_INT,
+            (c::MPI_LONG, c::MPI_INT) => c::MPI_LONG_INT,
+            (c::MPI_SHORT, c::MPI_INT) => c::MPI_SHORT_INT,
+            (c::MPI_INT, c::MPI_INT) => c::MPI_2INT,
+            (c::MPI_LONG_DOUBLE, c::MPI_INT) => c::MPI_LONG_DOUBLE_INT,
+            (c::MPI_REAL, c::MPI_REAL) => c::MPI_2REAL,
+            (c::MPI_DOUBLE_PRECISION, c::MPI_DOUBLE_PRECISION) => c::MPI_2DOUBLE_PRECISION,
+            (c::MPI_INTEGER, c::MPI_INTEGER) => c::MPI_2INTEGER,
+            _ => c::MPI_DATATYPE_NULL,
+        };
+        out(call, "pair_type", pair_type, pair)
+    })
+}
+
 // ----- attributes -----
 
 type CopyFn = unsafe extern "C" fn(usize, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
