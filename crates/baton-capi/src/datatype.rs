@@ -669,7 +669,7 @@ pub unsafe extern "C" fn PMPI_Type_free(dt: *mut usize) -> c_int {
         nonnull_mut(call, "datatype", dt)?;
         // SAFETY: checked non-null.
         let h = unsafe { *dt };
-        if predefined(h).is_some() {
+        if predefined(h).is_some() || f90_types().lock().unwrap_or_else(|e| e.into_inner()).values().any(|&t| t == h) {
             return Err(MpiError::new(c::MPI_ERR_TYPE, format!("{call}: predefined datatypes cannot be freed")));
         }
         if l.t().datatypes.get(h).is_none() {
@@ -1289,6 +1289,98 @@ pub unsafe extern "C" fn PMPI_Type_match_size(typeclass: c_int, size: c_int, dt:
         })?;
         out(call, "datatype", dt, h)
     })
+}
+
+// ----- Fortran 90 parameterized types -----
+
+/// Handles given out by `MPI_Type_create_f90_*`, by (combiner, p, r): the standard makes them
+/// predefined (never freed), and the same arguments give the same handle.
+fn f90_types() -> &'static Mutex<std::collections::HashMap<(c_int, c_int, c_int), usize>> {
+    static T: OnceLock<Mutex<std::collections::HashMap<(c_int, c_int, c_int), usize>>> = OnceLock::new();
+    T.get_or_init(Default::default)
+}
+
+/// The smallest kind whose decimal precision and exponent range reach `p` and `r` (Fortran's
+/// `SELECTED_REAL_KIND`; `MPI_UNDEFINED` means "any"), for IEEE binary32/64/128.
+fn f90_real_kind(call: &str, p: c_int, r: c_int, complex: bool) -> Result<usize> {
+    let und = |v: c_int| v == c::MPI_UNDEFINED;
+    if und(p) && und(r) {
+        return Err(MpiError::new(c::MPI_ERR_ARG, format!("{call}: p and r are both MPI_UNDEFINED")));
+    }
+    let kinds = [
+        (6, 37, c::MPI_REAL4, c::MPI_COMPLEX8),
+        (15, 307, c::MPI_REAL8, c::MPI_COMPLEX16),
+        (33, 4931, c::MPI_REAL16, c::MPI_COMPLEX32),
+    ];
+    kinds
+        .iter()
+        .find(|k| (und(p) || p <= k.0) && (und(r) || r <= k.1))
+        .map(|k| if complex { k.3 } else { k.2 })
+        .ok_or_else(|| {
+            MpiError::new(
+                c::MPI_ERR_ARG,
+                format!("{call}: no floating-point type has a precision of {p} digits and an exponent range of {r} (the most is 33 and 4931)"),
+            )
+        })
+}
+
+fn f90_type(call: &str, combiner: c_int, p: c_int, r: c_int, newtype: *mut usize) -> Result<()> {
+    let l = lib(call)?;
+    nonnull_mut(call, "newtype", newtype)?;
+    let base = match combiner {
+        c::MPI_COMBINER_F90_INTEGER => {
+            let kinds = [
+                (2, c::MPI_INTEGER1),
+                (4, c::MPI_INTEGER2),
+                (9, c::MPI_INTEGER4),
+                (18, c::MPI_INTEGER8),
+                (38, c::MPI_INTEGER16),
+            ];
+            kinds.iter().find(|k| r <= k.0 && r != c::MPI_UNDEFINED).map(|k| k.1).ok_or_else(|| {
+                MpiError::new(
+                    c::MPI_ERR_ARG,
+                    format!("{call}: no integer type has a decimal range of {r} (the most is 38)"),
+                )
+            })?
+        }
+        _ => f90_real_kind(call, p, r, combiner == c::MPI_COMBINER_F90_COMPLEX)?,
+    };
+    let mut cache = f90_types().lock().unwrap_or_else(|e| e.into_inner());
+    let h = match cache.get(&(combiner, p, r)) {
+        Some(&h) => h,
+        None => {
+            let ints: &[i64] =
+                if combiner == c::MPI_COMBINER_F90_INTEGER { &[r as i64] } else { &[p as i64, r as i64] };
+            let mut lay = (**predefined(base).expect("predefined kind")).clone();
+            lay.name = "";
+            let lay = lay.with_envelope(Args::new().int(Form::Int, ints).envelope(combiner, Vec::new()));
+            let h = l.t().datatypes.insert((Arc::new(lay), true));
+            cache.insert((combiner, p, r), h);
+            h
+        }
+    };
+    out(call, "newtype", newtype, h)
+}
+
+/// # Safety
+/// `newtype` must be valid for one write (it is checked for null).
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut usize) -> c_int {
+    guard(W, || f90_type("MPI_Type_create_f90_real", c::MPI_COMBINER_F90_REAL, p, r, newtype))
+}
+
+/// # Safety
+/// `newtype` must be valid for one write (it is checked for null).
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut usize) -> c_int {
+    guard(W, || f90_type("MPI_Type_create_f90_complex", c::MPI_COMBINER_F90_COMPLEX, p, r, newtype))
+}
+
+/// # Safety
+/// `newtype` must be valid for one write (it is checked for null).
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Type_create_f90_integer(r: c_int, newtype: *mut usize) -> c_int {
+    guard(W, || f90_type("MPI_Type_create_f90_integer", c::MPI_COMBINER_F90_INTEGER, c::MPI_UNDEFINED, r, newtype))
 }
 
 /// # Safety
