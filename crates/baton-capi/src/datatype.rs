@@ -1295,8 +1295,10 @@ pub unsafe extern "C" fn PMPI_Type_match_size(typeclass: c_int, size: c_int, dt:
 
 /// Handles given out by `MPI_Type_create_f90_*`, by (combiner, p, r): the standard makes them
 /// predefined (never freed), and the same arguments give the same handle.
-fn f90_types() -> &'static Mutex<std::collections::HashMap<(c_int, c_int, c_int), usize>> {
-    static T: OnceLock<Mutex<std::collections::HashMap<(c_int, c_int, c_int), usize>>> = OnceLock::new();
+type F90Types = Mutex<HashMap<(c_int, c_int, c_int), usize>>;
+
+fn f90_types() -> &'static F90Types {
+    static T: OnceLock<F90Types> = OnceLock::new();
     T.get_or_init(Default::default)
 }
 
