@@ -101,7 +101,7 @@ fn launch(opts: &cli::Options, host: String) -> Result<i32, (String, i32)> {
     sys::install_signal_forwarder(tx.clone()).map_err(|e| (format!("cannot set up signal handling: {e}"), 1))?;
 
     let pmi_tx = tx.clone();
-    let server = PmiServer::start(ServerConfig { size, job_id, secret: secret.clone() }, move |e| {
+    let server = PmiServer::start(ServerConfig::whole_job(size, job_id, secret.clone()), move |e| {
         let _ = pmi_tx.send(Event::Pmi(e));
     })
     .map_err(|e| (format!("cannot open the bootstrap socket: {e}"), 1))?;
@@ -339,6 +339,8 @@ impl Job {
             Event::Pmi(ServerEvent::Rejected { peer, .. }) => {
                 eprintln!("mpiexec: rejected an unauthenticated bootstrap connection from {peer}");
             }
+            // Only delegated servers (proxies) produce it.
+            Event::Pmi(ServerEvent::FenceReady { .. }) => {}
             Event::Pmi(ServerEvent::ProtocolError { peer, reason }) => {
                 // Once the job is failing, broken connections are expected.
                 if self.failure.is_none() {

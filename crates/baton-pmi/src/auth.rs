@@ -67,6 +67,17 @@ impl Secret {
         Ok(Secret(s))
     }
 
+    /// A key for another purpose, computed as `HMAC(self, label)`. Knowing
+    /// the derived key reveals nothing about `self`: the launcher hands the
+    /// ranks a key derived from the job secret, so a rank cannot pose as a
+    /// proxy of the launcher tree.
+    pub fn derive(&self, label: &str) -> Secret {
+        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        m.update(b"baton derive ");
+        m.update(label.as_bytes());
+        Secret(m.finalize().into_bytes().into())
+    }
+
     /// Lower-case hex, the form used in `BATON_PMI_SECRET`.
     pub fn to_hex(&self) -> String {
         self.0.iter().map(|b| format!("{b:02x}")).collect()
@@ -236,5 +247,8 @@ mod tests {
         assert!(Secret::from_hex("abc").is_err());
         assert!(Secret::from_hex(&"zz".repeat(32)).is_err());
         assert_eq!(format!("{s:?}"), "Secret(..)");
+        assert_ne!(s.derive("a"), s);
+        assert_ne!(s.derive("a"), s.derive("b"));
+        assert_eq!(s.derive("a"), s.derive("a"));
     }
 }

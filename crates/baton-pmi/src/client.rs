@@ -22,6 +22,9 @@ pub mod env_names {
     pub const SHM_FD: &str = "BATON_SHM_FD";
     pub const LOCAL_RANK: &str = "BATON_LOCAL_RANK";
     pub const LOCAL_SIZE: &str = "BATON_LOCAL_SIZE";
+    /// Name of the rank's host as given to mpiexec; ranks with equal values
+    /// share memory (network namespaces may share one hostname).
+    pub const NODE: &str = "BATON_NODE";
 }
 
 /// How long `abort` waits to be killed by the launcher before giving up.

@@ -11,12 +11,15 @@
 //!   connection must pass before any frame is read; [`auth::Secret`] is the
 //!   per-job key.
 //! * [`wire`] — the length-prefixed frame codec and the [`wire::Msg`] set.
+//! * [`tree`] — the messages between `mpiexec` and its per-host proxies
+//!   ([`tree::TreeMsg`], [`tree::LaunchSpec`]) in multi-host jobs.
 //! * [`PmiError`] — the one error type.
 
 pub mod auth;
 mod client;
 mod error;
 pub mod server;
+pub mod tree;
 pub mod wire;
 
 pub use client::{env_names, PmiClient};

@@ -6,6 +6,13 @@
 //! in the fence on a shared [`FenceState`] until the last rank arrives, which
 //! encodes the answer once and wakes everybody. That makes a fence exactly
 //! one request and one answer per rank.
+//!
+//! A server may serve only some ranks of the job (one host's, in a
+//! multi-host job, see [`ServerConfig::local_ranks`]) and leave the fence's
+//! completion to someone else: with [`ServerConfig::delegate_fence`] the
+//! last local arrival produces [`ServerEvent::FenceReady`] with the local
+//! puts, and the ranks wait until [`PmiServer::complete_fence`] brings the
+//! whole job's key-values for that epoch.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -26,6 +33,17 @@ pub struct ServerConfig {
     pub size: u32,
     pub job_id: u64,
     pub secret: Secret,
+    /// The ranks that connect to this server; `None` means all of them.
+    pub local_ranks: Option<Vec<u32>>,
+    /// The fence completes only through [`PmiServer::complete_fence`].
+    pub delegate_fence: bool,
+}
+
+impl ServerConfig {
+    /// A server for every rank of the job that completes fences itself.
+    pub fn whole_job(size: u32, job_id: u64, secret: Secret) -> ServerConfig {
+        ServerConfig { size, job_id, secret, local_ranks: None, delegate_fence: false }
+    }
 }
 
 /// Things that happened on the bootstrap socket. Each is delivered before
@@ -43,6 +61,9 @@ pub enum ServerEvent {
     Rejected { peer: SocketAddr, reason: String },
     /// An authenticated connection broke the protocol and was closed.
     ProtocolError { peer: SocketAddr, reason: String },
+    /// Delegated fences only: every local rank entered fence `epoch`; these
+    /// are their puts. Answer with [`PmiServer::complete_fence`].
+    FenceReady { epoch: u64, kvs: Vec<KeyValue> },
 }
 
 type Callback = dyn Fn(ServerEvent) + Send + Sync;
@@ -57,6 +78,9 @@ struct FenceState {
 
 struct Shared {
     cfg: ServerConfig,
+    /// `is_local[rank]`: whether that rank connects here.
+    is_local: Vec<bool>,
+    local_count: u32,
     on_event: Box<Callback>,
     connected: Mutex<Vec<bool>>,
     fence: Mutex<FenceState>,
@@ -67,6 +91,7 @@ struct Shared {
 /// for the life of the process.
 pub struct PmiServer {
     addr: SocketAddr,
+    shared: Arc<Shared>,
 }
 
 impl PmiServer {
@@ -74,15 +99,44 @@ impl PmiServer {
     pub fn start(cfg: ServerConfig, on_event: impl Fn(ServerEvent) + Send + Sync + 'static) -> io::Result<PmiServer> {
         let listener = TcpListener::bind(("127.0.0.1", 0))?;
         let addr = listener.local_addr()?;
+        let mut is_local = vec![cfg.local_ranks.is_none(); cfg.size as usize];
+        for &r in cfg.local_ranks.iter().flatten() {
+            match is_local.get_mut(r as usize) {
+                Some(slot) => *slot = true,
+                None => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("local rank {r} is outside the job of size {}", cfg.size),
+                    ))
+                }
+            }
+        }
+        let local_count = is_local.iter().filter(|&&l| l).count() as u32;
         let shared = Arc::new(Shared {
             connected: Mutex::new(vec![false; cfg.size as usize]),
+            is_local,
+            local_count,
             cfg,
             on_event: Box::new(on_event),
             fence: Mutex::new(FenceState { epoch: 0, arrived: 0, kvs: Vec::new(), answer: Arc::new(Vec::new()) }),
             fence_done: Condvar::new(),
         });
-        thread::Builder::new().name("pmi-accept".into()).spawn(move || accept_loop(listener, shared))?;
-        Ok(PmiServer { addr })
+        let for_accept = Arc::clone(&shared);
+        thread::Builder::new().name("pmi-accept".into()).spawn(move || accept_loop(listener, for_accept))?;
+        Ok(PmiServer { addr, shared })
+    }
+
+    /// Ends fence `epoch` (delegated mode) with the job's key-values: every
+    /// local rank waiting in it receives them. Ignored for any other epoch.
+    pub fn complete_fence(&self, epoch: u64, kvs: Vec<KeyValue>) {
+        let answer = Arc::new(Msg::FenceDone { kvs }.encode());
+        let mut st = self.shared.fence.lock().unwrap();
+        if st.epoch == epoch && st.arrived == self.shared.local_count {
+            st.answer = answer;
+            st.arrived = 0;
+            st.epoch += 1;
+            self.shared.fence_done.notify_all();
+        }
     }
 
     /// The address to put in `BATON_PMI_ADDR`.
@@ -142,6 +196,9 @@ fn session(stream: &mut TcpStream, shared: &Shared) -> Result<(), PmiError> {
                         shared.cfg.size
                     )));
                 }
+                if !shared.is_local[rank as usize] {
+                    return Err(PmiError::protocol(format!("rank {rank} does not run on this host")));
+                }
                 let mut connected = shared.connected.lock().unwrap();
                 if std::mem::replace(&mut connected[rank as usize], true) {
                     return Err(PmiError::protocol(format!("rank {rank} is already connected")));
@@ -182,16 +239,21 @@ fn fence(shared: &Shared, rank: u32, puts: Vec<(String, Vec<u8>)>) -> Arc<Vec<u8
     st.kvs.extend(puts.into_iter().map(|(key, value)| KeyValue { rank, key, value }));
     st.arrived += 1;
     let my_epoch = st.epoch;
-    if st.arrived == shared.cfg.size {
+    if st.arrived == shared.local_count {
         let kvs = std::mem::take(&mut st.kvs);
-        st.answer = Arc::new(Msg::FenceDone { kvs }.encode());
-        st.arrived = 0;
-        st.epoch += 1;
-        shared.fence_done.notify_all();
-    } else {
-        while st.epoch == my_epoch {
-            st = shared.fence_done.wait(st).unwrap();
+        if shared.cfg.delegate_fence {
+            // The callback only queues an event; holding the lock keeps
+            // complete_fence from overtaking it.
+            (shared.on_event)(ServerEvent::FenceReady { epoch: my_epoch, kvs });
+        } else {
+            st.answer = Arc::new(Msg::FenceDone { kvs }.encode());
+            st.arrived = 0;
+            st.epoch += 1;
+            shared.fence_done.notify_all();
         }
+    }
+    while st.epoch == my_epoch {
+        st = shared.fence_done.wait(st).unwrap();
     }
     Arc::clone(&st.answer)
 }
@@ -207,7 +269,7 @@ mod tests {
         let secret = Secret::generate().unwrap();
         let (tx, rx) = mpsc::channel();
         let tx = Mutex::new(tx);
-        let server = PmiServer::start(ServerConfig { size, job_id: 42, secret: secret.clone() }, move |ev| {
+        let server = PmiServer::start(ServerConfig::whole_job(size, 42, secret.clone()), move |ev| {
             let _ = tx.lock().unwrap().send(ev);
         })
         .unwrap();
@@ -306,5 +368,53 @@ mod tests {
         c.fence().unwrap();
         assert_eq!(c.get(0, "k").unwrap().unwrap(), b"v");
         assert_eq!(good.join().unwrap().unwrap(), b"w");
+    }
+
+    #[test]
+    fn delegated_fence_waits_for_completion_and_only_local_ranks_connect() {
+        let secret = Secret::generate().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let tx = Mutex::new(tx);
+        let cfg = ServerConfig {
+            local_ranks: Some(vec![1, 3]),
+            delegate_fence: true,
+            ..ServerConfig::whole_job(4, 9, secret.clone())
+        };
+        let server = PmiServer::start(cfg, move |ev| {
+            let _ = tx.lock().unwrap().send(ev);
+        })
+        .unwrap();
+        let addr = server.addr().to_string();
+        let e = PmiClient::connect(&addr, &secret, 0, 9).unwrap_err();
+        assert!(e.to_string().contains("does not run on this host"), "{e}");
+        let threads: Vec<_> = [1u32, 3]
+            .into_iter()
+            .map(|rank| {
+                let (addr, secret) = (addr.clone(), secret.clone());
+                thread::spawn(move || {
+                    let mut c = PmiClient::connect(&addr, &secret, rank, 9).unwrap();
+                    c.put("k", &[rank as u8]).unwrap();
+                    c.fence().unwrap();
+                    (c.get(0, "k").unwrap(), c.get(2, "k").unwrap())
+                })
+            })
+            .collect();
+        let (epoch, mut kvs) = loop {
+            match rx.recv_timeout(Duration::from_secs(5)).unwrap() {
+                ServerEvent::FenceReady { epoch, kvs } => break (epoch, kvs),
+                _ => continue,
+            }
+        };
+        assert_eq!(epoch, 0);
+        kvs.sort_by_key(|kv| kv.rank);
+        assert_eq!(kvs.iter().map(|kv| kv.rank).collect::<Vec<_>>(), [1, 3]);
+        // The other host's ranks' puts, as the tree would deliver them.
+        kvs.push(KeyValue { rank: 0, key: "k".into(), value: vec![0] });
+        kvs.push(KeyValue { rank: 2, key: "k".into(), value: vec![2] });
+        server.complete_fence(7, vec![]); // wrong epoch: ignored
+        server.complete_fence(0, kvs);
+        for t in threads {
+            assert_eq!(t.join().unwrap(), (Some(vec![0]), Some(vec![2])));
+        }
     }
 }

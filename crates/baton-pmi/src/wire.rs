@@ -171,25 +171,37 @@ impl Msg {
 
 // Lengths are bounded by MAX_FRAME_LEN long before they could overflow u32;
 // saturating keeps an oversized message detectable by write_frame.
-fn len_u32(n: usize) -> u32 {
+pub(crate) fn len_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-fn put_u32(out: &mut Vec<u8>, v: u32) {
+pub(crate) fn put_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_u32(out, len_u32(b.len()));
     out.extend_from_slice(b);
 }
 
-struct Cursor<'a> {
-    buf: &'a [u8],
+pub(crate) struct Cursor<'a> {
+    pub(crate) buf: &'a [u8],
 }
 
 impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], PmiError> {
+    pub(crate) fn new(buf: &'a [u8]) -> Cursor<'a> {
+        Cursor { buf }
+    }
+
+    /// Rejects trailing bytes: a message must be consumed exactly.
+    pub(crate) fn finish(&self) -> Result<(), PmiError> {
+        if !self.buf.is_empty() {
+            return Err(PmiError::protocol(format!("{} trailing bytes after message", self.buf.len())));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], PmiError> {
         if n > self.buf.len() {
             return Err(PmiError::protocol(format!("truncated message: need {n} bytes, {} left", self.buf.len())));
         }
@@ -198,23 +210,23 @@ impl<'a> Cursor<'a> {
         Ok(head)
     }
 
-    fn u8(&mut self) -> Result<u8, PmiError> {
+    pub(crate) fn u8(&mut self) -> Result<u8, PmiError> {
         Ok(self.take(1)?[0])
     }
 
-    fn u32(&mut self) -> Result<u32, PmiError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, PmiError> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
-    fn u64(&mut self) -> Result<u64, PmiError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, PmiError> {
         let b = self.take(8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
         Ok(u64::from_le_bytes(a))
     }
 
-    fn count(&mut self, min_entry_len: usize) -> Result<usize, PmiError> {
+    pub(crate) fn count(&mut self, min_entry_len: usize) -> Result<usize, PmiError> {
         let n = self.u32()? as usize;
         if n.saturating_mul(min_entry_len) > self.buf.len() {
             return Err(PmiError::protocol(format!("entry count {n} exceeds what the message can hold")));
@@ -222,12 +234,12 @@ impl<'a> Cursor<'a> {
         Ok(n)
     }
 
-    fn bytes(&mut self) -> Result<&'a [u8], PmiError> {
+    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], PmiError> {
         let n = self.u32()? as usize;
         self.take(n)
     }
 
-    fn string(&mut self) -> Result<String, PmiError> {
+    pub(crate) fn string(&mut self) -> Result<String, PmiError> {
         let b = self.bytes()?;
         std::str::from_utf8(b).map(str::to_owned).map_err(|_| PmiError::protocol("string is not valid UTF-8"))
     }
