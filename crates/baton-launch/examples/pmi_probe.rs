@@ -32,15 +32,21 @@ fn init() -> PmiClient {
     }
 }
 
-/// put / fence / get over two epochs, plus the job memfd shared by all ranks.
+/// put / fence / get over two epochs, plus the memfd shared by each host's ranks.
 fn kv(c: &mut PmiClient) {
     let (rank, size) = (c.rank(), c.size());
     check(std::env::var("BATON_PMI_SECRET").is_err(), "secret removed from env");
     c.put("addr", format!("addr-of-{rank}").as_bytes()).unwrap();
     c.put("big", &vec![rank as u8; 100_000]).unwrap();
     let fd = c.shm_fd().expect("shm fd");
-    if rank == 0 {
-        let msg = format!("job-{}", c.job_id());
+    // The memfd is per host: the first rank of each host writes it and the
+    // other ranks of that host (same BATON_NODE) must see it.
+    let node = std::env::var("BATON_NODE").unwrap_or_default();
+    check(!node.is_empty(), "BATON_NODE set");
+    let local_rank: u32 = std::env::var("BATON_LOCAL_RANK").ok().and_then(|v| v.parse().ok()).unwrap_or(u32::MAX);
+    check(local_rank != u32::MAX, "BATON_LOCAL_RANK set");
+    if local_rank == 0 {
+        let msg = format!("job-{}-{node}", c.job_id());
         // SAFETY: fd is the open memfd; msg is a valid buffer.
         let n = unsafe { libc::pwrite(fd, msg.as_ptr().cast(), msg.len(), 0) };
         check(n == msg.len() as isize, "pwrite to memfd");
@@ -52,11 +58,11 @@ fn kv(c: &mut PmiClient) {
         let big = c.get(r, "big").unwrap().unwrap();
         check(big.len() == 100_000 && big.iter().all(|&b| b == r as u8), "big value");
     }
-    let expect = format!("job-{}", c.job_id());
+    let expect = format!("job-{}-{node}", c.job_id());
     let mut buf = vec![0u8; expect.len()];
     // SAFETY: fd is the open memfd; buf is writable for its length.
     let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
-    check(n == buf.len() as isize && buf == expect.as_bytes(), "memfd shared by all ranks");
+    check(n == buf.len() as isize && buf == expect.as_bytes(), "memfd shared by the ranks of a host");
     c.put("second", &[rank as u8, 7]).unwrap();
     c.fence().unwrap();
     for r in 0..size {

@@ -3,16 +3,20 @@
 //! The command line is a list of MPMD segments separated by `:`. Options
 //! before a segment's program apply either to that segment ([`Segment`]:
 //! `-n`, `-env`, `-wdir`) or to the whole job ([`Options`]: `-genv`, `-x`,
-//! `-l`, `--timeout`, hosts), in the spirit of both Hydra and Open MPI.
+//! `-l`, `--timeout`, hosts and placement), in the spirit of both Hydra and
+//! Open MPI.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::hosts::{self, HostSpec, Mapping};
+
 pub const USAGE: &str = "\
 Usage: mpiexec [global and local options] PROGRAM [ARGS...] [ : [local options] PROGRAM [ARGS...] ]...
 
-Runs PROGRAM as an MPI job on this host. Segments separated by ':' form an
-MPMD job whose ranks are numbered consecutively across segments.
+Runs PROGRAM as an MPI job on this host, or on the hosts given. Segments
+separated by ':' form an MPMD job whose ranks are numbered consecutively
+across segments.
 
 Local options (apply to the segment they precede):
   -n N, -np N, --np N       number of ranks for this segment (default 1)
@@ -32,9 +36,20 @@ Global options (apply to all segments):
                             prefix every output line with '[RANK] '
   --timeout SECS            kill the job and exit with status 124 after SECS
                             seconds (default: $MPIEXEC_TIMEOUT, else none)
-  -hosts H1,H2, -host H     hosts to run on (only this host is supported)
+  -hosts H1,H2, -host H1:4,H2:2
+                            hosts to run on, optionally with slot counts
   -hostfile FILE, -f FILE, -machinefile FILE
-                            file listing hosts (only this host is supported)
+                            file listing hosts: 'host', 'host:N' or
+                            'host slots=N' per line, '#' comments
+  -ppn N, --npernode N      ranks per host (overrides the slot counts)
+  --map-by slot|node        fill each host's slots in turn (slot, default) or
+                            place ranks round-robin over hosts (node)
+  -rr, --bynode             same as --map-by node
+  --rsh CMD, -launcher-exec CMD
+                            remote shell for other hosts, run as
+                            'CMD HOST COMMAND' (default: $BATON_RSH, else ssh)
+  -iface IF                 reach mpiexec through IF's addresses
+                            (default: $BATON_LAUNCH_IF, else all)
   --version                 print the version and exit
   -h, --help                print this help and exit
 
@@ -58,6 +73,12 @@ pub struct Options {
     pub gwdir: Option<PathBuf>,
     pub tag_output: bool,
     pub timeout: Option<Duration>,
+    /// Hosts as given, repeated names merged; empty: this host only.
+    pub hosts: Vec<HostSpec>,
+    pub ppn: Option<u32>,
+    pub mapping: Mapping,
+    pub rsh: Option<String>,
+    pub iface: Option<String>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -96,19 +117,19 @@ impl Pending {
     }
 }
 
-/// Parses `args` (without argv[0]). `env_timeout` is `$MPIEXEC_TIMEOUT` and
-/// `is_local_host` decides which host names mean this machine.
-pub fn parse(
-    args: &[String],
-    env_timeout: Option<&str>,
-    is_local_host: &dyn Fn(&str) -> bool,
-) -> Result<Command, CliError> {
+/// Parses `args` (without argv[0]). `env_timeout` is `$MPIEXEC_TIMEOUT`.
+pub fn parse(args: &[String], env_timeout: Option<&str>) -> Result<Command, CliError> {
     let mut segments = Vec::new();
     let mut cur = Pending::default();
     let mut genv = Vec::new();
     let mut gwdir = None;
     let mut tag_output = false;
     let mut timeout = None;
+    let mut host_list = Vec::new();
+    let mut ppn = None;
+    let mut mapping = Mapping::Block;
+    let mut rsh = None;
+    let mut iface = None;
     let mut it = args.iter();
     let mut options_ended = false;
 
@@ -183,21 +204,40 @@ pub fn parse(
             "-timeout" | "--timeout" => timeout = Some(parse_timeout(&value("seconds")?)?),
             "-hosts" | "--hosts" | "-host" | "--host" => {
                 let list = value("a host list")?;
-                for h in list.split(',').filter(|h| !h.is_empty()) {
-                    check_host(h, is_local_host)?;
-                }
+                host_list.extend(hosts::parse_host_list(&list).map_err(|e| usage_err(format!("{name}: {e}")))?);
             }
             "-hostfile" | "--hostfile" | "-f" | "-machinefile" | "--machinefile" => {
                 let path = value("a file name")?;
                 let text = std::fs::read_to_string(&path)
                     .map_err(|e| usage_err(format!("cannot read host file '{path}': {e}")))?;
-                for line in text.lines() {
-                    let line = line.split('#').next().unwrap_or("");
-                    if let Some(h) = line.split_whitespace().next() {
-                        check_host(h, is_local_host)?;
-                    }
+                host_list.extend(hosts::parse_hostfile(&text, &path).map_err(usage_err)?);
+            }
+            "-ppn" | "--ppn" | "-npernode" | "--npernode" => {
+                let v = value("a number of ranks per host")?;
+                match v.parse::<u32>() {
+                    Ok(n) if n > 0 => ppn = Some(n),
+                    _ => return Err(usage_err(format!("invalid number of ranks per host '{v}' for '{name}'"))),
                 }
             }
+            "--map-by" | "-map-by" => {
+                let v = value("slot or node")?;
+                // Open MPI appends modifiers after ':'; none is supported.
+                mapping = match v.to_ascii_lowercase().as_str() {
+                    "slot" | "core" => Mapping::Block,
+                    "node" => Mapping::Cyclic,
+                    _ => return Err(usage_err(format!("unsupported mapping '{v}' for '{name}' (use slot or node)"))),
+                };
+            }
+            "-rr" | "--bynode" | "-bynode" => mapping = Mapping::Cyclic,
+            "--byslot" | "-byslot" => mapping = Mapping::Block,
+            "--rsh" | "-rsh" | "-launcher-exec" | "--launcher-exec" => {
+                let v = value("a command")?;
+                if v.split_whitespace().next().is_none() {
+                    return Err(usage_err(format!("empty remote shell command for '{name}'")));
+                }
+                rsh = Some(v);
+            }
+            "-iface" | "--iface" => iface = Some(value("an interface name")?),
             "-h" | "-help" | "--help" => return Ok(Command::Help),
             "-version" | "--version" | "-V" => return Ok(Command::Version),
             _ => return Err(usage_err(format!("unknown option '{arg}' (see mpiexec --help)"))),
@@ -217,7 +257,8 @@ pub fn parse(
     if total > u64::from(u32::MAX / 2) {
         return Err(usage_err(format!("{total} ranks is too many")));
     }
-    Ok(Command::Run(Options { segments, genv, gwdir, tag_output, timeout }))
+    let hosts = hosts::merge(&host_list);
+    Ok(Command::Run(Options { segments, genv, gwdir, tag_output, timeout, hosts, ppn, mapping, rsh, iface }))
 }
 
 fn check_env_name(n: &str) -> Result<String, CliError> {
@@ -234,26 +275,13 @@ fn parse_timeout(s: &str) -> Result<Duration, CliError> {
     }
 }
 
-/// Accepts `host`, `host:slots` (Hydra) — only when it names this machine.
-fn check_host(spec: &str, is_local_host: &dyn Fn(&str) -> bool) -> Result<(), CliError> {
-    let host = match spec.rsplit_once(':') {
-        Some((h, slots)) if slots.chars().all(|c| c.is_ascii_digit()) => h,
-        _ => spec,
-    };
-    if is_local_host(host) {
-        Ok(())
-    } else {
-        Err(usage_err(format!("multi-host launch is not supported yet (host '{host}' is not this machine)")))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn p(args: &[&str]) -> Result<Command, CliError> {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        parse(&args, None, &|h| h == "localhost" || h == "me")
+        parse(&args, None)
     }
 
     fn run(args: &[&str]) -> Options {
@@ -325,9 +353,11 @@ mod tests {
         assert!(p(&["--timeout", "0", "a"]).is_err());
         assert!(p(&["-l=3", "a"]).is_err());
         assert!(p(&["--tag-output=3", "a"]).is_err());
-        let e = p(&["-hosts", "localhost,far", "a"]).unwrap_err();
-        assert!(e.msg.contains("multi-host launch is not supported yet"));
-        assert!(p(&["-hosts", "localhost:4,me", "a"]).is_ok());
+        assert!(p(&["-hosts", "a:0", "x"]).is_err());
+        assert!(p(&["-ppn", "0", "x"]).is_err());
+        assert!(p(&["--map-by", "socket", "x"]).is_err());
+        assert!(p(&["--rsh", " ", "x"]).is_err());
+        assert!(p(&["-hostfile", "/nonexistent/hf", "x"]).unwrap_err().msg.contains("/nonexistent/hf"));
         assert_eq!(p(&["--help"]).unwrap(), Command::Help);
         assert_eq!(p(&["--version", "a"]).unwrap(), Command::Version);
     }
@@ -335,12 +365,26 @@ mod tests {
     #[test]
     fn env_timeout() {
         let args = vec!["a".to_string()];
-        let local = |_: &str| true;
-        let Command::Run(o) = parse(&args, Some("5"), &local).unwrap() else { panic!() };
+        let Command::Run(o) = parse(&args, Some("5")).unwrap() else { panic!() };
         assert_eq!(o.timeout, Some(Duration::from_secs(5)));
         let args = vec!["--timeout".into(), "2".into(), "a".into()];
-        let Command::Run(o) = parse(&args, Some("5"), &local).unwrap() else { panic!() };
+        let Command::Run(o) = parse(&args, Some("5")).unwrap() else { panic!() };
         assert_eq!(o.timeout, Some(Duration::from_secs(2)));
-        assert!(parse(&["a".into()], Some("soon"), &local).is_err());
+        assert!(parse(&["a".into()], Some("soon")).is_err());
+    }
+
+    #[test]
+    fn hosts_and_placement_flags() {
+        let o = run(&["-hosts", "a:2,b", "-host", "a", "-ppn", "3", "--map-by", "node", "--rsh", "ssh -x", "x"]);
+        assert_eq!(
+            o.hosts,
+            [HostSpec { name: "a".into(), slots: Some(3) }, HostSpec { name: "b".into(), slots: None }]
+        );
+        assert_eq!(o.ppn, Some(3));
+        assert_eq!(o.mapping, Mapping::Cyclic);
+        assert_eq!(o.rsh.as_deref(), Some("ssh -x"));
+        assert_eq!(run(&["-rr", "--byslot", "x"]).mapping, Mapping::Block);
+        assert_eq!(run(&["--map-by=node", "-iface", "eth1", "x"]).iface.as_deref(), Some("eth1"));
+        assert!(run(&["x"]).hosts.is_empty());
     }
 }

@@ -1,28 +1,33 @@
-//! `mpiexec` (also installed as `mpirun`): Baton's single-host launcher.
+//! `mpiexec` (also installed as `mpirun`): Baton's launcher.
 //!
-//! [`cli`] parses the command line; [`spawn_ranks`] forks the ranks (own
-//! process group, parent-death signal, inherited job memfd); [`output`]
-//! forwards their output; a [`baton_pmi::server::PmiServer`] answers their
-//! bootstrap requests. Everything that can happen — a rank exiting, a PMI
-//! event, a signal to mpiexec, output reaching EOF — becomes an [`Event`] on
-//! one channel consumed by [`Job::run`], which decides the job's fate.
+//! [`cli`] parses the command line and [`hosts`] places the ranks. A job on
+//! this host alone is run directly: [`spawn`] forks the ranks (own process
+//! group, parent-death signal, inherited memfd), [`output`] forwards their
+//! output, and a [`baton_pmi::server::PmiServer`] answers their bootstrap
+//! requests. A job on several hosts is run through per-host proxies (the
+//! same binary, `mpiexec --proxy`, see [`proxy`]) that [`root`] starts in a
+//! tree and talks to over [`link`]s. Either way everything that can happen
+//! — a rank exiting, a PMI or tree event, a signal to mpiexec, output
+//! reaching EOF — becomes an [`Event`] on one channel consumed by
+//! [`Job::run`], which decides the job's fate.
 
 mod cli;
+mod hosts;
+mod link;
 mod output;
+mod proxy;
+mod root;
+mod spawn;
 mod sys;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use baton_pmi::auth::Secret;
-use baton_pmi::env_names as ev;
 use baton_pmi::server::{PmiServer, ServerConfig, ServerEvent};
 
 const VERSION_LINE: &str = "Baton mpiexec 0.1.0";
@@ -30,14 +35,19 @@ const VERSION_LINE: &str = "Baton mpiexec 0.1.0";
 const KILL_GRACE: Duration = Duration::from_millis(1000);
 /// How long to keep forwarding output of a failed job after all ranks died.
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
+/// Exit status when a host could not be started or was lost.
+const HOST_FAILURE_STATUS: i32 = 255;
 
-/// Everything the job's main loop reacts to.
-enum Event {
+/// Everything the job's main loop (or a proxy's) reacts to.
+pub enum Event {
     Pmi(ServerEvent),
     /// A child was reaped: pid and raw wait status.
     Exited(i32, i32),
     Signal(i32),
     OutputDone,
+    Link(link::LinkEvent),
+    /// A chunk of mpiexec's stdin for rank 0 on another host; empty: EOF.
+    Stdin(Vec<u8>),
 }
 
 fn main() {
@@ -48,10 +58,11 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if args.first().map(String::as_str) == Some("--proxy") {
+        std::process::exit(proxy::main(&args[1..]));
+    }
     let env_timeout = std::env::var("MPIEXEC_TIMEOUT").ok();
-    let host = sys::hostname();
-    let is_local = |h: &str| sys::is_local_host(h, &host);
-    let opts = match cli::parse(&args, env_timeout.as_deref(), &is_local) {
+    let opts = match cli::parse(&args, env_timeout.as_deref()) {
         Ok(cli::Command::Run(o)) => o,
         Ok(cli::Command::Help) => {
             println!("{}", cli::USAGE);
@@ -66,7 +77,7 @@ fn main() {
             std::process::exit(e.status);
         }
     };
-    let status = match launch(&opts, host) {
+    let status = match plan_and_launch(&opts) {
         Ok(s) => s,
         Err((msg, status)) => {
             eprintln!("mpiexec: {msg}");
@@ -76,20 +87,60 @@ fn main() {
     std::process::exit(status);
 }
 
+/// Where the ranks go, decided before anything starts.
+pub struct Plan {
+    /// Host names; index = node number.
+    pub names: Vec<String>,
+    /// Node of each rank.
+    pub placement: Vec<usize>,
+    pub universe_size: u32,
+    /// Whether each host is this machine (started without the remote shell).
+    pub local: Vec<bool>,
+}
+
+fn plan_and_launch(opts: &cli::Options) -> Result<i32, (String, i32)> {
+    let size: u32 = opts.segments.iter().map(|s| s.nprocs).sum();
+    let host = sys::hostname();
+    if opts.hosts.is_empty() {
+        return launch_single(opts, host, size);
+    }
+    let slots = hosts::slots(&opts.hosts, opts.ppn);
+    let total_slots: u64 = slots.iter().map(|&s| u64::from(s)).sum();
+    // An oversubscribed job still has room for itself.
+    let universe_size = total_slots.max(u64::from(size)).min(u64::from(u32::MAX)) as u32;
+    let placement = hosts::place(size, &slots, opts.mapping);
+    let addrs: Vec<_> = sys::interface_addrs().into_iter().map(|(_, a)| a).collect();
+    let local: Vec<bool> = opts.hosts.iter().map(|h| sys::is_local_host(&h.name, &host, &addrs)).collect();
+    let names: Vec<String> = opts.hosts.iter().map(|h| h.name.clone()).collect();
+    let first = placement.first().copied().unwrap_or(0);
+    if local[first] && placement.iter().all(|&n| n == first) {
+        // Everything on this machine: no proxy, no remote shell, no delay.
+        return launch_single(opts, names[first].clone(), universe_size);
+    }
+    root::launch(opts, Plan { names, placement, universe_size, local })
+}
+
 /// Per-rank bookkeeping.
 struct Rank {
     pid: i32,
+    node: usize,
     connected: bool,
     finalized: bool,
     exited: bool,
 }
 
-fn launch(opts: &cli::Options, host: String) -> Result<i32, (String, i32)> {
+/// The working directory of a segment's ranks, if one was asked for.
+fn segment_wdir(opts: &cli::Options, seg: &cli::Segment) -> Option<PathBuf> {
+    seg.wdir.clone().or_else(|| opts.gwdir.clone())
+}
+
+/// Runs the whole job on this host. `node` becomes `BATON_NODE`.
+fn launch_single(opts: &cli::Options, node: String, universe_size: u32) -> Result<i32, (String, i32)> {
     let size: u32 = opts.segments.iter().map(|s| s.nprocs).sum();
     let job_id = sys::random_job_id().map_err(|e| (e, 1))?;
     let secret = Secret::generate().map_err(|e| (e.to_string(), 1))?;
     for seg in &opts.segments {
-        if let Some(dir) = seg.wdir.as_ref().or(opts.gwdir.as_ref()) {
+        if let Some(dir) = segment_wdir(opts, seg) {
             if !dir.is_dir() {
                 return Err((format!("cannot use working directory '{}': not a directory", dir.display()), 2));
             }
@@ -108,49 +159,66 @@ fn launch(opts: &cli::Options, host: String) -> Result<i32, (String, i32)> {
     let memfd =
         sys::create_job_memfd(job_id).map_err(|e| (format!("cannot create the job's shared-memory fd: {e}"), 1))?;
 
-    let base_env = JobEnv {
-        addr: server.addr().to_string(),
+    let mut specs = Vec::with_capacity(size as usize);
+    for (appnum, seg) in opts.segments.iter().enumerate() {
+        for _ in 0..seg.nprocs {
+            let rank = specs.len() as u32;
+            let env = opts.genv.iter().chain(seg.env.iter()).map(|(k, v)| (k.into(), v.into())).collect();
+            specs.push(spawn::RankSpec {
+                rank,
+                appnum: appnum as u32,
+                local_rank: rank,
+                program: seg.program.clone(),
+                args: seg.args.clone(),
+                env,
+                wdir: segment_wdir(opts, seg),
+            });
+        }
+    }
+    let host_env = spawn::HostEnv {
+        clear_env: false,
+        base_env: Vec::new(),
+        pmi_addr: server.addr().to_string(),
+        secret_hex: secret.to_hex(),
         job_id,
         size,
-        secret_hex: secret.to_hex(),
-        shm_fd: memfd.as_raw_fd(),
+        universe_size,
+        local_size: size,
+        node: node.clone(),
+        tag_output: opts.tag_output,
+        stdin_for_rank0: sys::may_read_stdin(),
+        where_: String::new(),
     };
-    let spawned = spawn_ranks(opts, &base_env, &memfd);
-    let (ranks, sources, stdin_pipe, spawn_error) = spawned;
+    let spawned = spawn::spawn(&specs, &host_env, &memfd);
 
     // Reaping starts only now: std reaps a child whose exec failed itself,
     // and a concurrent waitpid(-1) could steal that status.
     sys::start_reaper(tx.clone());
+    let sources = spawned.sources;
     if !sources.is_empty() {
         let out_tx = tx.clone();
         thread::Builder::new()
             .name("output".into())
             .spawn(move || {
-                output::forward(sources);
+                output::forward(sources, output::emit_local);
                 let _ = out_tx.send(Event::OutputDone);
             })
             .map_err(|e| (format!("cannot start the output thread: {e}"), 1))?;
     } else {
         let _ = tx.send(Event::OutputDone);
     }
-    if let Some(pipe) = stdin_pipe {
+    if let Some(pipe) = spawned.stdin {
         let _ = thread::Builder::new().name("stdin".into()).spawn(move || output::forward_stdin(pipe));
     }
     drop(tx);
 
-    let mut job = Job {
-        by_pid: ranks.iter().enumerate().map(|(r, rk)| (rk.pid, r)).collect(),
-        ranks,
-        host,
-        failure: None,
-        late_status: None,
-        kill_at: None,
-        signals_seen: 0,
-        timeout: opts.timeout,
-        output_done: false,
-        drain_until: None,
-    };
-    if let Some((msg, status)) = spawn_error {
+    let ranks: Vec<Rank> = spawned
+        .pids
+        .iter()
+        .map(|&(_, pid)| Rank { pid, node: 0, connected: false, finalized: false, exited: false })
+        .collect();
+    let mut job = Job::new(ranks, vec![node], opts.timeout, None);
+    if let Some((_, msg, status)) = spawned.error {
         job.fail(status, &msg);
     }
     // The memfd stays open in mpiexec until exit, so ranks started later
@@ -160,86 +228,14 @@ fn launch(opts: &cli::Options, host: String) -> Result<i32, (String, i32)> {
     Ok(status)
 }
 
-/// Values common to every rank's environment.
-struct JobEnv {
-    addr: String,
-    job_id: u64,
-    size: u32,
-    secret_hex: String,
-    shm_fd: i32,
-}
-
-type Spawned = (Vec<Rank>, Vec<output::Source>, Option<std::process::ChildStdin>, Option<(String, i32)>);
-
-/// Starts every rank in order; stops at the first one that cannot start and
-/// reports it (the caller then ends the job).
-fn spawn_ranks(opts: &cli::Options, env: &JobEnv, memfd: &OwnedFd) -> Spawned {
-    let mut ranks = Vec::new();
-    let mut sources = Vec::new();
-    let mut stdin_pipe = None;
-    let forward_stdin = sys::may_read_stdin();
-    let parent = std::process::id() as i32;
-    let memfd = memfd.as_raw_fd();
-    let mut rank: u32 = 0;
-    for (appnum, seg) in opts.segments.iter().enumerate() {
-        for _ in 0..seg.nprocs {
-            let mut cmd = Command::new(&seg.program);
-            cmd.args(&seg.args);
-            for (k, v) in opts.genv.iter().chain(seg.env.iter()) {
-                cmd.env(k, v);
-            }
-            cmd.env(ev::ADDR, &env.addr)
-                .env(ev::JOB_ID, env.job_id.to_string())
-                .env(ev::RANK, rank.to_string())
-                .env(ev::SIZE, env.size.to_string())
-                .env(ev::APPNUM, appnum.to_string())
-                .env(ev::UNIVERSE_SIZE, env.size.to_string())
-                .env(ev::SECRET, &env.secret_hex)
-                .env(ev::SHM_FD, env.shm_fd.to_string())
-                .env(ev::LOCAL_RANK, rank.to_string())
-                .env(ev::LOCAL_SIZE, env.size.to_string());
-            if let Some(dir) = seg.wdir.as_ref().or(opts.gwdir.as_ref()) {
-                cmd.current_dir(dir);
-            }
-            cmd.stdin(if rank == 0 && forward_stdin { Stdio::piped() } else { Stdio::null() });
-            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-            cmd.process_group(0);
-            // SAFETY: the closure only makes async-signal-safe system calls
-            // (sigaction, prctl, getppid, fcntl) and allocates nothing.
-            unsafe {
-                cmd.pre_exec(move || sys::child_setup(parent, memfd));
-            }
-            match cmd.spawn() {
-                Ok(mut child) => {
-                    if let Some(out) = child.stdout.take() {
-                        sources.push(output::Source::new(OwnedFd::from(out), rank, false, opts.tag_output));
-                    }
-                    if let Some(err) = child.stderr.take() {
-                        sources.push(output::Source::new(OwnedFd::from(err), rank, true, opts.tag_output));
-                    }
-                    if let Some(inp) = child.stdin.take() {
-                        stdin_pipe = Some(inp);
-                    }
-                    ranks.push(Rank { pid: child.id() as i32, connected: false, finalized: false, exited: false });
-                    // `child` is dropped without waiting; the reaper owns it.
-                }
-                Err(e) => {
-                    let status = if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 };
-                    let msg = format!("cannot run '{}': {}", seg.program, sys::describe_io_error(&e));
-                    return (ranks, sources, stdin_pipe, Some((msg, status)));
-                }
-            }
-            rank += 1;
-        }
-    }
-    (ranks, sources, stdin_pipe, None)
-}
-
-/// The job's state machine, driven by [`Event`]s.
+/// The job's state machine, driven by [`Event`]s. With `tree` the ranks
+/// live on proxies and every action goes through [`root::Tree`].
 struct Job {
     ranks: Vec<Rank>,
     by_pid: HashMap<i32, usize>,
-    host: String,
+    /// Host names; `Rank::node` indexes them.
+    names: Vec<String>,
+    tree: Option<root::Tree>,
     /// Exit status decided by the first failure; set once.
     failure: Option<i32>,
     /// Non-zero status of a rank that exited after finalizing.
@@ -253,6 +249,22 @@ struct Job {
 }
 
 impl Job {
+    fn new(ranks: Vec<Rank>, names: Vec<String>, timeout: Option<Duration>, tree: Option<root::Tree>) -> Job {
+        Job {
+            by_pid: ranks.iter().enumerate().filter(|(_, r)| r.pid > 0).map(|(i, r)| (r.pid, i)).collect(),
+            ranks,
+            names,
+            tree,
+            failure: None,
+            late_status: None,
+            kill_at: None,
+            signals_seen: 0,
+            timeout,
+            output_done: false,
+            drain_until: None,
+        }
+    }
+
     fn run(&mut self, rx: &mpsc::Receiver<Event>) -> i32 {
         let timeout_at = self.timeout.map(|t| Instant::now() + t);
         loop {
@@ -270,7 +282,8 @@ impl Job {
                 }
             }
             let now = Instant::now();
-            let next = [self.kill_at, self.drain_until, timeout_at.filter(|_| self.failure.is_none())]
+            let tree_deadline = self.tree.as_ref().and_then(root::Tree::next_deadline);
+            let next = [self.kill_at, self.drain_until, timeout_at.filter(|_| self.failure.is_none()), tree_deadline]
                 .into_iter()
                 .flatten()
                 .min();
@@ -303,11 +316,20 @@ impl Job {
             let secs = self.timeout.map_or(0, |t| t.as_secs());
             self.fail(124, &format!("job exceeded the timeout of {secs} s; killing all ranks"));
         }
+        if self.tree.is_some() {
+            self.tree_tick();
+        }
     }
 
     fn handle(&mut self, event: Event) {
         match event {
-            Event::Exited(pid, status) => self.rank_exited(pid, status),
+            Event::Exited(pid, status) => {
+                if self.tree.is_some() {
+                    self.tree_process_exited(pid, status);
+                } else if let Some(&idx) = self.by_pid.get(&pid) {
+                    self.rank_exited(idx, status);
+                }
+            }
             Event::Signal(sig) => {
                 self.signals_seen += 1;
                 if self.signals_seen > 1 {
@@ -322,6 +344,8 @@ impl Job {
                 self.kill_at.get_or_insert(Instant::now() + KILL_GRACE);
             }
             Event::OutputDone => self.output_done = true,
+            Event::Link(ev) => self.tree_link_event(ev),
+            Event::Stdin(data) => self.tree_stdin(data),
             Event::Pmi(ServerEvent::Connected { rank }) => {
                 if let Some(r) = self.ranks.get_mut(rank as usize) {
                     r.connected = true;
@@ -332,10 +356,7 @@ impl Job {
                     r.finalized = true;
                 }
             }
-            Event::Pmi(ServerEvent::Abort { rank, code, msg }) => {
-                let status = if (0..=255).contains(&code) { code } else { 1 };
-                self.fail(status, &format!("rank {rank} called MPI_Abort (code {code}): {msg}"));
-            }
+            Event::Pmi(ServerEvent::Abort { rank, code, msg }) => self.abort(rank, code, &msg),
             Event::Pmi(ServerEvent::Rejected { peer, .. }) => {
                 eprintln!("mpiexec: rejected an unauthenticated bootstrap connection from {peer}");
             }
@@ -350,16 +371,24 @@ impl Job {
         }
     }
 
-    fn rank_exited(&mut self, pid: i32, status: i32) {
-        let Some(&idx) = self.by_pid.get(&pid) else {
+    fn abort(&mut self, rank: u32, code: i32, msg: &str) {
+        let status = if (0..=255).contains(&code) { code } else { 1 };
+        self.fail(status, &format!("rank {rank} called MPI_Abort (code {code}): {msg}"));
+    }
+
+    /// Rank `idx` ended with raw wait `status`; decides whether that ends
+    /// the job.
+    fn rank_exited(&mut self, idx: usize, status: i32) {
+        let Some(r) = self.ranks.get_mut(idx) else { return };
+        if r.exited {
             return;
-        };
-        self.ranks[idx].exited = true;
+        }
+        r.exited = true;
         if self.failure.is_some() {
             return;
         }
         let r = &self.ranks[idx];
-        let who = format!("rank {idx} (pid {pid} on {})", self.host);
+        let who = format!("rank {idx} (pid {} on {})", r.pid, self.names[r.node]);
         if libc::WIFSIGNALED(status) {
             let sig = libc::WTERMSIG(status);
             let msg = format!("{who} was killed by signal {sig} ({})", sys::signal_name(sig));
@@ -391,11 +420,18 @@ impl Job {
         eprintln!("mpiexec: {msg}");
         self.signal_all(libc::SIGTERM, false);
         self.kill_at = Some(Instant::now() + KILL_GRACE);
+        if self.tree.is_some() {
+            self.tree_failed();
+        }
     }
 
     /// Sends `sig` to the process group of every rank still running (or of
     /// every rank, to catch their leftover descendants, with `all`).
     fn signal_all(&self, sig: i32, all: bool) {
+        if let Some(tree) = &self.tree {
+            tree.signal_all(sig, all);
+            return;
+        }
         for r in self.ranks.iter().filter(|r| all || !r.exited) {
             sys::kill_group(r.pid, sig);
         }

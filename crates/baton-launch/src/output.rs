@@ -75,8 +75,15 @@ fn emit(is_stderr: bool, bytes: &[u8]) {
     }
 }
 
-/// Forwards until every source reached end of file.
-pub fn forward(mut sources: Vec<Source>) {
+/// Writes to mpiexec's own stdout or stderr.
+pub fn emit_local(is_stderr: bool, bytes: &[u8]) {
+    emit(is_stderr, bytes)
+}
+
+/// Forwards until every source reached end of file, handing whole lines
+/// (prefixed when tagging) to `sink(is_stderr, bytes)`: [`emit_local`] in
+/// mpiexec, a message to the parent in a proxy.
+pub fn forward(mut sources: Vec<Source>, mut sink: impl FnMut(bool, &[u8])) {
     let mut chunk = vec![0u8; READ_CHUNK];
     let mut out = Vec::new();
     while !sources.is_empty() {
@@ -109,7 +116,9 @@ pub fn forward(mut sources: Vec<Source>) {
                     out.clear();
                     let overflow = src.held.len() > MAX_HELD;
                     src.drain_into(&mut out, overflow);
-                    emit(src.is_stderr, &out);
+                    if !out.is_empty() {
+                        sink(src.is_stderr, &out);
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => closed.push(i),
@@ -121,7 +130,9 @@ pub fn forward(mut sources: Vec<Source>) {
             if stale || closed.contains(&i) {
                 out.clear();
                 src.drain_into(&mut out, true);
-                emit(src.is_stderr, &out);
+                if !out.is_empty() {
+                    sink(src.is_stderr, &out);
+                }
             }
         }
         for i in closed.into_iter().rev() {
@@ -132,13 +143,18 @@ pub fn forward(mut sources: Vec<Source>) {
 
 /// Copies mpiexec's stdin to rank 0 until either side closes.
 pub fn forward_stdin(mut to: impl Write) {
+    read_stdin(|chunk| to.write_all(chunk).is_ok());
+}
+
+/// Reads mpiexec's stdin in chunks until EOF or until `each` returns false.
+pub fn read_stdin(mut each: impl FnMut(&[u8]) -> bool) {
     let mut stdin = io::stdin().lock();
     let mut buf = vec![0u8; READ_CHUNK];
     loop {
         match stdin.read(&mut buf) {
             Ok(0) => return,
             Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
+                if !each(&buf[..n]) {
                     return;
                 }
             }

@@ -1,8 +1,9 @@
 //! Thin wrappers over the Linux system calls the launcher needs: signal
-//! catching, reaping, the job memfd, and the child-side setup between fork
-//! and exec. Most of the launcher's `unsafe` lives here.
+//! catching, reaping, the job memfd, interface addresses, and the child-side
+//! setup between fork and exec. Most of the launcher's `unsafe` lives here.
 
 use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::Sender;
@@ -28,13 +29,57 @@ pub fn hostname() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
-/// Whether `h` names this machine (so a host list can be accepted).
-pub fn is_local_host(h: &str, me: &str) -> bool {
+/// Whether `h` names this machine: a loopback name, our host name, or one
+/// of `addrs` (the addresses of our interfaces) written out.
+pub fn is_local_host(h: &str, me: &str, addrs: &[IpAddr]) -> bool {
     let short = |s: &str| s.split('.').next().unwrap_or("").to_ascii_lowercase();
     let h_l = h.to_ascii_lowercase();
-    matches!(h_l.as_str(), "localhost" | "localhost.localdomain" | "127.0.0.1" | "::1" | "ip6-localhost")
+    let bare = h_l.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = bare.parse::<IpAddr>() {
+        return ip.is_loopback() || addrs.contains(&ip);
+    }
+    matches!(h_l.as_str(), "localhost" | "localhost.localdomain" | "ip6-localhost")
         || h_l == me.to_ascii_lowercase()
         || (!h_l.contains('.') && h_l == short(me))
+}
+
+/// Every address of every interface that is up: `(interface, address)`.
+pub fn interface_addrs() -> Vec<(String, IpAddr)> {
+    let mut out = Vec::new();
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list` with a linked list we free below.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return out;
+    }
+    let mut cur = list;
+    while !cur.is_null() {
+        // SAFETY: cur points into the list returned by getifaddrs, which
+        // stays valid until freeifaddrs; ifa_name is a C string and
+        // ifa_addr, when not null, points to a sockaddr of the family it
+        // names.
+        unsafe {
+            let ifa = &*cur;
+            cur = ifa.ifa_next;
+            if ifa.ifa_addr.is_null() || ifa.ifa_flags & libc::IFF_UP as u32 == 0 {
+                continue;
+            }
+            let name = std::ffi::CStr::from_ptr(ifa.ifa_name).to_string_lossy().into_owned();
+            match i32::from((*ifa.ifa_addr).sa_family) {
+                libc::AF_INET => {
+                    let sa = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                    out.push((name, IpAddr::V4(Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr)))));
+                }
+                libc::AF_INET6 => {
+                    let sa = &*(ifa.ifa_addr as *const libc::sockaddr_in6);
+                    out.push((name, IpAddr::V6(Ipv6Addr::from(sa.sin6_addr.s6_addr))));
+                }
+                _ => {}
+            }
+        }
+    }
+    // SAFETY: list came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(list) };
+    out
 }
 
 pub fn random_job_id() -> Result<u64, String> {
@@ -112,7 +157,8 @@ pub fn install_signal_forwarder(tx: Sender<Event>) -> io::Result<()> {
 }
 
 /// Runs in the child between fork and exec; must stay async-signal-safe.
-pub fn child_setup(parent: i32, memfd: RawFd) -> io::Result<()> {
+/// `memfd` (the host's shared-memory fd) is handed on when given.
+pub fn child_setup(parent: i32, memfd: Option<RawFd>) -> io::Result<()> {
     // SAFETY: only async-signal-safe calls on plain integers and a zeroed
     // sigaction; nothing is allocated.
     unsafe {
@@ -131,8 +177,10 @@ pub fn child_setup(parent: i32, memfd: RawFd) -> io::Result<()> {
             return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
         // The job memfd is close-on-exec in mpiexec; the rank inherits it.
-        if libc::fcntl(memfd, libc::F_SETFD, 0) != 0 {
-            return Err(io::Error::last_os_error());
+        if let Some(fd) = memfd {
+            if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
         }
     }
     Ok(())
@@ -219,10 +267,21 @@ mod tests {
 
     #[test]
     fn local_host_names() {
-        assert!(is_local_host("localhost", "node1.example.org"));
-        assert!(is_local_host("node1", "node1.example.org"));
-        assert!(is_local_host("NODE1.example.org", "node1.example.org"));
-        assert!(!is_local_host("node2", "node1.example.org"));
-        assert!(!is_local_host("node1.other.org", "node1.example.org"));
+        let me = "node1.example.org";
+        let addrs = ["10.0.0.5".parse().unwrap()];
+        assert!(is_local_host("localhost", me, &addrs));
+        assert!(is_local_host("node1", me, &addrs));
+        assert!(is_local_host("NODE1.example.org", me, &addrs));
+        assert!(is_local_host("10.0.0.5", me, &addrs));
+        assert!(is_local_host("127.0.0.1", me, &addrs));
+        assert!(is_local_host("[::1]", me, &addrs));
+        assert!(!is_local_host("10.0.0.6", me, &addrs));
+        assert!(!is_local_host("node2", me, &addrs));
+        assert!(!is_local_host("node1.other.org", me, &addrs));
+    }
+
+    #[test]
+    fn loopback_is_listed() {
+        assert!(interface_addrs().iter().any(|(_, a)| a.is_loopback()));
     }
 }

@@ -1,0 +1,773 @@
+//! The per-host proxy: `mpiexec --proxy --node N --parent ADDR[,ADDR...]`.
+//!
+//! Started by mpiexec (or by a parent proxy) on each host of a multi-host
+//! job, through the remote shell or directly for this machine. It reads
+//! the job's launcher secret from the first line of its stdin (never from
+//! the command line, which `ps` shows), connects back to its parent,
+//! authenticates, says which node it serves and receives a
+//! [`LaunchSpec`]. Then it starts the proxies of its own subtree, forks
+//! this host's ranks exactly as single-host mpiexec does (own process
+//! group, parent-death signal, one memfd per host), serves their bootstrap
+//! requests with a delegated-fence [`PmiServer`], relays their output and
+//! exits up the tree, and obeys signals coming down. [`Proxy`] is that
+//! state. It kills its ranks and exits as soon as its parent is gone.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{mpsc, Arc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use baton_pmi::auth::Secret;
+use baton_pmi::server::{PmiServer, ServerConfig, ServerEvent};
+use baton_pmi::tree::{LaunchSpec, TreeMsg};
+use baton_pmi::wire::{self, KeyValue};
+
+use crate::hosts::{self, rank_ranges};
+use crate::link::{self, Link, LinkEvent};
+use crate::root::{describe_status, State, PROXY_START_TIMEOUT};
+use crate::{output, spawn, sys, Event, HOST_FAILURE_STATUS};
+
+/// Label of the key the ranks get, derived from the launcher secret.
+pub const RANK_KEY_LABEL: &str = "ranks";
+/// How long a proxy waits for its parent to acknowledge `Done`.
+const DONE_LINGER: Duration = Duration::from_secs(2);
+/// How long a proxy waits for its launch description.
+const LAUNCH_WAIT: Duration = Duration::from_secs(30);
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Starts the proxy of `node` (on `host`, through `rsh` unless `local`)
+/// and hands it the secret on its stdin. Returns the pid of the process
+/// started here (the remote shell, or the proxy itself).
+pub fn start_proxy(
+    rsh: &[String],
+    host: &str,
+    local: bool,
+    exe: &str,
+    node: u32,
+    parent: &[SocketAddr],
+    secret: &Secret,
+) -> Result<i32, String> {
+    let addrs = parent.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
+    let node_s = node.to_string();
+    let mut cmd;
+    if local {
+        cmd = Command::new(exe);
+        cmd.args(["--proxy", "--node", &node_s, "--parent", &addrs]);
+    } else {
+        let (prog, lead) = rsh.split_first().ok_or("empty remote shell command")?;
+        // ssh hands the remote shell one string; quote what could break it.
+        let remote = format!("exec {} --proxy --node {node_s} --parent {addrs}", shell_quote(exe));
+        cmd = Command::new(prog);
+        cmd.args(lead).arg(host).arg(remote);
+    }
+    cmd.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::inherit());
+    // Terminal signals go to mpiexec alone, which decides what to forward.
+    cmd.process_group(0);
+    let parent_pid = std::process::id() as i32;
+    // SAFETY: child_setup only makes async-signal-safe calls.
+    unsafe {
+        cmd.pre_exec(move || sys::child_setup(parent_pid, None));
+    }
+    let what = if local {
+        format!("cannot start the proxy for host {host} ('{exe}')")
+    } else {
+        format!("cannot run the remote shell '{}' for host {host}", rsh.join(" "))
+    };
+    let mut child = cmd.spawn().map_err(|e| format!("{what}: {}", sys::describe_io_error(&e)))?;
+    let pid = child.id() as i32;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A remote shell that dies at once is reported through its exit.
+        let _ = stdin.write_all(format!("{}\n", secret.to_hex()).as_bytes());
+    }
+    // `child` is dropped without waiting; the reaper owns it.
+    Ok(pid)
+}
+
+/// Reads the secret line from stdin, waiting at most `limit`.
+fn read_secret(limit: Duration) -> Result<Secret, String> {
+    let deadline = Instant::now() + limit;
+    let mut line = Vec::new();
+    let mut stdin = std::io::stdin().lock();
+    let mut b = [0u8; 1];
+    while line.len() <= 128 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut pfd = libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 };
+        // SAFETY: pfd is a valid pollfd for the duration of the call.
+        let n = unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32) };
+        if n == 0 {
+            return Err("no launcher secret on stdin (is this run by mpiexec?)".into());
+        }
+        match stdin.read(&mut b) {
+            Ok(1) if b[0] == b'\n' => {
+                let hex = String::from_utf8_lossy(&line).trim().to_owned();
+                return Secret::from_hex(&hex).map_err(|_| "malformed launcher secret on stdin".to_owned());
+            }
+            Ok(1) => line.push(b[0]),
+            Ok(_) => return Err("stdin closed before the launcher secret arrived".into()),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("cannot read the launcher secret from stdin: {e}")),
+        }
+    }
+    Err("malformed launcher secret on stdin".into())
+}
+
+/// Entry point of `mpiexec --proxy ...`; returns the exit status.
+pub fn main(args: &[String]) -> i32 {
+    let mut node = None;
+    let mut parent = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--node" => node = it.next().and_then(|v| v.parse::<u32>().ok()),
+            "--parent" => parent = it.next().map(|v| link::parse_addrs(v)),
+            _ => {
+                eprintln!("mpiexec --proxy: unknown argument '{a}' (this mode is for mpiexec's own use)");
+                return 2;
+            }
+        }
+    }
+    let (Some(node), Some(parent)) = (node, parent) else {
+        eprintln!("mpiexec --proxy: needs --node N and --parent ADDR[,ADDR...] (this mode is for mpiexec's own use)");
+        return 2;
+    };
+    let parent = match parent {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("mpiexec --proxy: --parent: {e}");
+            return 2;
+        }
+    };
+    let secret = match read_secret(LAUNCH_WAIT) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("mpiexec --proxy (node {node}): {e}");
+            return 2;
+        }
+    };
+    match run(node, &parent, secret) {
+        Ok(status) => status,
+        Err(e) => {
+            eprintln!("mpiexec (proxy for node {node} on {}): {e}", sys::hostname());
+            1
+        }
+    }
+}
+
+/// A rank of this host.
+struct LocalRank {
+    rank: u32,
+    pid: i32,
+    connected: bool,
+    finalized: bool,
+    exited: bool,
+}
+
+/// The proxy's state, driven by [`Event`]s like mpiexec's `Job`.
+struct Proxy {
+    me: u32,
+    name: String,
+    spec: LaunchSpec,
+    names: HashMap<u32, String>,
+    secret: Secret,
+    heartbeat: Duration,
+    parent: Arc<Link>,
+    server: PmiServer,
+    ranks: Vec<LocalRank>,
+    by_pid: HashMap<i32, usize>,
+    children: Vec<crate::root::ChildProxy>,
+    by_node: HashMap<u32, usize>,
+    fence_epoch: u64,
+    fence_local: bool,
+    fence_children: usize,
+    fence_kvs: Vec<KeyValue>,
+    output_done: bool,
+    stdin_tx: Option<mpsc::Sender<Vec<u8>>>,
+    done_at: Option<Instant>,
+    tx: mpsc::Sender<Event>,
+}
+
+fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, String> {
+    let mut stream = link::connect_parent(parent_addrs, &secret, me)
+        .map_err(|e| format!("cannot reach mpiexec at any of its addresses: {e}"))?;
+    stream.set_read_timeout(Some(LAUNCH_WAIT)).map_err(|e| e.to_string())?;
+    let spec = match wire::read_frame(&mut stream).map_err(|e| e.to_string())?.map(|p| TreeMsg::decode(&p)) {
+        Some(Ok(TreeMsg::Launch(spec))) => *spec,
+        Some(Ok(other)) => return Err(format!("expected the launch description, got {other:?}")),
+        Some(Err(e)) => return Err(e.to_string()),
+        // mpiexec gave up on the job before we were needed.
+        None => return Ok(1),
+    };
+    check_spec(me, &spec)?;
+    let name = spec.nodes[0].1.clone();
+    let heartbeat = Duration::from_millis(u64::from(spec.heartbeat_ms.max(1000)));
+
+    let (tx, rx) = mpsc::channel::<Event>();
+    sys::install_signal_forwarder(tx.clone()).map_err(|e| format!("cannot set up signal handling: {e}"))?;
+    let reader = stream.try_clone().map_err(|e| e.to_string())?;
+    let parent = Link::new(stream, heartbeat).map_err(|e| e.to_string())?;
+    link::start(&reader, &parent, None, heartbeat, tx.clone()).map_err(|e| e.to_string())?;
+
+    let mut mine: Vec<u32> = spec.ranks.iter().filter(|(_, n)| *n == me).map(|(r, _)| *r).collect();
+    mine.sort_unstable();
+    let rank_secret = secret.derive(RANK_KEY_LABEL);
+    let pmi_tx = tx.clone();
+    let cfg = ServerConfig {
+        local_ranks: Some(mine.clone()),
+        delegate_fence: true,
+        ..ServerConfig::whole_job(spec.size, spec.job_id, rank_secret.clone())
+    };
+    let server = PmiServer::start(cfg, move |e| {
+        let _ = pmi_tx.send(Event::Pmi(e));
+    })
+    .map_err(|e| format!("cannot open the bootstrap socket: {e}"))?;
+    let memfd =
+        sys::create_job_memfd(spec.job_id).map_err(|e| format!("cannot create the host's shared-memory fd: {e}"))?;
+
+    let names: HashMap<u32, String> = spec.nodes.iter().cloned().collect();
+    let mut proxy = Proxy {
+        me,
+        name: name.clone(),
+        names,
+        secret,
+        heartbeat,
+        parent: Arc::clone(&parent),
+        server,
+        ranks: Vec::new(),
+        by_pid: HashMap::new(),
+        children: Vec::new(),
+        by_node: HashMap::new(),
+        fence_epoch: 0,
+        fence_local: false,
+        fence_children: 0,
+        fence_kvs: Vec::new(),
+        output_done: false,
+        stdin_tx: None,
+        done_at: None,
+        tx: tx.clone(),
+        spec,
+    };
+
+    // Children first: remote shells take longest to start.
+    let below: Vec<u32> = proxy.spec.nodes[1..].iter().map(|(n, _)| *n).collect();
+    let mut start_error = None;
+    if !below.is_empty() {
+        let listener =
+            TcpListener::bind(("0.0.0.0", 0)).map_err(|e| format!("cannot open a port for the proxies below: {e}"))?;
+        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+        let iface = Some(proxy.spec.iface.as_str()).filter(|s| !s.is_empty());
+        let addrs = link::advertised_addrs(iface, port)?;
+        link::start_listener(listener, proxy.secret.clone(), tx.clone()).map_err(|e| e.to_string())?;
+        for (node, sub) in hosts::split_subtree(&below, proxy.spec.fanout as usize) {
+            let host = proxy.names.get(&node).cloned().unwrap_or_default();
+            let started =
+                start_proxy(&proxy.spec.rsh, &host, false, &proxy.spec.proxy_path, node, &addrs, &proxy.secret);
+            let pid = match started {
+                Ok(pid) => Some(pid),
+                Err(msg) => {
+                    start_error.get_or_insert((node, msg));
+                    None
+                }
+            };
+            proxy.by_node.insert(node, proxy.children.len());
+            let state = if pid.is_some() { State::Starting } else { State::Gone };
+            proxy.children.push(crate::root::ChildProxy {
+                node,
+                subtree: sub,
+                pid,
+                link: None,
+                state,
+                started: Instant::now(),
+            });
+        }
+    }
+
+    let specs = rank_specs(&proxy.spec, &mine);
+    let host_env = spawn::HostEnv {
+        clear_env: true,
+        base_env: proxy
+            .spec
+            .base_env
+            .iter()
+            .map(|(k, v)| (OsString::from_vec(k.clone()), OsString::from_vec(v.clone())))
+            .collect(),
+        pmi_addr: proxy.server.addr().to_string(),
+        secret_hex: rank_secret.to_hex(),
+        job_id: proxy.spec.job_id,
+        size: proxy.spec.size,
+        universe_size: proxy.spec.universe_size,
+        local_size: mine.len() as u32,
+        node: name.clone(),
+        tag_output: proxy.spec.tag_output,
+        stdin_for_rank0: proxy.spec.forward_stdin,
+        where_: format!(" on host {name}"),
+    };
+    let spawned = spawn::spawn(&specs, &host_env, &memfd);
+    sys::start_reaper(tx.clone());
+    for &(rank, pid) in &spawned.pids {
+        proxy.by_pid.insert(pid, proxy.ranks.len());
+        proxy.ranks.push(LocalRank { rank, pid, connected: false, finalized: false, exited: false });
+    }
+    if let Some((rank, msg, status)) = spawned.error {
+        let not_started: Vec<u32> = mine.iter().copied().filter(|r| *r > rank).collect();
+        parent.send(&TreeMsg::SpawnFailed { rank, status, msg, not_started });
+    }
+    if let Some((node, msg)) = start_error {
+        proxy.child_failed(node, HOST_FAILURE_STATUS, msg);
+    }
+    let sources = spawned.sources;
+    if sources.is_empty() {
+        proxy.output_done = true;
+    } else {
+        let (out_tx, out_link) = (tx.clone(), Arc::clone(&parent));
+        thread::Builder::new()
+            .name("output".into())
+            .spawn(move || {
+                output::forward(sources, |stderr, data| {
+                    out_link.send(&TreeMsg::Output { stderr, data: data.to_vec() });
+                });
+                let _ = out_tx.send(Event::OutputDone);
+            })
+            .map_err(|e| format!("cannot start the output thread: {e}"))?;
+    }
+    if let Some(mut pipe) = spawned.stdin {
+        // A rank that does not read its stdin must not stall the proxy's
+        // event loop, so a thread of its own writes the pipe.
+        let (stdin_tx, stdin_rx) = mpsc::channel::<Vec<u8>>();
+        proxy.stdin_tx = Some(stdin_tx);
+        let _ = thread::Builder::new().name("stdin".into()).spawn(move || {
+            for chunk in stdin_rx {
+                if chunk.is_empty() || pipe.write_all(&chunk).is_err() {
+                    return;
+                }
+            }
+        });
+    }
+    drop(memfd);
+    let status = proxy.run(&rx);
+    Ok(status)
+}
+
+/// Rejects a launch description that contradicts itself, so nothing
+/// later indexes out of bounds.
+fn check_spec(me: u32, spec: &LaunchSpec) -> Result<(), String> {
+    let bad = |what: &str| Err(format!("inconsistent launch description: {what}"));
+    if spec.nodes.first().map(|(n, _)| *n) != Some(me) {
+        return bad("it is not addressed to this node");
+    }
+    let total: u64 = spec.segments.iter().map(|s| u64::from(s.nprocs)).sum();
+    if total != u64::from(spec.size) {
+        return bad("segment sizes do not add up to the job size");
+    }
+    if spec.ranks.iter().any(|&(r, n)| r >= spec.size || !spec.nodes.iter().any(|(m, _)| *m == n)) {
+        return bad("a rank is outside the job or placed on an unknown node");
+    }
+    if spec.fanout == 0 {
+        return bad("fan-out 0");
+    }
+    Ok(())
+}
+
+/// What each local rank runs, in rank order.
+fn rank_specs(spec: &LaunchSpec, mine: &[u32]) -> Vec<spawn::RankSpec> {
+    let mut out = Vec::with_capacity(mine.len());
+    for (local_rank, &rank) in mine.iter().enumerate() {
+        let mut first = 0u32;
+        let Some((appnum, seg)) = spec.segments.iter().enumerate().find(|(_, s)| {
+            let hit = rank < first + s.nprocs;
+            first += s.nprocs;
+            hit
+        }) else {
+            continue;
+        };
+        let env = spec.genv.iter().chain(seg.env.iter()).map(|(k, v)| (k.into(), v.into())).collect();
+        let wdir = (!seg.wdir.is_empty()).then(|| PathBuf::from(OsString::from_vec(seg.wdir.clone())));
+        out.push(spawn::RankSpec {
+            rank,
+            appnum: appnum as u32,
+            local_rank: local_rank as u32,
+            program: seg.program.clone(),
+            args: seg.args.clone(),
+            env,
+            wdir,
+        });
+    }
+    out
+}
+
+impl Proxy {
+    fn run(&mut self, rx: &mpsc::Receiver<Event>) -> i32 {
+        loop {
+            self.check_done();
+            let deadline = [
+                self.done_at.map(|t| t + DONE_LINGER),
+                self.children
+                    .iter()
+                    .filter(|c| c.state == State::Starting)
+                    .map(|c| c.started + PROXY_START_TIMEOUT)
+                    .min(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let event = match deadline {
+                Some(t) => match rx.recv_timeout(t.saturating_duration_since(Instant::now())) {
+                    Ok(e) => Some(e),
+                    Err(mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return 1,
+                },
+                None => match rx.recv() {
+                    Ok(e) => Some(e),
+                    Err(_) => return 1,
+                },
+            };
+            if let Some(done) = self.done_at {
+                if Instant::now() >= done + DONE_LINGER {
+                    return 0;
+                }
+            }
+            let Some(event) = event else {
+                self.tick();
+                continue;
+            };
+            if let Some(status) = self.handle(event) {
+                return status;
+            }
+        }
+    }
+
+    fn tick(&mut self) {
+        let now = Instant::now();
+        let late: Vec<u32> = self
+            .children
+            .iter()
+            .filter(|c| c.state == State::Starting && now >= c.started + PROXY_START_TIMEOUT)
+            .map(|c| c.node)
+            .collect();
+        for node in late {
+            let host = self.host(node);
+            let msg = format!(
+                "cannot start the proxy on host {host}: it did not connect back within {} s",
+                PROXY_START_TIMEOUT.as_secs()
+            );
+            self.child_failed(node, HOST_FAILURE_STATUS, msg);
+        }
+    }
+
+    fn host(&self, node: u32) -> String {
+        self.names.get(&node).cloned().unwrap_or_else(|| format!("#{node}"))
+    }
+
+    /// Ranks placed on `node` and every node below it.
+    fn ranks_below(&self, node: u32) -> Vec<u32> {
+        let mut nodes = vec![node];
+        if let Some(c) = self.by_node.get(&node).map(|&i| &self.children[i]) {
+            nodes.extend(&c.subtree);
+        }
+        self.spec.ranks.iter().filter(|(_, n)| nodes.contains(n)).map(|(r, _)| *r).collect()
+    }
+
+    /// Child `node`'s subtree is gone: tell mpiexec, which ends the job.
+    fn child_failed(&mut self, node: u32, status: i32, msg: String) {
+        let Some(&idx) = self.by_node.get(&node) else { return };
+        let c = &mut self.children[idx];
+        let was = c.state;
+        c.state = State::Gone;
+        if let Some(l) = &c.link {
+            l.close();
+        }
+        if let Some(pid) = c.pid {
+            sys::kill_group(pid, libc::SIGKILL);
+        }
+        if was != State::Done && was != State::Gone {
+            self.parent.send(&TreeMsg::NodeFailed { node, status, msg });
+        }
+    }
+
+    /// Kills every local rank's process group (and the remote shells of
+    /// children), for when the job is over without a parent to say so.
+    fn kill_everything(&self) {
+        for r in &self.ranks {
+            sys::kill_group(r.pid, libc::SIGKILL);
+        }
+        for c in &self.children {
+            if let Some(pid) = c.pid {
+                sys::kill_group(pid, libc::SIGKILL);
+            }
+            if let Some(l) = &c.link {
+                l.close();
+            }
+        }
+    }
+
+    fn check_done(&mut self) {
+        if self.done_at.is_some() {
+            return;
+        }
+        let ranks_done = self.ranks.iter().all(|r| r.exited);
+        let children_done = self.children.iter().all(|c| matches!(c.state, State::Done | State::Gone));
+        if ranks_done && self.output_done && children_done {
+            self.parent.send(&TreeMsg::Done);
+            self.done_at = Some(Instant::now());
+        }
+    }
+
+    fn try_fence_up(&mut self) {
+        if self.fence_local && self.fence_children == self.children.len() {
+            let kvs = std::mem::take(&mut self.fence_kvs);
+            self.parent.send(&TreeMsg::FenceUp { epoch: self.fence_epoch, kvs });
+            self.fence_local = false;
+            self.fence_children = 0;
+            self.fence_epoch += 1;
+        }
+    }
+
+    /// Handles one event; `Some(status)` ends the proxy.
+    fn handle(&mut self, event: Event) -> Option<i32> {
+        match event {
+            Event::Pmi(ev) => self.pmi_event(ev),
+            Event::Exited(pid, status) => {
+                if let Some(&i) = self.by_pid.get(&pid) {
+                    let r = &mut self.ranks[i];
+                    if !r.exited {
+                        r.exited = true;
+                        let (rank, connected, finalized) = (r.rank, r.connected, r.finalized);
+                        self.parent.send(&TreeMsg::RankExited { rank, pid, status, connected, finalized });
+                    }
+                } else if let Some(i) = self.children.iter().position(|c| c.pid == Some(pid)) {
+                    self.children[i].pid = None;
+                    if self.children[i].state == State::Starting {
+                        let node = self.children[i].node;
+                        let rsh = self.spec.rsh.first().cloned().unwrap_or_default();
+                        let msg = format!(
+                            "cannot start the proxy on host {}: its start command (remote shell '{rsh}') {} before the proxy connected",
+                            self.host(node),
+                            describe_status(status)
+                        );
+                        self.child_failed(node, HOST_FAILURE_STATUS, msg);
+                    }
+                }
+            }
+            Event::Signal(sig) => {
+                // Someone on this host wants the proxy gone: no orphans.
+                eprintln!(
+                    "mpiexec (proxy on {}): received signal {sig} ({}); killing this host's ranks",
+                    self.name,
+                    sys::signal_name(sig)
+                );
+                self.kill_everything();
+                return Some(128 + sig);
+            }
+            Event::OutputDone => self.output_done = true,
+            Event::Stdin(_) => {}
+            Event::Link(ev) => return self.link_event(ev),
+        }
+        None
+    }
+
+    fn pmi_event(&mut self, ev: ServerEvent) {
+        match ev {
+            ServerEvent::Connected { rank } => {
+                if let Some(r) = self.ranks.iter_mut().find(|r| r.rank == rank) {
+                    r.connected = true;
+                }
+            }
+            ServerEvent::Finalized { rank } => {
+                if let Some(r) = self.ranks.iter_mut().find(|r| r.rank == rank) {
+                    r.finalized = true;
+                }
+            }
+            ServerEvent::Abort { rank, code, msg } => {
+                self.parent.send(&TreeMsg::Abort { rank, code, msg });
+            }
+            ServerEvent::Rejected { peer, .. } => {
+                let msg = format!("rejected an unauthenticated bootstrap connection from {peer} on host {}", self.name);
+                self.parent.send(&TreeMsg::Log { msg });
+            }
+            ServerEvent::ProtocolError { peer, reason } => {
+                let msg = format!("closed a bootstrap connection from {peer} on host {}: {reason}", self.name);
+                self.parent.send(&TreeMsg::Log { msg });
+            }
+            ServerEvent::FenceReady { epoch, kvs } => {
+                if epoch != self.fence_epoch {
+                    let msg =
+                        format!("host {}: local fence {epoch} while fence {} is open", self.name, self.fence_epoch);
+                    self.parent.send(&TreeMsg::Log { msg });
+                }
+                self.fence_local = true;
+                self.fence_kvs.extend(kvs);
+                self.try_fence_up();
+            }
+        }
+    }
+
+    fn link_event(&mut self, ev: LinkEvent) -> Option<i32> {
+        match ev {
+            LinkEvent::FromParent(msg) => return self.parent_msg(msg),
+            LinkEvent::ParentClosed(reason) => {
+                if self.done_at.is_some() {
+                    return Some(0);
+                }
+                let live = self.ranks.iter().filter(|r| !r.exited).count();
+                eprintln!(
+                    "mpiexec (proxy on {}): lost contact with its parent ({reason}); killing {live} rank(s) on this host",
+                    self.name
+                );
+                self.kill_everything();
+                return Some(HOST_FAILURE_STATUS);
+            }
+            LinkEvent::Up { node, stream } => self.child_up(node, stream),
+            LinkEvent::Rejected { peer, reason } => {
+                let msg = format!(
+                    "rejected an unauthenticated connection to the proxy port of host {} from {peer}: {reason}",
+                    self.name
+                );
+                self.parent.send(&TreeMsg::Log { msg });
+            }
+            LinkEvent::Closed { node, reason } => {
+                let &idx = self.by_node.get(&node)?;
+                if self.children[idx].state == State::Done {
+                    self.children[idx].state = State::Gone;
+                } else {
+                    let msg = format!(
+                        "lost contact with host {} (ranks {}): {reason}",
+                        self.host(node),
+                        rank_ranges(&self.ranks_below(node))
+                    );
+                    self.child_failed(node, HOST_FAILURE_STATUS, msg);
+                }
+            }
+            LinkEvent::Msg { node, msg } => self.child_msg(node, msg),
+        }
+        None
+    }
+
+    fn parent_msg(&mut self, msg: TreeMsg) -> Option<i32> {
+        match msg {
+            TreeMsg::FenceDown { epoch, kvs } => {
+                let msg = TreeMsg::FenceDown { epoch, kvs };
+                self.to_children(&msg.encode());
+                if let TreeMsg::FenceDown { kvs, .. } = msg {
+                    self.server.complete_fence(epoch, kvs);
+                }
+            }
+            TreeMsg::Signal { sig, all } => {
+                for r in self.ranks.iter().filter(|r| all || !r.exited) {
+                    sys::kill_group(r.pid, sig);
+                }
+                self.to_children(&TreeMsg::Signal { sig, all }.encode());
+            }
+            TreeMsg::Stdin { node, data } => {
+                if node == self.me {
+                    if let Some(tx) = &self.stdin_tx {
+                        let eof = data.is_empty();
+                        let _ = tx.send(data);
+                        if eof {
+                            self.stdin_tx = None;
+                        }
+                    }
+                } else if let Some(c) = self.children.iter().find(|c| c.node == node || c.subtree.contains(&node)) {
+                    if let Some(l) = &c.link {
+                        l.send(&TreeMsg::Stdin { node, data });
+                    }
+                }
+            }
+            other => {
+                let msg = format!("host {}: ignored an unexpected message from its parent: {other:?}", self.name);
+                self.parent.send(&TreeMsg::Log { msg });
+            }
+        }
+        None
+    }
+
+    fn to_children(&self, payload: &[u8]) {
+        for c in &self.children {
+            if let (State::Up, Some(l)) = (c.state, &c.link) {
+                l.send_payload(payload);
+            }
+        }
+    }
+
+    fn child_up(&mut self, node: u32, stream: TcpStream) {
+        let Some(&idx) = self.by_node.get(&node).filter(|&&i| self.children[i].state == State::Starting) else {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            return;
+        };
+        let mut spec = self.spec.clone();
+        let c = &self.children[idx];
+        let nodes: Vec<u32> = std::iter::once(node).chain(c.subtree.iter().copied()).collect();
+        spec.nodes = nodes.iter().map(|&n| (n, self.host(n))).collect();
+        spec.ranks = self.spec.ranks.iter().copied().filter(|(_, n)| nodes.contains(n)).collect();
+        let hb = self.heartbeat;
+        let set_up = stream.try_clone().and_then(|reader| {
+            let l = Link::new(stream, hb)?;
+            l.send(&TreeMsg::Launch(Box::new(spec)));
+            link::start(&reader, &l, Some(node), hb, self.tx.clone())?;
+            Ok(l)
+        });
+        match set_up {
+            Ok(l) => {
+                let c = &mut self.children[idx];
+                c.link = Some(l);
+                c.state = State::Up;
+            }
+            Err(e) => {
+                let msg = format!("cannot set up the connection to host {}: {e}", self.host(node));
+                self.child_failed(node, HOST_FAILURE_STATUS, msg);
+            }
+        }
+    }
+
+    fn child_msg(&mut self, node: u32, msg: TreeMsg) {
+        match msg {
+            TreeMsg::FenceUp { epoch, kvs } => {
+                if epoch != self.fence_epoch {
+                    let msg = format!(
+                        "host {} entered fence {epoch} while host {} is in fence {}",
+                        self.host(node),
+                        self.name,
+                        self.fence_epoch
+                    );
+                    self.parent.send(&TreeMsg::Log { msg });
+                }
+                self.fence_children += 1;
+                self.fence_kvs.extend(kvs);
+                self.try_fence_up();
+            }
+            TreeMsg::Done => {
+                if let Some(&idx) = self.by_node.get(&node) {
+                    let c = &mut self.children[idx];
+                    c.state = State::Done;
+                    if let Some(l) = &c.link {
+                        l.close();
+                    }
+                }
+            }
+            m @ (TreeMsg::Output { .. }
+            | TreeMsg::RankExited { .. }
+            | TreeMsg::SpawnFailed { .. }
+            | TreeMsg::Abort { .. }
+            | TreeMsg::Log { .. }
+            | TreeMsg::NodeFailed { .. }) => {
+                self.parent.send(&m);
+            }
+            other => {
+                let msg = format!(
+                    "host {}: ignored an unexpected message from host {}: {other:?}",
+                    self.name,
+                    self.host(node)
+                );
+                self.parent.send(&TreeMsg::Log { msg });
+            }
+        }
+    }
+}

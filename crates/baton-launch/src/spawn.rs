@@ -1,0 +1,127 @@
+//! Forking the ranks of one host, shared by single-host mpiexec and the
+//! per-host proxy: [`RankSpec`] says what one rank runs, [`HostEnv`] what
+//! all ranks of the host share, and [`spawn`] starts them in order (own
+//! process group, parent-death signal, the host's memfd inherited, stdio
+//! piped back for forwarding).
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{ChildStdin, Command, Stdio};
+
+use baton_pmi::env_names as ev;
+
+use crate::{output, sys};
+
+/// One rank to start.
+pub struct RankSpec {
+    pub rank: u32,
+    pub appnum: u32,
+    pub local_rank: u32,
+    pub program: String,
+    pub args: Vec<String>,
+    /// Variables set on top of the base environment, later ones winning.
+    pub env: Vec<(OsString, OsString)>,
+    pub wdir: Option<PathBuf>,
+}
+
+/// What every rank of this host shares.
+pub struct HostEnv {
+    /// Start from an empty environment plus `base_env` (a proxy: the
+    /// ranks get mpiexec's environment, not the remote shell's).
+    pub clear_env: bool,
+    pub base_env: Vec<(OsString, OsString)>,
+    pub pmi_addr: String,
+    pub secret_hex: String,
+    pub job_id: u64,
+    pub size: u32,
+    pub universe_size: u32,
+    pub local_size: u32,
+    pub node: String,
+    pub tag_output: bool,
+    /// Rank 0 (if it is here) reads a pipe instead of /dev/null.
+    pub stdin_for_rank0: bool,
+    /// Appended to error messages, e.g. " on host h2".
+    pub where_: String,
+}
+
+/// The ranks started so far and what to forward.
+pub struct Spawned {
+    /// `(rank, pid)` in start order.
+    pub pids: Vec<(u32, i32)>,
+    pub sources: Vec<output::Source>,
+    pub stdin: Option<ChildStdin>,
+    /// The rank that could not be started, the message and exit status.
+    pub error: Option<(u32, String, i32)>,
+}
+
+/// Starts `specs` in order and stops at the first rank that cannot start.
+pub fn spawn(specs: &[RankSpec], host: &HostEnv, memfd: &OwnedFd) -> Spawned {
+    let mut out = Spawned { pids: Vec::new(), sources: Vec::new(), stdin: None, error: None };
+    let parent = std::process::id() as i32;
+    let memfd = memfd.as_raw_fd();
+    for spec in specs {
+        if let Some(dir) = &spec.wdir {
+            if !dir.is_dir() {
+                let msg = format!("cannot use working directory '{}'{}: not a directory", dir.display(), host.where_);
+                out.error = Some((spec.rank, msg, 2));
+                return out;
+            }
+        }
+        let mut cmd = Command::new(&spec.program);
+        cmd.args(&spec.args);
+        if host.clear_env {
+            cmd.env_clear();
+        }
+        for (k, v) in host.base_env.iter().chain(spec.env.iter()) {
+            cmd.env(k, v);
+        }
+        cmd.env(ev::ADDR, &host.pmi_addr)
+            .env(ev::JOB_ID, host.job_id.to_string())
+            .env(ev::RANK, spec.rank.to_string())
+            .env(ev::SIZE, host.size.to_string())
+            .env(ev::APPNUM, spec.appnum.to_string())
+            .env(ev::UNIVERSE_SIZE, host.universe_size.to_string())
+            .env(ev::SECRET, &host.secret_hex)
+            .env(ev::SHM_FD, memfd.to_string())
+            .env(ev::LOCAL_RANK, spec.local_rank.to_string())
+            .env(ev::LOCAL_SIZE, host.local_size.to_string())
+            .env(ev::NODE, &host.node);
+        if let Some(dir) = &spec.wdir {
+            cmd.current_dir(dir);
+        }
+        let piped_stdin = spec.rank == 0 && host.stdin_for_rank0;
+        cmd.stdin(if piped_stdin { Stdio::piped() } else { Stdio::null() });
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.process_group(0);
+        // SAFETY: the closure only makes async-signal-safe system calls
+        // (sigaction, prctl, getppid, fcntl) and allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || sys::child_setup(parent, Some(memfd)));
+        }
+        match cmd.spawn() {
+            Ok(mut child) => {
+                if let Some(o) = child.stdout.take() {
+                    out.sources.push(output::Source::new(OwnedFd::from(o), spec.rank, false, host.tag_output));
+                }
+                if let Some(e) = child.stderr.take() {
+                    out.sources.push(output::Source::new(OwnedFd::from(e), spec.rank, true, host.tag_output));
+                }
+                if let Some(i) = child.stdin.take() {
+                    out.stdin = Some(i);
+                }
+                out.pids.push((spec.rank, child.id() as i32));
+                // `child` is dropped without waiting; the reaper owns it.
+            }
+            Err(e) => {
+                let status = if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 };
+                let msg = format!("cannot run '{}'{}: {}", spec.program, host.where_, sys::describe_io_error(&e));
+                out.error = Some((spec.rank, msg, status));
+                return out;
+            }
+        }
+    }
+    out
+}
