@@ -166,7 +166,7 @@ pub fn split_subtree(nodes: &[u32], fanout: usize) -> Vec<(u32, Vec<u32>)> {
     out
 }
 
-/// `0-3,7,9-10`: a sorted rank list, compactly.
+/// `ranks 0-3,7,9-10` or `rank 5`: a rank list, sorted and compact.
 pub fn rank_ranges(ranks: &[u32]) -> String {
     let mut v = ranks.to_vec();
     v.sort_unstable();
@@ -181,7 +181,8 @@ pub fn rank_ranges(ranks: &[u32]) -> String {
         parts.push(if i == j { v[i].to_string() } else { format!("{}-{}", v[i], v[j]) });
         i = j + 1;
     }
-    parts.join(",")
+    let word = if v.len() == 1 { "rank" } else { "ranks" };
+    format!("{word} {}", parts.join(","))
 }
 
 #[cfg(test)]
@@ -255,7 +256,7 @@ mod tests {
 
     #[test]
     fn ranges() {
-        assert_eq!(rank_ranges(&[3, 0, 1, 2, 7, 9, 10]), "0-3,7,9-10");
-        assert_eq!(rank_ranges(&[5]), "5");
+        assert_eq!(rank_ranges(&[3, 0, 1, 2, 7, 9, 10]), "ranks 0-3,7,9-10");
+        assert_eq!(rank_ranges(&[5]), "rank 5");
     }
 }

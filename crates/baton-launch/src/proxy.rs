@@ -639,7 +639,7 @@ impl Proxy {
                     self.children[idx].state = State::Gone;
                 } else {
                     let msg = format!(
-                        "lost contact with host {} (ranks {}): {reason}",
+                        "lost contact with host {} ({}): {reason}",
                         self.host(node),
                         rank_ranges(&self.ranks_below(node))
                     );

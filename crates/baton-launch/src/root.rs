@@ -434,10 +434,10 @@ impl Job {
                     let own: Vec<u32> =
                         lost.iter().copied().filter(|&r| job.ranks[r as usize].node == node as usize).collect();
                     let behind = lost.len() - own.len();
-                    let mut msg = format!("lost contact with host {name} (ranks {})", rank_ranges(lost));
+                    let mut msg = format!("lost contact with host {name} ({})", rank_ranges(lost));
                     if behind > 0 && !own.is_empty() {
                         msg = format!(
-                            "lost contact with host {name} (ranks {}; {behind} more on the hosts it started)",
+                            "lost contact with host {name} ({}; {behind} more on the hosts it started)",
                             rank_ranges(&own)
                         );
                     }

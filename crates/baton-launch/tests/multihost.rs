@@ -1,0 +1,502 @@
+//! Multi-host launches. Hosts that name this machine (127.0.0.x) run
+//! everywhere; the others are network namespaces made by
+//! `scripts/netns-hosts` and reached through `scripts/netns-rsh`, so those
+//! tests need root and skip (saying why) without it. Each namespace test
+//! makes hosts of its own (own prefix, bridge and subnet) so tests can run
+//! in parallel, and removes them on every exit path.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const MPIEXEC: &str = env!("CARGO_BIN_EXE_mpiexec");
+
+fn scripts() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts").canonicalize().unwrap()
+}
+
+fn rsh() -> String {
+    scripts().join("netns-rsh").to_str().unwrap().to_owned()
+}
+
+fn probe() -> String {
+    let exe = std::env::current_exe().unwrap();
+    let p = exe.parent().unwrap().parent().unwrap().join("examples/pmi_probe");
+    assert!(p.exists(), "{} is missing: build it with `cargo build -p baton-launch --examples`", p.display());
+    p.to_str().unwrap().to_owned()
+}
+
+struct Out {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+}
+
+fn collect(mut child: Child, limit: Duration) -> Out {
+    let start = Instant::now();
+    let so = child.stdout.take();
+    let mut se = child.stderr.take().unwrap();
+    let t_out = thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(mut so) = so {
+            let _ = so.read_to_string(&mut s);
+        }
+        s
+    });
+    let t_err = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = se.read_to_string(&mut s);
+        s
+    });
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("mpiexec did not finish within {limit:?}");
+        }
+        thread::sleep(Duration::from_millis(5));
+    };
+    let elapsed = start.elapsed();
+    Out { code: status.code(), stdout: t_out.join().unwrap(), stderr: t_err.join().unwrap(), elapsed }
+}
+
+fn spawn(args: &[&str], env: &[(&str, &str)]) -> Child {
+    let mut cmd = Command::new(MPIEXEC);
+    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().unwrap()
+}
+
+fn mpiexec(args: &[&str], env: &[(&str, &str)]) -> Out {
+    collect(spawn(args, env), Duration::from_secs(30))
+}
+
+fn sorted_lines(s: &str) -> Vec<String> {
+    let mut v: Vec<String> = s.lines().map(str::to_owned).collect();
+    v.sort();
+    v
+}
+
+/// Processes whose command line contains `pattern` (other than pgrep).
+fn pgrep(pattern: &str) -> Vec<String> {
+    let out = Command::new("pgrep").args(["-af", pattern]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+}
+
+fn wait_no_process(pattern: &str, limit: Duration) -> Result<Duration, Vec<String>> {
+    let start = Instant::now();
+    loop {
+        let left = pgrep(pattern);
+        if left.is_empty() {
+            return Ok(start.elapsed());
+        }
+        if start.elapsed() > limit {
+            return Err(left);
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A distinctive `sleep` argument, so pgrep finds this test's ranks only.
+fn marker(test: u32) -> String {
+    format!("3{test}.{}", std::process::id())
+}
+
+// ------------------------------------------------------ namespace hosts
+
+/// Namespace hosts of one test; removed when dropped (also on panic).
+struct Hosts {
+    env: Vec<(String, String)>,
+    names: Vec<String>,
+}
+
+impl Hosts {
+    /// `n` hosts for test number `id` (1..=200), or `None` (with the reason
+    /// printed) where namespaces cannot be made.
+    fn up(id: u32, n: u32) -> Option<Hosts> {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipping: multi-host namespace tests need root");
+            return None;
+        }
+        let prefix = format!("bt{id}h");
+        let env = vec![
+            ("NETNS_PREFIX".to_owned(), prefix.clone()),
+            ("NETNS_BRIDGE".to_owned(), format!("bt{id}br")),
+            ("NETNS_NET".to_owned(), format!("10.79.{id}")),
+        ];
+        let hosts = Hosts { env, names: (1..=n).map(|k| format!("{prefix}{k}")).collect() };
+        let out = hosts.script(&["up", &n.to_string()]);
+        match out.status.code() {
+            Some(0) => Some(hosts),
+            Some(77) => {
+                eprintln!("skipping: {}", String::from_utf8_lossy(&out.stderr).trim());
+                None
+            }
+            _ => panic!("netns-hosts up failed: {}", String::from_utf8_lossy(&out.stderr)),
+        }
+    }
+
+    fn script(&self, args: &[&str]) -> std::process::Output {
+        let mut cmd = Command::new(scripts().join("netns-hosts"));
+        cmd.args(args);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    }
+
+    fn list(&self, spec: &[&str]) -> String {
+        self.names
+            .iter()
+            .zip(spec.iter().chain(std::iter::repeat(&"")))
+            .map(|(h, s)| format!("{h}{s}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        let _ = self.script(&["down"]);
+    }
+}
+
+// ------------------------------------------------- hosts on this machine
+
+#[test]
+fn placement_and_environment_on_local_hosts() {
+    let script = "echo $BATON_RANK $BATON_NODE $BATON_LOCAL_RANK $BATON_LOCAL_SIZE $BATON_UNIVERSE_SIZE \
+                  $(readlink /proc/$$/fd/$BATON_SHM_FD)";
+    let parse = |o: &Out| -> Vec<Vec<String>> {
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        let mut rows: Vec<Vec<String>> =
+            o.stdout.lines().map(|l| l.split_whitespace().map(str::to_owned).collect()).collect();
+        rows.sort_by_key(|r| r[0].parse::<u32>().unwrap());
+        rows
+    };
+    let node_of = |rows: &[Vec<String>]| rows.iter().map(|r| r[1].clone()).collect::<Vec<_>>();
+    let (a, b) = ("127.0.0.1", "127.0.0.2");
+
+    // Block: fill 127.0.0.1's two slots, then 127.0.0.2's one, then wrap.
+    let rows = parse(&mpiexec(&["-hosts", "127.0.0.1:2,127.0.0.2", "-n", "5", "sh", "-c", script], &[]));
+    assert_eq!(node_of(&rows), [a, a, b, a, a]);
+    let local: Vec<(String, String)> = rows.iter().map(|r| (r[2].clone(), r[3].clone())).collect();
+    let want = [("0", "4"), ("1", "4"), ("0", "1"), ("2", "4"), ("3", "4")];
+    assert_eq!(local, want.map(|(x, y)| (x.to_owned(), y.to_owned())));
+    assert!(rows.iter().all(|r| r[4] == "5"), "universe = max(slots, ranks)");
+    // One memfd per host, shared by that host's ranks only.
+    assert!(rows.iter().all(|r| r[5].starts_with("/memfd:baton-shm-")));
+    assert_eq!(rows[0][5], rows[1][5]);
+    assert_eq!(rows[0][5], rows[4][5]);
+
+    // Cyclic, by either spelling.
+    for flag in [&["-rr"][..], &["--map-by", "node"][..]] {
+        let mut args = flag.to_vec();
+        args.extend(["-hosts", "127.0.0.1:2,127.0.0.2", "-n", "5", "sh", "-c", script]);
+        let rows = parse(&mpiexec(&args, &[]));
+        assert_eq!(node_of(&rows), [a, b, a, a, b], "{flag:?}");
+    }
+
+    // -ppn overrides slots; a host file with comments and slots=.
+    let rows = parse(&mpiexec(&["-ppn", "2", "-hosts", "127.0.0.1:5,127.0.0.2", "-n", "4", "sh", "-c", script], &[]));
+    assert_eq!(node_of(&rows), [a, a, b, b]);
+    assert!(rows.iter().all(|r| r[4] == "4"));
+    let hf = std::env::temp_dir().join(format!("baton-hostfile-{}", std::process::id()));
+    std::fs::write(&hf, "# two local hosts\n127.0.0.2 slots=1\n127.0.0.1:3  # three\n").unwrap();
+    let o = mpiexec(&["-hostfile", hf.to_str().unwrap(), "-n", "4", "sh", "-c", script], &[]);
+    std::fs::remove_file(&hf).unwrap();
+    let rows = parse(&o);
+    assert_eq!(node_of(&rows), [b, a, a, a]);
+}
+
+#[test]
+fn single_local_host_runs_without_a_proxy() {
+    let child = spawn(&["-hosts", "localhost:4", "-n", "2", "sh", "-c", "echo $PPID $BATON_NODE"], &[]);
+    let pid = child.id().to_string();
+    let o = collect(child, Duration::from_secs(10));
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    for line in o.stdout.lines() {
+        assert_eq!(line, format!("{pid} localhost"), "ranks are mpiexec's own children");
+    }
+}
+
+#[test]
+fn kvs_and_output_across_local_hosts() {
+    let p = probe();
+    let o = mpiexec(&["-l", "-hosts", "127.0.0.1,127.0.0.2,127.0.0.3", "-n", "6", &p, "kv"], &[]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let want: Vec<String> = (0..6).map(|r| format!("[{r}] rank {r} of 6 ok appnum 0 universe 6")).collect();
+    assert_eq!(sorted_lines(&o.stdout), want);
+}
+
+#[test]
+fn remote_shell_failures_are_reported() {
+    let o = mpiexec(&["--rsh", "/nonexistent/baton-rsh", "-hosts", "far-a,far-b", "-n", "2", "true"], &[]);
+    assert_eq!(o.code, Some(255), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("cannot run the remote shell '/nonexistent/baton-rsh' for host far-a: No such file"),
+        "{}",
+        o.stderr
+    );
+    let o = mpiexec(&["-hosts", "far-a,far-b", "-n", "2", "true"], &[("BATON_RSH", "false")]);
+    assert_eq!(o.code, Some(255), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("cannot start the proxy on host far-")
+            && o.stderr.contains("(remote shell 'false') exited with status 1 before the proxy connected"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.elapsed < Duration::from_secs(5), "{:?}", o.elapsed);
+    // A remote shell that starts a local rank which then fails: the job's
+    // started parts (the other local proxy) are cleaned up too.
+    let o = mpiexec(&["-hosts", "127.0.0.1,127.0.0.2", "-n", "2", "/nonexistent/prog"], &[]);
+    assert_eq!(o.code, Some(127), "{}", o.stderr);
+    assert!(o.stderr.contains("cannot run '/nonexistent/prog' on host 127.0.0."), "{}", o.stderr);
+}
+
+// -------------------------------------------------------- namespace hosts
+
+#[test]
+fn tree_of_three_hosts_exchanges_keys() {
+    let Some(h) = Hosts::up(1, 3) else { return };
+    let p = probe();
+    let list = h.list(&[":2", ":2", ":2"]);
+    let env = [("BATON_LAUNCH_FANOUT", "2")];
+    let o = mpiexec(&["-l", "--rsh", &rsh(), "-hosts", &list, "-n", "6", &p, "kv"], &env);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let want: Vec<String> = (0..6).map(|r| format!("[{r}] rank {r} of 6 ok appnum 0 universe 6")).collect();
+    assert_eq!(sorted_lines(&o.stdout), want);
+
+    // With fan-out 2, mpiexec starts hosts 1 and 3 and host 1 starts host 2:
+    // each proxy names its parent's address on its command line.
+    let script = "echo $BATON_NODE $(tr '\\0' ' ' < /proc/$PPID/cmdline | sed 's/.*--parent //')";
+    let o = mpiexec(&["--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "3", "sh", "-c", script], &env);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let parent_of = |host: &str| {
+        let line = o.stdout.lines().find(|l| l.starts_with(&format!("{host} "))).unwrap().to_owned();
+        line.split_whitespace().nth(1).unwrap().to_owned()
+    };
+    assert!(parent_of(&h.names[1]).starts_with("10.79.1.1:"), "{}", o.stdout);
+    assert!(!parent_of(&h.names[0]).contains("10.79.1.1:"), "{}", o.stdout);
+    assert!(parent_of(&h.names[2]).contains("10.79.1.254:"), "{}", o.stdout);
+}
+
+#[test]
+fn environment_output_and_exit_status_across_hosts() {
+    let Some(h) = Hosts::up(2, 2) else { return };
+    let wdir = std::env::temp_dir().canonicalize().unwrap();
+    let script = "echo $BATON_RANK $BATON_NODE $BATON_LOCAL_RANK $BATON_LOCAL_SIZE $GV-$XV-$LV-$FROM_MPIEXEC $(pwd); \
+                  echo err$BATON_RANK >&2";
+    let o = mpiexec(
+        &[
+            "-l",
+            "--rsh",
+            &rsh(),
+            "-hosts",
+            &h.list(&[]),
+            "-genv",
+            "GV",
+            "g",
+            "-x",
+            "XV=x",
+            "-wdir",
+            wdir.to_str().unwrap(),
+            "-n",
+            "3",
+            "-env",
+            "LV",
+            "l",
+            "sh",
+            "-c",
+            script,
+        ],
+        &[("FROM_MPIEXEC", "inherited")],
+    );
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let (a, b, w) = (&h.names[0], &h.names[1], wdir.display());
+    assert_eq!(
+        sorted_lines(&o.stdout),
+        [
+            format!("[0] 0 {a} 0 2 g-x-l-inherited {w}"),
+            format!("[1] 1 {b} 0 1 g-x-l-inherited {w}"),
+            format!("[2] 2 {a} 1 2 g-x-l-inherited {w}"),
+        ]
+    );
+    assert_eq!(sorted_lines(&o.stderr), ["[0] err0", "[1] err1", "[2] err2"]);
+
+    // Exit status of a remote rank, named with its host.
+    let o = mpiexec(
+        &["--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "2", "sh", "-c", "[ $BATON_RANK = 1 ] && exit 6; exit 0"],
+        &[],
+    );
+    assert_eq!(o.code, Some(6), "{}", o.stderr);
+    assert!(o.stderr.starts_with("mpiexec: rank 1 (pid "), "{}", o.stderr);
+    assert!(o.stderr.contains(&format!(" on {b}) exited with status 6")), "{}", o.stderr);
+
+    // Rank 0's stdin crosses hosts too.
+    let mut child = Command::new(MPIEXEC)
+        .args(["-l", "--rsh", &rsh(), "-hosts", &format!("{b},{a}"), "-n", "2", "sh", "-c", "cat; echo end"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"one\ntwo\n").unwrap();
+    let o = collect(child, Duration::from_secs(20));
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(sorted_lines(&o.stdout), ["[0] end", "[0] one", "[0] two", "[1] end"]);
+}
+
+#[test]
+fn remote_rank_killed_ends_the_job() {
+    let Some(h) = Hosts::up(3, 2) else { return };
+    let p = probe();
+    let mut child = spawn(&["--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "4", &p, "selfkill"], &[]);
+    let mut stdout = String::new();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    while stdout.lines().filter(|l| l.contains(" pid ")).count() < 4 {
+        assert!(reader.read_line(&mut stdout).unwrap() > 0, "{stdout}");
+    }
+    let rank1 = stdout.lines().find_map(|l| l.strip_prefix("rank 1 pid ")).unwrap().to_owned();
+    let pids: Vec<String> = stdout.lines().filter_map(|l| l.split(" pid ").nth(1)).map(str::to_owned).collect();
+    let o = collect(child, Duration::from_secs(10));
+    assert_eq!(o.code, Some(137), "{}", o.stderr);
+    assert!(o.elapsed < Duration::from_secs(3), "{:?}", o.elapsed);
+    assert_eq!(
+        o.stderr.trim(),
+        format!("mpiexec: rank 1 (pid {rank1} on {}) was killed by signal 9 (Killed)", h.names[1])
+    );
+    thread::sleep(Duration::from_millis(200));
+    for pid in pids {
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "rank pid {pid} survived");
+    }
+}
+
+#[test]
+fn lost_link_ends_the_job_in_bounded_time() {
+    let Some(h) = Hosts::up(4, 3) else { return };
+    let m = marker(4);
+    let script = format!("echo up; exec sleep {m}");
+    let env = [("BATON_HEARTBEAT_TIMEOUT", "2")];
+    let mut child = spawn(&["--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "3", "sh", "-c", &script], &env);
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    for _ in 0..3 {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).unwrap() > 0);
+    }
+    let pulled = Instant::now();
+    let st =
+        Command::new("ip").args(["netns", "exec", &h.names[1], "ip", "link", "set", "dev", "eth0", "down"]).status();
+    assert!(st.unwrap().success());
+    let o = collect(child, Duration::from_secs(15));
+    let took = pulled.elapsed();
+    assert_eq!(o.code, Some(255), "{}", o.stderr);
+    assert!(
+        o.stderr.contains(&format!("mpiexec: lost contact with host {} (rank 1): no message for 2.", h.names[1])),
+        "{}",
+        o.stderr
+    );
+    // Documented bound: heartbeat timeout plus the kill grace.
+    assert!(took < Duration::from_millis(3500), "took {took:?}");
+    // The cut-off host's proxy notices on its own and kills its rank.
+    if let Err(left) = wait_no_process(&m, Duration::from_secs(3)) {
+        panic!("left behind: {left:?}");
+    }
+}
+
+#[test]
+fn sigkilled_mpiexec_leaves_no_process_on_any_host() {
+    let Some(h) = Hosts::up(5, 3) else { return };
+    let m = marker(5);
+    let script = format!("echo up; exec sleep {m}");
+    let env = [("BATON_LAUNCH_FANOUT", "2")];
+    let mut child = spawn(&["--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "6", "sh", "-c", &script], &env);
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    for _ in 0..6 {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).unwrap() > 0);
+    }
+    let sleeping = pgrep(&m).iter().filter(|l| l.split_once(' ').is_some_and(|(_, c)| c.starts_with("sleep "))).count();
+    assert_eq!(sleeping, 6);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    if let Err(left) = wait_no_process(&m, Duration::from_secs(2)) {
+        panic!("left behind: {left:?}");
+    }
+    if let Err(left) = wait_no_process("--proxy --node [0-9]* --parent 10.79.5.", Duration::from_secs(2)) {
+        panic!("proxies left behind: {left:?}");
+    }
+}
+
+#[test]
+fn signals_and_timeout_cross_hosts() {
+    let Some(h) = Hosts::up(6, 2) else { return };
+    let m = marker(6);
+    // Ranks that ignore SIGTERM are SIGKILLed after the grace period.
+    let script = format!("trap '' TERM; echo up; sleep {m} & wait");
+    let mut child = spawn(&["--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "2", "sh", "-c", &script], &[]);
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    for _ in 0..2 {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).unwrap() > 0);
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let o = collect(child, Duration::from_secs(10));
+    assert_eq!(o.code, Some(128 + libc::SIGTERM), "{}", o.stderr);
+    assert!(o.elapsed < Duration::from_secs(3), "{:?}", o.elapsed);
+    if let Err(left) = wait_no_process(&m, Duration::from_secs(1)) {
+        panic!("left behind: {left:?}");
+    }
+    let o = mpiexec(&["--timeout", "1", "--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "2", "sleep", &m], &[]);
+    assert_eq!(o.code, Some(124), "{}", o.stderr);
+    assert!(o.elapsed < Duration::from_secs(4), "{:?}", o.elapsed);
+    if let Err(left) = wait_no_process(&m, Duration::from_secs(1)) {
+        panic!("left behind: {left:?}");
+    }
+}
+
+#[test]
+fn unauthenticated_connection_to_the_launcher_port_is_refused() {
+    let Some(h) = Hosts::up(7, 2) else { return };
+    // Each rank prints the launcher's port (from its proxy's command line),
+    // then waits long enough for the intruder to be dealt with.
+    let script =
+        "echo \"$(tr '\\0' ' ' < /proc/$PPID/cmdline | sed 's/.*--parent [^,]*:\\([0-9]*\\).*/port \\1/')\"; sleep 1; echo done";
+    let mut child = spawn(&["--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "2", "sh", "-c", script], &[]);
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let port: u16 = line.trim().strip_prefix("port ").unwrap().parse().unwrap();
+    // From host 1, where a real proxy would come from: garbage, then a
+    // silent connection that is dropped.
+    let intrude = format!(
+        "exec 3<>/dev/tcp/10.79.7.254/{port}; printf 'GET / HTTP/1.0\\r\\n\\r\\n0123456789012345678901234567890123456789' >&3; \
+         cat <&3 >/dev/null; exec 4<>/dev/tcp/10.79.7.254/{port}"
+    );
+    let st = Command::new("ip").args(["netns", "exec", &h.names[0], "bash", "-c", &intrude]).status().unwrap();
+    assert!(st.success());
+    let mut rest = String::new();
+    reader.read_to_string(&mut rest).unwrap();
+    let o = collect(child, Duration::from_secs(15));
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(rest.matches("done").count(), 2, "{rest}");
+    let rejected: Vec<&str> = o
+        .stderr
+        .lines()
+        .filter(|l| {
+            l.starts_with("mpiexec: rejected an unauthenticated connection to the launcher port from 10.79.7.1:")
+        })
+        .collect();
+    assert!(!rejected.is_empty(), "{}", o.stderr);
+    assert!(rejected[0].contains("bad magic"), "{}", o.stderr);
+}
