@@ -36,7 +36,7 @@ const AUTH_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Unauthenticated connections handled at once; more are closed at once,
 /// so a flood cannot exhaust threads.
-const MAX_PENDING_AUTH: usize = 64;
+const MAX_PENDING_AUTH: usize = 256;
 
 /// What the link threads report to the owner's event loop.
 pub enum LinkEvent {

@@ -38,6 +38,8 @@ use crate::{output, spawn, sys, Event, HOST_FAILURE_STATUS};
 pub const RANK_KEY_LABEL: &str = "ranks";
 /// How long a proxy waits for its parent to acknowledge `Done`.
 const DONE_LINGER: Duration = Duration::from_secs(2);
+/// Largest piece of output per message, well below the frame limit.
+const OUTPUT_PIECE: usize = 1 << 20;
 /// How long a proxy waits for its launch description.
 const LAUNCH_WAIT: Duration = Duration::from_secs(30);
 
@@ -333,7 +335,10 @@ fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, Stri
             .name("output".into())
             .spawn(move || {
                 output::forward(sources, |stderr, data| {
-                    out_link.send(&TreeMsg::Output { stderr, data: data.to_vec() });
+                    // Frames are capped; a huge unbroken line goes in pieces.
+                    for piece in data.chunks(OUTPUT_PIECE) {
+                        out_link.send(&TreeMsg::Output { stderr, data: piece.to_vec() });
+                    }
                 });
                 let _ = out_tx.send(Event::OutputDone);
             })
@@ -524,7 +529,21 @@ impl Proxy {
     fn try_fence_up(&mut self) {
         if self.fence_local && self.fence_children == self.children.len() {
             let kvs = std::mem::take(&mut self.fence_kvs);
-            self.parent.send(&TreeMsg::FenceUp { epoch: self.fence_epoch, kvs });
+            let payload = TreeMsg::FenceUp { epoch: self.fence_epoch, kvs }.encode();
+            if payload.len() > wire::MAX_FRAME_LEN {
+                // Sending it would only break the link; say what is wrong.
+                let msg = format!(
+                    "the key-values put before fence {} by the ranks on and below host {} total {} bytes, \
+                     more than the {} a fence can carry",
+                    self.fence_epoch,
+                    self.name,
+                    payload.len(),
+                    wire::MAX_FRAME_LEN
+                );
+                self.parent.send(&TreeMsg::Abort { rank: self.ranks.first().map_or(0, |r| r.rank), code: 1, msg });
+                return;
+            }
+            self.parent.send_payload(&payload);
             self.fence_local = false;
             self.fence_children = 0;
             self.fence_epoch += 1;

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use baton_pmi::auth::Secret;
 use baton_pmi::tree::{LaunchSpec, SegmentSpec, TreeMsg};
-use baton_pmi::wire::KeyValue;
+use baton_pmi::wire::{self, KeyValue};
 
 use crate::hosts::{self, rank_ranges};
 use crate::link::{self, Link, LinkEvent};
@@ -82,8 +82,8 @@ fn fanout_from_env() -> Result<usize, String> {
     match std::env::var("BATON_LAUNCH_FANOUT") {
         Err(_) => Ok(DEFAULT_FANOUT),
         Ok(v) => match v.trim().parse::<usize>() {
-            Ok(n) if (1..=1024).contains(&n) => Ok(n),
-            _ => Err(format!("BATON_LAUNCH_FANOUT={v:?} is not a number between 1 and 1024")),
+            Ok(n) if (1..=256).contains(&n) => Ok(n),
+            _ => Err(format!("BATON_LAUNCH_FANOUT={v:?} is not a number between 1 and 256")),
         },
     }
 }
@@ -542,6 +542,16 @@ impl Job {
                 t.fence_kvs.extend(kvs);
                 if t.fence_arrived == t.children.len() {
                     let payload = TreeMsg::FenceDown { epoch, kvs: std::mem::take(&mut t.fence_kvs) }.encode();
+                    if payload.len() > wire::MAX_FRAME_LEN {
+                        let msg = format!(
+                            "the key-values put before fence {epoch} total {} bytes, more than the {} a fence can carry",
+                            payload.len(),
+                            wire::MAX_FRAME_LEN
+                        );
+                        self.fail(1, &msg);
+                        return;
+                    }
+                    let t = self.tree();
                     t.fence_arrived = 0;
                     t.fence_epoch += 1;
                     for c in &t.children {
