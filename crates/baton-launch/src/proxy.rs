@@ -95,32 +95,27 @@ pub fn start_proxy(
     Ok(pid)
 }
 
-/// Reads the secret line from stdin, waiting at most `limit`.
+/// Reads the secret line from stdin, waiting at most `limit` (a thread
+/// reads, so a parent that never writes cannot hold the proxy forever).
 fn read_secret(limit: Duration) -> Result<Secret, String> {
-    let deadline = Instant::now() + limit;
-    let mut line = Vec::new();
-    let mut stdin = std::io::stdin().lock();
-    let mut b = [0u8; 1];
-    while line.len() <= 128 {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let mut pfd = libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 };
-        // SAFETY: pfd is a valid pollfd for the duration of the call.
-        let n = unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32) };
-        if n == 0 {
-            return Err("no launcher secret on stdin (is this run by mpiexec?)".into());
+    let (tx, rx) = mpsc::channel();
+    thread::Builder::new()
+        .name("secret".into())
+        .spawn(move || {
+            let mut line = Vec::new();
+            let got = std::io::BufRead::read_until(&mut std::io::stdin().lock().take(200), b'\n', &mut line);
+            let _ = tx.send(got.map(|_| line));
+        })
+        .map_err(|e| format!("cannot start a thread: {e}"))?;
+    match rx.recv_timeout(limit) {
+        Ok(Ok(line)) if line.ends_with(b"\n") => {
+            let hex = String::from_utf8_lossy(&line).trim().to_owned();
+            Secret::from_hex(&hex).map_err(|_| "malformed launcher secret on stdin".to_owned())
         }
-        match stdin.read(&mut b) {
-            Ok(1) if b[0] == b'\n' => {
-                let hex = String::from_utf8_lossy(&line).trim().to_owned();
-                return Secret::from_hex(&hex).map_err(|_| "malformed launcher secret on stdin".to_owned());
-            }
-            Ok(1) => line.push(b[0]),
-            Ok(_) => return Err("stdin closed before the launcher secret arrived".into()),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("cannot read the launcher secret from stdin: {e}")),
-        }
+        Ok(Ok(_)) => Err("stdin closed before the launcher secret arrived".into()),
+        Ok(Err(e)) => Err(format!("cannot read the launcher secret from stdin: {e}")),
+        Err(_) => Err("no launcher secret on stdin (is this run by mpiexec?)".into()),
     }
-    Err("malformed launcher secret on stdin".into())
 }
 
 /// Entry point of `mpiexec --proxy ...`; returns the exit status.
