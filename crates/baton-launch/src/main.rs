@@ -342,6 +342,9 @@ impl Job {
                     self.failure = Some(128 + sig);
                 }
                 self.kill_at.get_or_insert(Instant::now() + KILL_GRACE);
+                if self.tree.is_some() {
+                    self.tree_failed();
+                }
             }
             Event::OutputDone => self.output_done = true,
             Event::Link(ev) => self.tree_link_event(ev),

@@ -679,6 +679,14 @@ impl Proxy {
                     sys::kill_group(r.pid, sig);
                 }
                 self.to_children(&TreeMsg::Signal { sig, all }.encode());
+                // The job is ending: a proxy connecting later would start
+                // ranks that no signal reaches any more.
+                let starting: Vec<u32> =
+                    self.children.iter().filter(|c| c.state == State::Starting).map(|c| c.node).collect();
+                for node in starting {
+                    let msg = format!("the proxy on host {} was not started: the job is ending", self.host(node));
+                    self.child_failed(node, 1, msg);
+                }
             }
             TreeMsg::Stdin { node, data } => {
                 if node == self.me {

@@ -134,7 +134,9 @@ pub fn launch(opts: &cli::Options, plan: Plan) -> Result<i32, (String, i32)> {
     let advertised = if remote.is_empty() {
         loopback.clone()
     } else {
-        link::advertised_addrs(iface.as_deref(), port).map_err(|e| (format!("-iface: {e}"), 2))?
+        link::advertised_addrs(iface.as_deref(), port).map_err(|e| {
+            (format!("cannot choose the addresses proxies reach mpiexec at (-iface, BATON_LAUNCH_IF): {e}"), 2)
+        })?
     };
     link::start_listener(listener, secret.clone(), tx.clone())
         .map_err(|e| (format!("cannot start the launcher's accept thread: {e}"), 1))?;
@@ -189,7 +191,7 @@ pub fn launch(opts: &cli::Options, plan: Plan) -> Result<i32, (String, i32)> {
 
     // Start the children before the reaper: std reaps a child whose exec
     // failed itself, and a concurrent waitpid(-1) could steal that status.
-    let mut start_error = None;
+    let mut start_error: Option<String> = None;
     for (node, sub) in direct {
         let is_local = plan.local[node as usize];
         let addrs = if is_local { &loopback } else { &advertised };
@@ -197,7 +199,7 @@ pub fn launch(opts: &cli::Options, plan: Plan) -> Result<i32, (String, i32)> {
         let pid = match started {
             Ok(pid) => Some(pid),
             Err(msg) => {
-                start_error.get_or_insert((node, msg));
+                start_error.get_or_insert(msg);
                 None
             }
         };
@@ -224,25 +226,21 @@ pub fn launch(opts: &cli::Options, plan: Plan) -> Result<i32, (String, i32)> {
         .map(|&node| Rank { pid: 0, node, connected: false, finalized: false, exited: false })
         .collect();
     let mut job = Job::new(ranks, plan.names.clone(), opts.timeout, Some(tree));
-    if let Some((node, msg)) = start_error {
-        // Hosts after the failed one were never started: nothing to wait for.
-        let tree = job.tree.as_ref().expect("tree mode");
-        let never: Vec<u32> = tree.ranks_on.iter().flatten().copied().collect();
-        let started: Vec<u32> = tree
-            .children
-            .iter()
-            .filter(|c| c.state != State::Gone)
-            .flat_map(|c| tree.nodes_of(c.node))
-            .flat_map(|n| tree.ranks_on[n as usize].clone())
-            .collect();
-        for r in never.into_iter().filter(|r| !started.contains(r)) {
-            job.ranks[r as usize].exited = true;
+    if let Some(msg) = start_error {
+        // Nothing has connected yet and every proxy started so far is
+        // killed (tree_failed), so no rank will run anywhere.
+        for r in &mut job.ranks {
+            r.exited = true;
         }
-        let _ = node;
         job.fail(HOST_FAILURE_STATUS, &msg);
-        job.tree_update_open();
     }
     let status = job.run(&rx);
+    // Exits already reaped must not be mistaken for live process groups.
+    while let Ok(ev) = rx.try_recv() {
+        if let Event::Exited(pid, status) = ev {
+            job.tree_process_exited(pid, status);
+        }
+    }
     // A remote shell still running has nothing left to do.
     if let Some(tree) = &job.tree {
         for c in &tree.children {
