@@ -19,6 +19,10 @@ const GUARD: u8 = 0xEE;
 /// One frame in a ring: header and payload.
 type Frame = (Header, Vec<u8>);
 
+/// A data frame partly sent over a byte stream: (from, to, lane), header, payload so far, payload
+/// length.
+type Unfinished = ((ProcIdx, ProcIdx, u8), Header, Vec<u8>, usize);
+
 /// Everything between the engines: rings, settings, and a record of what crossed.
 struct Wire {
     /// Frames one ring holds (per ordered pair of processes).
@@ -43,8 +47,8 @@ struct Wire {
     /// bytes, over `lanes` connections; a lane carrying an unfinished frame takes nothing else.
     piece: Option<usize>,
     lanes: usize,
-    /// Unfinished data frames: (from, to, lane) -> header, payload so far, payload length.
-    mid: Vec<((ProcIdx, ProcIdx, u8), Header, Vec<u8>, usize)>,
+    /// Unfinished data frames.
+    mid: Vec<Unfinished>,
     /// Deliver complete data frames through `data_window` (as a socket reader does) instead of
     /// `on_frame`.
     place_direct: bool,
