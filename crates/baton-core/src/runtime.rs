@@ -276,20 +276,34 @@ fn env_num(k: &str) -> Option<u32> {
     std::env::var(k).ok().and_then(|v| v.trim().parse().ok())
 }
 
-/// What each process publishes about itself: `pid node local_rank tcp_addr` (`-` for none).
+/// What each process publishes about itself: `pid node local_rank tcp_addr machine` (`-` for
+/// none). The machine (kernel boot id) tells which processes share cores even when they are on
+/// different nodes, e.g. test hosts made of network namespaces.
 fn proc_value(pid: i32, node: &str, local_rank: u32, tcp: Option<std::net::SocketAddr>) -> String {
     let addr = tcp.map_or_else(|| "-".to_string(), |a| a.to_string());
-    format!("{pid} {node} {local_rank} {addr}")
+    let machine = baton_transport::sys::machine_id().unwrap_or_else(|| "-".to_string());
+    format!("{pid} {node} {local_rank} {addr} {machine}")
+}
+
+/// One process as [`proc_value`] describes it.
+struct ProcInfo {
+    pid: i32,
+    node: String,
+    local_rank: Option<u32>,
+    addr: Option<std::net::SocketAddr>,
+    machine: Option<String>,
 }
 
 /// Parses [`proc_value`]; anything malformed reads as "unknown", which start-up then reports.
-fn parse_proc_value(v: &str) -> (i32, String, Option<u32>, Option<std::net::SocketAddr>) {
+fn parse_proc_value(v: &str) -> ProcInfo {
     let mut it = v.split(' ');
-    let pid = it.next().and_then(|s| s.parse().ok()).unwrap_or(0);
-    let node = it.next().unwrap_or("?").to_string();
-    let local = it.next().and_then(|s| s.parse().ok());
-    let addr = it.next().and_then(|s| s.parse().ok());
-    (pid, node, local, addr)
+    ProcInfo {
+        pid: it.next().and_then(|s| s.parse().ok()).unwrap_or(0),
+        node: it.next().unwrap_or("?").to_string(),
+        local_rank: it.next().and_then(|s| s.parse().ok()),
+        addr: it.next().and_then(|s| s.parse().ok()),
+        machine: it.next().filter(|s| *s != "-").map(str::to_string),
+    }
 }
 
 impl Mpi {
@@ -325,6 +339,7 @@ impl Mpi {
                 procs: vec![Proc { job: job_id, rank, pid, host: s.host.clone() }],
                 slots: vec![Some(0)],
                 addrs: vec![None],
+                machines: vec![None],
                 seg: None,
                 tcp: None,
             },
@@ -387,15 +402,17 @@ impl Mpi {
             procs: Vec::with_capacity(size as usize),
             slots: Vec::with_capacity(size as usize),
             addrs: Vec::with_capacity(size as usize),
+            machines: Vec::with_capacity(size as usize),
             seg: seg.map(Arc::new),
             tcp,
         };
         for r in 0..size {
             let v = p.get(r, "proc").map_err(pmi_err)?.unwrap_or_default();
-            let (pid, node, local, addr) = parse_proc_value(&String::from_utf8_lossy(&v));
-            w.slots.push(local);
-            w.addrs.push(addr);
-            w.procs.push(Proc { job: s.job_id, rank: r, pid, host: node });
+            let info = parse_proc_value(&String::from_utf8_lossy(&v));
+            w.slots.push(info.local_rank);
+            w.addrs.push(info.addr);
+            w.machines.push(info.machine);
+            w.procs.push(Proc { job: s.job_id, rank: r, pid: info.pid, host: info.node });
         }
         w.pmi = Some(p);
         Ok(w)
@@ -404,13 +421,20 @@ impl Mpi {
     /// The second half of start-up: the fabric and the predefined communicators.
     fn assemble(s: Setup, w: Wired, appnum: i32, universe: i32) -> Result<Mpi> {
         let Setup { rank, size, job_id, host, local_rank, local_size, cfg, .. } = s;
-        let Wired { pmi, procs, slots, addrs, seg, mut tcp } = w;
+        let Wired { pmi, procs, slots, addrs, machines, seg, mut tcp } = w;
         if seg.is_some() && cfg.cma {
             baton_transport::cma::allow_peers();
         }
         let me = rank as ProcIdx;
         let mut fabric = Fabric::new(me, cfg, seg.clone());
         let mut local = 0;
+        // Processes competing for this machine's cores (more than cores: yield while waiting).
+        let mine = &machines[me as usize];
+        let sharing = procs
+            .iter()
+            .zip(&machines)
+            .filter(|(p, m)| if mine.is_some() { *m == mine } else { p.host == host })
+            .count();
         for (i, p) in procs.iter().enumerate() {
             let same_host = p.host == host;
             local += same_host as usize;
@@ -456,7 +480,7 @@ impl Mpi {
         Ok(Mpi {
             state: Mutex::new(State { engine: Engine::new(), fabric, consumers, tcp_rx: Vec::new() }),
             bell,
-            policy: WaitPolicy::choose(local),
+            policy: WaitPolicy::choose(sharing),
             procs,
             me,
             job_id,
@@ -775,6 +799,8 @@ struct Wired {
     slots: Vec<Option<u32>>,
     /// Per process: where it listens for TCP connections.
     addrs: Vec<Option<std::net::SocketAddr>>,
+    /// Per process: the machine it runs on (see [`proc_value`]).
+    machines: Vec<Option<String>>,
     seg: Option<Arc<Segment>>,
     tcp: Option<TcpNet>,
 }

@@ -85,3 +85,12 @@ pub fn interface_addrs() -> Vec<IfAddr> {
     unsafe { libc::freeifaddrs(head) };
     out
 }
+
+/// Names the machine (kernel instance) this process runs on: the kernel's boot id. Processes
+/// in different network namespaces or containers of one machine share it, which is what matters
+/// when they compete for its cores. `None` when the kernel does not say.
+pub fn machine_id() -> Option<String> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let id: String = id.trim().chars().filter(|c| c.is_ascii_hexdigit()).collect();
+    (!id.is_empty()).then_some(id)
+}
