@@ -79,6 +79,9 @@ step "C test suite over TCP (BATON_TRANSPORTS=tcp)" env BATON_TRANSPORTS=tcp ALG
 step "C point-to-point suite over TCP, tiny frames, 3 stripes" env BATON_TRANSPORTS=tcp BATON_TCP_EAGER_MAX=64 \
   BATON_TCP_CHUNK=4096 BATON_TCP_STRIPES=3 MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" \
   tests/run-c-tests p2p_basic p2p_order p2p_modes p2p_probe p2p_complete p2p_large_count threads coll_basic coll_bcast coll_alltoall
+# Several hosts (network namespaces as root; skipped otherwise): the suite across 3 hosts.
+step "C test suite across namespace hosts (shm inside, TCP between)" env BUILD_DIR="$root/build/c-tests" \
+  tests/hosts/run.sh "$prefix"
 step "BATON_TRANSPORTS: a missing transport, or none reaching a rank: clear error" transports_error
 step "fault tests (rank and mpiexec SIGKILL)" env BUILD_DIR="$root/build/fault" tests/fault/run.sh "$prefix"
 step "mpi4py 4.1.2 built against Baton (smoke test, 2 and 4 ranks)" tests/python/run.sh "$prefix"
