@@ -82,6 +82,8 @@ step "C point-to-point suite over TCP, tiny frames, 3 stripes" env BATON_TRANSPO
 # Several hosts (network namespaces as root; skipped otherwise): the suite across 3 hosts.
 step "C test suite across namespace hosts (shm inside, TCP between)" env BUILD_DIR="$root/build/c-tests" \
   tests/hosts/run.sh "$prefix"
+step "TCP over IPv6 (BATON_TCP_IF=::1)" env BATON_TRANSPORTS=tcp BATON_TCP_IF=::1 ALGORITHMS=none MPICC="$mpicc" \
+  MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" tests/run-c-tests p2p_basic p2p_order coll_allreduce
 step "BATON_TRANSPORTS: a missing transport, or none reaching a rank: clear error" transports_error
 step "fault tests (rank and mpiexec SIGKILL)" env BUILD_DIR="$root/build/fault" tests/fault/run.sh "$prefix"
 step "mpi4py 4.1.2 built against Baton (smoke test, 2 and 4 ranks)" tests/python/run.sh "$prefix"
