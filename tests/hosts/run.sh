@@ -4,8 +4,12 @@
 #  1. 3 hosts with 2 slots each: ranks 0-1, 2-3, 4-5 share a host (shared memory inside a host,
 #     TCP between hosts; 8 ranks wrap around);
 #  2. point-to-point and a few collectives on 2 hosts with one slot each (every pair over TCP,
-#     cyclic placement), 3 stripes per peer and tiny frames.
+#     cyclic placement), 3 stripes per peer and tiny frames;
+#  3. faults while ranks talk over TCP: a rank on another host SIGKILLed (the job ends within
+#     2 s naming rank and host), a host's link taken down (ends within the heartbeat bound,
+#     BATON_HEARTBEAT_TIMEOUT=2 here, naming the host); no process of the job left behind.
 # Needs root; prints SKIP and exits 0 otherwise. The hosts are removed on every exit path.
+# PARTS (default "suite p2p faults") selects parts.
 set -u
 prefix=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -25,11 +29,70 @@ rsh="--rsh $root/scripts/netns-rsh"
 h=$NETNS_PREFIX
 export MPICC="$prefix/bin/mpicc" MPIEXEC="$prefix/bin/mpiexec" BUILD_DIR="${BUILD_DIR:-$root/build/c-tests}"
 fails=0
+parts=${PARTS:-suite p2p faults}
+has() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
+if has suite; then
 echo "--- 3 hosts x 2 slots"
 ALGORITHMS=none XFAIL="intercomm" MPIEXEC_FLAGS="$rsh -hosts ${h}1:2,${h}2:2,${h}3:2" \
   "$root/tests/run-c-tests" || fails=$((fails + 1))
+fi
+if has p2p; then
 echo "--- 2 hosts x 1 slot, 3 stripes, tiny frames"
 ALGORITHMS=none BATON_TCP_STRIPES=3 BATON_TCP_EAGER_MAX=64 BATON_TCP_CHUNK=4096 MPIEXEC_FLAGS="$rsh -hosts ${h}1,${h}2" \
   "$root/tests/run-c-tests" p2p_basic p2p_order p2p_modes p2p_probe p2p_large_count threads coll_bcast coll_alltoall ||
   fails=$((fails + 1))
+fi
+has faults || exit $fails
+
+echo "--- faults across hosts"
+"$prefix/bin/mpicc" -o "$BUILD_DIR/blocker" "$root/tests/fault/blocker.c" || exit 1
+out=$(mktemp)
+err=$(mktemp)
+wait_ready() {
+  for _ in $(seq 200); do
+    [ "$(grep -c '^ready' "$out")" -ge "$1" ] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+fault() { # name expected-pattern bound-ms action...
+  local name=$1 pattern=$2 bound=$3
+  shift 3
+  : >"$out"
+  : >"$err"
+  BATON_HEARTBEAT_TIMEOUT=2 "$prefix/bin/mpiexec" --timeout 60 $rsh -hosts "${h}1:2,${h}2:2" -n 4 "$BUILD_DIR/blocker" >"$out" 2>"$err" &
+  local mpx=$!
+  if ! wait_ready 4; then
+    echo "FAIL $name: job did not start: $(cat "$err")"
+    kill -9 $mpx 2>/dev/null
+    fails=$((fails + 1))
+    return
+  fi
+  local pids t0 rc ms left
+  pids=$(awk '$1=="ready" {print $3}' "$out")
+  t0=$(date +%s%N)
+  "$@"
+  wait $mpx
+  rc=$?
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  # A cut-off host cleans up by itself (its proxy notices the silence too): give it a moment.
+  for _ in $(seq 60); do
+    left=0
+    for p in $pids; do kill -0 "$p" 2>/dev/null && left=$((left + 1)); done
+    [ $left = 0 ] && break
+    sleep 0.05
+  done
+  if [ "$rc" = 0 ] || [ "$ms" -gt "$bound" ] || [ "$left" != 0 ] || ! grep -Eq "$pattern" "$err"; then
+    echo "FAIL $name: exit $rc after $ms ms (bound $bound), $left processes left; stderr: $(cat "$err")"
+    kill -9 $pids 2>/dev/null
+    fails=$((fails + 1))
+  else
+    echo "ok $name: exit $rc after $ms ms: $(grep -E "$pattern" "$err" | head -1)"
+  fi
+}
+kill_rank() { kill -9 "$(awk -v r="$1" '$1=="ready" && $2==r {print $3}' "$out")"; }
+fault "rank on another host SIGKILLed" "rank 3 \\(pid [0-9]+ on ${h}2\\) was killed by signal 9" 2000 kill_rank 3
+fault "link of a host taken down" "lost contact with host ${h}2" 5000 ip -n "${h}2" link set eth0 down
+ip -n "${h}2" link set eth0 up
+rm -f "$out" "$err"
 exit $fails
