@@ -16,8 +16,11 @@
  * 4 MiB, size 0 is skipped: a byte stream has no empty message),
  * --budget s, --window w, --min-samples n, --max-samples n, --warmup n,
  * --batch-us us.
+ * --spin: both sides busy-poll their reads (MSG_DONTWAIT in a loop) instead
+ * of sleeping in read(), as MPI progress engines do: on a VM the wake-up of a
+ * sleeping reader can cost more than the transfer itself.
  * Output: one JSON object per line, as mpibench (bench "pingpong" or "bw",
- * ranks 2, "impl":"raw_tcp"); errors as {"bench":...,"error":...} and exit 1.
+ * ranks 2, "impl":"raw_tcp" or "raw_tcp_spin"); errors as {"bench":...,"error":...} and exit 1.
  *
  * Definitions, as in bench/src/p2p.c: pingpong latency = round trip / 2;
  * bw = time of a window of messages (each its own write of SIZE bytes,
@@ -55,6 +58,7 @@ enum { OP_PINGPONG = 1, OP_BW = 2, OP_QUIT = 3 };
 typedef struct {
     uint32_t magic, op;
     uint64_t size, count, window;
+    uint32_t spin, pad;
 } cmd_t;
 
 static struct {
@@ -64,6 +68,7 @@ static struct {
     double budget_s, batch_us, stable_tol;
     int min_samples, max_samples, warmup, window;
     double connect_timeout;
+    int spin; /* busy-poll reads instead of sleeping in read() */
 } o = {.budget_s = 0.5, .batch_us = 2000, .stable_tol = 0.03, .min_samples = 5, .max_samples = 200,
        .warmup = 10, .window = 64, .connect_timeout = 10};
 
@@ -89,8 +94,9 @@ static void full_io(int fd, void *b, size_t n, int wr)
 {
     size_t d = 0;
     while (d < n) {
-        ssize_t r = wr ? write(fd, (char *)b + d, n - d) : read(fd, (char *)b + d, n - d);
-        if (r < 0 && errno == EINTR)
+        ssize_t r = wr ? write(fd, (char *)b + d, n - d)
+                       : recv(fd, (char *)b + d, n - d, o.spin ? MSG_DONTWAIT : 0);
+        if (r < 0 && (errno == EINTR || (o.spin && !wr && (errno == EAGAIN || errno == EWOULDBLOCK))))
             continue;
         if (r <= 0) {
             if (r == 0)
@@ -218,6 +224,7 @@ static void serve(int ls)
         }
         if (c.op == OP_QUIT)
             break;
+        o.spin = (int)c.spin;
         if (c.size > cap) {
             free(buf);
             cap = c.size;
@@ -271,7 +278,7 @@ typedef struct {
 static double kernel(ctx_t *c, long n, long first)
 {
     cmd_t cmd = {.magic = MAGIC, .op = (uint32_t)c->op, .size = c->size, .count = (uint64_t)n,
-                 .window = (uint64_t)c->window};
+                 .window = (uint64_t)c->window, .spin = (uint32_t)o.spin};
     full_io(c->s, &cmd, sizeof cmd, 1);
     double t0 = now();
     for (long it = 0; it < n; it++) {
@@ -361,9 +368,9 @@ static void measure(ctx_t *c, const char *bench)
     if (c->op == OP_BW)
         snprintf(extra, sizeof extra, ",\"window\":%d", c->window);
     printf("{\"bench\":\"%s\",\"size\":%zu,\"ranks\":2,\"min_us\":%.4f,\"median_us\":%.4f,\"mean_us\":%.4f,"
-           "\"mbps\":%.3f,\"samples\":%d,\"iters\":%ld,\"stable\":%s%s,\"impl\":\"raw_tcp\"}\n",
+           "\"mbps\":%.3f,\"samples\":%d,\"iters\":%ld,\"stable\":%s%s,\"impl\":\"%s\"}\n",
            bench, c->size, mn, med, mean, med > 0 ? (double)c->size / med : 0, n, iters,
-           stable ? "true" : "false", extra);
+           stable ? "true" : "false", extra, o.spin ? "raw_tcp_spin" : "raw_tcp");
     fflush(stdout);
 }
 
@@ -424,7 +431,7 @@ static void run_client(int s, const char *list)
 
 static void usage(void)
 {
-    fputs("usage: tcp_pingpong [pingpong,bw] [--quick|--smoke] [--sizes a,b,..] [--budget s] [--window w]\n"
+    fputs("usage: tcp_pingpong [pingpong,bw] [--quick|--smoke] [--sizes a,b,..] [--budget s] [--window w] [--spin]\n"
           "                    [--connect HOST[:PORT]] [--connect-timeout s]\n"
           "       tcp_pingpong --server [--listen ADDR] [--port P]\n",
           stderr);
@@ -464,6 +471,8 @@ int main(int argc, char **argv)
             continue;
         if (!strcmp(a, "--server"))
             server = 1;
+        else if (!strcmp(a, "--spin"))
+            o.spin = 1;
         else if (a[0] != '-' && i == 1)
             list = a;
         else if (!has_v)
