@@ -16,17 +16,25 @@
 # that bhK stays IPv4 whatever the resolver prefers).
 # To run something on a host: scripts/netns-rsh bhK CMD (sets the host name
 # too), or plain `ip netns exec bhK CMD`.
+# NETNS_PREFIX (bh), NETNS_BRIDGE (bbr0) and NETNS_NET (10.77.0) rename it
+# all, as for scripts/netns-hosts, so that test runs in parallel each have
+# hosts of their own (IPv6 then fdXX:Y::K for NETNS_NET=10.XX.Y).
 #
 # Exit status 77 (skip) when not root or network namespaces are unavailable.
 set -eu
 
-BRIDGE=bbr0
-SUBNET=10.77.0
-SUBNET6=fd77:
+P=${NETNS_PREFIX:-bh}
+BRIDGE=${NETNS_BRIDGE:-bbr0}
+SUBNET=${NETNS_NET:-10.77.0}
+octets=${SUBNET#*.}
+case ${octets#*.} in
+  0) SUBNET6=fd${octets%%.*}: ;;
+  *) SUBNET6=fd${octets%%.*}:${octets#*.}: ;;
+esac
 STATE=/run/baton-netns
 HOSTS_FILE=${NETNS_HOSTS_FILE:-/etc/hosts}
-MARK_BEGIN="# BEGIN baton-netns test hosts"
-MARK_END="# END baton-netns test hosts"
+MARK_BEGIN="# BEGIN baton-netns test hosts $P"
+MARK_END="# END baton-netns test hosts $P"
 me=$(basename "$0")
 
 usage() {
@@ -74,12 +82,12 @@ has_link() {
 
 # Namespaces named bhK (K a number) are this script's.
 our_hosts() {
-  ip netns list 2>/dev/null | sed -n 's/^\(bh[0-9][0-9]*\)\( .*\)\{0,1\}$/\1/p'
+  ip netns list 2>/dev/null | sed -n "s/^\(${P}[0-9][0-9]*\)\( .*\)\{0,1\}\$/\1/p"
 }
 
 host_index() {
   case $1 in
-    bh[0-9]*) k=${1#bh} ;;
+    "$P"[0-9]*) k=${1#"$P"} ;;
     *) return 1 ;;
   esac
   case $k in
@@ -92,7 +100,7 @@ host_index() {
 # The probe catches a root without CAP_SYS_ADMIN (containers), where
 # `ip netns list` works but creating one does not.
 probe_netns() {
-  p=bhprobe$$
+  p=netnsprobe$$
   if ! ip netns add "$p" 2>/dev/null; then
     skip "cannot create a network namespace (no CAP_SYS_ADMIN?)"
   fi
@@ -107,17 +115,17 @@ write_hosts_block() { # N ipv6
     {
       echo "$MARK_BEGIN"
       echo "# written by scripts/netns.sh up; scripts/netns.sh down removes the block"
-      echo "$SUBNET.254 bh0"
+      echo "$SUBNET.254 ${P}0"
       k=1
       while [ "$k" -le "$1" ]; do
-        echo "$SUBNET.$k bh$k"
+        echo "$SUBNET.$k $P$k"
         k=$((k + 1))
       done
       if [ "$2" = 1 ]; then
-        echo "${SUBNET6}:254 bh0-v6"
+        echo "${SUBNET6}:254 ${P}0-v6"
         k=1
         while [ "$k" -le "$1" ]; do
-          echo "${SUBNET6}:$k bh$k-v6"
+          echo "${SUBNET6}:$k $P$k-v6"
           k=$((k + 1))
         done
       fi
@@ -144,7 +152,7 @@ bridge_up() { # ipv6
 
 # Addresses and routes of host K; also what `link up` restores.
 configure_host() { # K ipv6
-  h=bh$1
+  h=$P$1
   ip -n "$h" link set lo up
   ip -n "$h" addr replace "$SUBNET.$1/24" dev eth0
   ip -n "$h" link set eth0 up
@@ -159,17 +167,17 @@ configure_host() { # K ipv6
 }
 
 host_up() { # K ipv6
-  h=bh$1
+  h=$P$1
   has_ns "$h" || ip netns add "$h"
   # Both ends of a veth pair vanish together, so a missing root end means
   # the host has no eth0 either (or a stale one from a killed run: dropped).
-  if ! has_link "vbh$1"; then
+  if ! has_link "v$h"; then
     ip -n "$h" link del eth0 2>/dev/null || true
-    ip link add "vbh$1" type veth peer name eth0 netns "$h" ||
+    ip link add "v$h" type veth peer name eth0 netns "$h" ||
       skip "cannot create a veth pair"
   fi
-  ip link set "vbh$1" master "$BRIDGE"
-  ip link set "vbh$1" up
+  ip link set "v$h" master "$BRIDGE"
+  ip link set "v$h" up
   configure_host "$1" "$2"
 }
 
@@ -192,9 +200,8 @@ kill_host_procs() {
 }
 
 host_down() { # name
-  k=${1#bh}
   kill_host_procs "$1"
-  ip link del "vbh$k" 2>/dev/null || true
+  ip link del "v$1" 2>/dev/null || true
   ip netns del "$1" 2>/dev/null || true
 }
 
@@ -224,10 +231,10 @@ cmd_up() { # N [--ipv6]
     i=$(host_index "$h") || continue
     [ "$i" -le "$n" ] || host_down "$h"
   done
-  echo $v6 >"$STATE/ipv6"
+  echo $v6 >"$STATE/ipv6.$P"
   write_hosts_block "$n" $v6
   unlock_state
-  echo "$me: hosts bh1..bh$n up ($SUBNET.1-$n, root namespace $SUBNET.254 on $BRIDGE)" >&2
+  echo "$me: hosts ${P}1..$P$n up ($SUBNET.1-$n, root namespace $SUBNET.254 on $BRIDGE)" >&2
 }
 
 cmd_down() {
@@ -237,31 +244,31 @@ cmd_down() {
     host_down "$h"
   done
   # a veth whose namespace was deleted by hand
-  for l in $(ip -o link show 2>/dev/null | sed -n 's/^[0-9]*: \(vbh[0-9][0-9]*\)[@:].*/\1/p'); do
+  for l in $(ip -o link show 2>/dev/null | sed -n "s/^[0-9]*: \(v${P}[0-9][0-9]*\)[@:].*/\1/p"); do
     ip link del "$l" 2>/dev/null || true
   done
   if has_link "$BRIDGE"; then
     ip link del "$BRIDGE"
   fi
   write_hosts_block 0 0
-  rm -f "$STATE/ipv6"
+  rm -f "$STATE/ipv6.$P"
   unlock_state
 }
 
 # The host's end stays configured: software on it sees a dead network
 # (time-outs, unreachable peers), as with a pulled cable or a dead switch port.
 cmd_link() { # HOST down|up
-  k=$(host_index "${1:-}") || die "link: want a host bhK, got '${1:-}'"
+  k=$(host_index "${1:-}") || die "link: want a host ${P}K, got '${1:-}'"
   case ${2:-} in
     up | down) ;;
     *) die "link: want 'down' or 'up', got '${2:-}'" ;;
   esac
   require_netns
   lock_state
-  has_link "vbh$k" || die "link: host bh$k is not up"
-  ip link set "vbh$k" "$2"
+  has_link "v$P$k" || die "link: host $P$k is not up"
+  ip link set "v$P$k" "$2"
   if [ "$2" = up ]; then
-    configure_host "$k" "$(cat "$STATE/ipv6" 2>/dev/null || echo 0)"
+    configure_host "$k" "$(cat "$STATE/ipv6.$P" 2>/dev/null || echo 0)"
   fi
   unlock_state
 }
@@ -270,8 +277,7 @@ cmd_status() {
   require_netns
   echo "bridge $BRIDGE: $(ip -br addr show dev "$BRIDGE" 2>/dev/null || echo absent)"
   for h in $(our_hosts); do
-    k=${h#bh}
-    echo "$h: $(ip -n "$h" -br addr show dev eth0 2>/dev/null || echo 'no eth0'); root end $(ip -br link show dev "vbh$k" 2>/dev/null | awk '{print $2}')"
+    echo "$h: $(ip -n "$h" -br addr show dev eth0 2>/dev/null || echo 'no eth0'); root end $(ip -br link show dev "v$h" 2>/dev/null | awk '{print $2}')"
   done
 }
 
@@ -312,7 +318,7 @@ cmd_with() { # N [--ipv6] -- CMD...
   # to finish (fd 8 is held for the whole run, not passed to the command).
   mkdir -p "$STATE" 2>/dev/null || STATE=${TMPDIR:-/tmp}/baton-netns
   mkdir -p "$STATE"
-  exec 8>"$STATE/session.lock"
+  exec 8>"$STATE/session.$P.lock"
   if command -v flock >/dev/null 2>&1; then
     flock 8
   fi

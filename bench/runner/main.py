@@ -187,9 +187,9 @@ def parse_args(argv):
                                     "first, server on the second), e.g. bh1,bh2 from scripts/netns.sh")
     ap.add_argument("--rsh", help="ssh-compatible remote-start command for --hosts, e.g. scripts/netns-rsh")
     ap.add_argument("--tcp-if", help="network interface for the MPIs' TCP traffic (default: lo on one host, "
-                                     "eth0 on the bhK hosts of scripts/netns.sh, else the MPI's choice)")
+                                     "eth0 on the namespace hosts of scripts/netns.sh, else the MPI's choice)")
     ap.add_argument("--localhost", help="this machine's name as the hosts see it (MPICH hydra's -localhost; "
-                                        "default bh0 with the bhK hosts)")
+                                        "default bh0 with the namespace hosts bhK)")
     return ap.parse_args(argv)
 
 
@@ -210,10 +210,12 @@ def main(argv=None):
         found[m.name] = m
     hosts = [h.strip() for h in a.hosts.split(",") if h.strip()] if a.hosts else []
     tcp_if, localhost = a.tcp_if, a.localhost
-    if hosts and all(re.fullmatch(r"bh[0-9]+", h) for h in hosts):
-        # the test hosts of scripts/netns.sh: veth eth0, root namespace bh0
+    ns_hosts = [re.fullmatch(r"(.*[^0-9])[0-9]+", h) for h in hosts]
+    if hosts and all(m and os.path.exists("/run/netns/" + h) for m, h in zip(ns_hosts, hosts)):
+        # the test hosts of scripts/netns.sh (PREFIX + K): veth eth0, root
+        # namespace named PREFIX + 0
         tcp_if = tcp_if or "eth0"
-        localhost = localhost or "bh0"
+        localhost = localhost or ns_hosts[0].group(1) + "0"
     if hosts and not a.rsh:
         log("--hosts needs --rsh (an ssh-compatible remote-start command, e.g. scripts/netns-rsh)")
         return 2
