@@ -4,6 +4,8 @@ import datetime
 import json
 import os
 import platform
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -177,6 +179,17 @@ def parse_args(argv):
                     help="apt-get install -y mpich openmpi-bin libopenmpi-dev python3-matplotlib first")
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--list", action="store_true", help="list MPIs found and benchmarks, then exit")
+    ap.add_argument("--transport", choices=["default", "tcp"], default="default",
+                    help="tcp: every MPI forced onto TCP (Baton BATON_TRANSPORTS=tcp, MPICH UCX_TLS=tcp, "
+                         "Open MPI ob1 + btl tcp,self) and the raw TCP reference 'rawtcp' added; ratios "
+                         "are then against rawtcp (see docs/PERFORMANCE.md, TCP)")
+    ap.add_argument("--hosts", help="comma list of hosts for the ranks (round-robin; rawtcp: client on the "
+                                    "first, server on the second), e.g. bh1,bh2 from scripts/netns.sh")
+    ap.add_argument("--rsh", help="ssh-compatible remote-start command for --hosts, e.g. scripts/netns-rsh")
+    ap.add_argument("--tcp-if", help="network interface for the MPIs' TCP traffic (default: lo on one host, "
+                                     "eth0 on the namespace hosts of scripts/netns.sh, else the MPI's choice)")
+    ap.add_argument("--localhost", help="this machine's name as the hosts see it (MPICH hydra's -localhost; "
+                                        "default bh0 with the namespace hosts bhK)")
     return ap.parse_args(argv)
 
 
@@ -195,6 +208,22 @@ def main(argv=None):
     for spec in a.add_mpi:
         m = mpis.parse_mpi_spec(spec)
         found[m.name] = m
+    hosts = [h.strip() for h in a.hosts.split(",") if h.strip()] if a.hosts else []
+    tcp_if, localhost = a.tcp_if, a.localhost
+    ns_hosts = [re.fullmatch(r"(.*[^0-9])[0-9]+", h) for h in hosts]
+    if hosts and all(m and os.path.exists("/run/netns/" + h) for m, h in zip(ns_hosts, hosts)):
+        # the test hosts of scripts/netns.sh (PREFIX + K): veth eth0, root
+        # namespace named PREFIX + 0
+        tcp_if = tcp_if or "eth0"
+        localhost = localhost or ns_hosts[0].group(1) + "0"
+    if hosts and not a.rsh:
+        log("--hosts needs --rsh (an ssh-compatible remote-start command, e.g. scripts/netns-rsh)")
+        return 2
+    if a.rsh and not shutil.which(a.rsh):
+        log("--rsh %s: not an executable" % a.rsh)
+        return 2
+    if a.transport != "default" or hosts:
+        found = mpis.apply_transport(found, a.transport, hosts, a.rsh, tcp_if, localhost)
     if a.mpi:
         chosen = []
         for n in a.mpi.split(","):
@@ -219,7 +248,8 @@ def main(argv=None):
             return 2
     if a.list:
         for m in chosen:
-            log("%-8s %s %s %s" % (m.name, m.mpicc, m.mpiexec, " ".join(m.flags)))
+            env = " ".join("%s=%s" % kv for kv in sorted(m.env.items()) if not kv[0].startswith("OMPI_ALLOW"))
+            log("%-8s %s %s %s %s" % (m.name, env, m.mpicc, m.mpiexec, " ".join(m.flags)))
         log("benchmarks: " + ",".join(selected))
         return 0
     if not chosen:
@@ -257,7 +287,7 @@ def main(argv=None):
     max_time = a.max_time if a.max_time is not None else {"smoke": 60, "quick": 105, "full": 0}[mode]
     cal = {}
     failed_before = {}
-    total_steps = rounds * len(jobs) * len(chosen)
+    total_steps = rounds * sum(1 for j in jobs for m in chosen if m.adapt(j.benches, j.args) is not None)
     step = 0
     for rnd in range(1, rounds + 1):
         if limits_bin:
@@ -269,11 +299,16 @@ def main(argv=None):
         order = chosen[(rnd - 1) % len(chosen):] + chosen[:(rnd - 1) % len(chosen)]
         for job in jobs:
             for m in order:
+                adapted = m.adapt(job.benches, job.args)
+                if adapted is None:
+                    continue  # nothing of this job exists for it (rawtcp: only pingpong and bw)
+                benches, args = adapted
+                expect = job.expect if benches == job.benches else benches
                 step += 1
                 tag = "[round %d/%d %d/%d] %-8s %-15s n=%d" % (rnd, rounds, step, total_steps, m.name, job.name,
                                                              job.ranks)
                 base = {"mpi": m.name, "job": job.name, "ranks": job.ranks, "round": rnd,
-                        "benches": job.benches, "command": " ".join(m.launch(job.ranks, job.args))}
+                        "benches": benches, "command": " ".join(m.launch(job.ranks, args))}
                 if m.build_error:
                     runs.append(dict(base, status="failed", reason=m.build_error, seconds=0))
                     log(tag + " FAILED: " + m.build_error)
@@ -289,8 +324,8 @@ def main(argv=None):
                                      reason="failed in round %d: %s" % failed_before[key], seconds=0))
                     log(tag + " skipped (failed before)")
                     continue
-                rc, to, so, se, dt = run_cmd(m.launch(job.ranks, job.args), job.timeout, m.run_env())
-                st, why, recs = analysis.classify_run(rc, to, job.timeout, so, se, job.expect)
+                rc, to, so, se, dt = run_cmd(m.launch(job.ranks, args), job.timeout, m.run_env())
+                st, why, recs = analysis.classify_run(rc, to, job.timeout, so, se, expect)
                 for r in recs:
                     r.update(mpi=m.name, round=rnd)
                 records += recs
@@ -307,7 +342,10 @@ def main(argv=None):
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "mode": mode, "rounds": rounds,
             "ranks": a.ranks, "machine": machine_info(), "calibration_us": cal,
             "mpis": [{"name": m.name, "mpicc": m.mpicc, "mpiexec": m.mpiexec, "flags": m.flags,
+                      "env": {k: v for k, v in m.env.items() if not k.startswith("OMPI_ALLOW")},
                       "version": m.version, "build_error": m.build_error} for m in chosen],
+            "transport": a.transport, "hosts": hosts, "rsh": a.rsh,
+            "reference": "rawtcp" if any(m.name == "rawtcp" for m in chosen) else None,
             "seconds": round(time.time() - t_start, 1), "benches": selected}
     report.write_all(out, meta, records, runs, plots=not a.no_plots, log=log)
     bad = [r for r in runs if r["status"] != "ok"]

@@ -32,6 +32,10 @@ class MPI:
     def launch(self, n, args):
         return [self.mpiexec] + list(self.flags) + ["-n", str(n), self.binary] + list(args)
 
+    def adapt(self, benches, args):
+        """(benches, args) this implementation runs for a job; None to leave the job out."""
+        return benches, args
+
     def run_env(self):
         e = dict(os.environ)
         e.update(self.env)
@@ -52,6 +56,105 @@ def known_mpis():
         found["openmpi"] = MPI("openmpi", cc, ex, ["--oversubscribe"],
                                {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
                                 "OMPI_MCA_rmaps_base_oversubscribe": "1"})
+    return found
+
+
+RAW_TCP_BENCHES = ("pingpong", "bw")
+RAW_TCP_PORT = 47177
+
+
+class RawTCP(MPI):
+    """The raw TCP reference (bench/src/native/tcp_pingpong.c) in the place of
+    an MPI: same arguments and output as mpibench's pingpong and bw. With
+    hosts, the server runs on the second host and the client (which prints the
+    results) on the first, both started through the remote-start agent.
+    spin: reads busy-poll (rawtcp_spin) instead of sleeping in read()."""
+
+    def __init__(self, spin=False):
+        super().__init__("rawtcp_spin" if spin else "rawtcp", "", "",
+                         version="raw TCP sockets, %s reads (bench/src/native/tcp_pingpong.c%s)" %
+                         (("busy-polled", " --spin") if spin else ("blocking", "")))
+        self.spin = spin
+        self.hosts, self.rsh = [], None
+
+    @property
+    def build_dir(self):
+        return os.path.join(BENCH_DIR, "build", "native")
+
+    @property
+    def binary(self):
+        return os.path.join(self.build_dir, "tcp_pingpong")
+
+    def adapt(self, benches, args):
+        keep = [b for b in benches if b in RAW_TCP_BENCHES]
+        if not keep or not args:
+            return None
+        return keep, [",".join(keep)] + list(args[1:]) + (["--spin"] if self.spin else [])
+
+    def launch(self, n, args):
+        if not self.hosts:
+            return [self.binary] + list(args)
+        if len(self.hosts) == 1:
+            return [self.rsh, self.hosts[0], self.binary] + list(args)
+        # The client retries its connection until the server listens; if it
+        # fails anyway, the server (still in accept) is ended with it.
+        script = ('rsh=$1 cli=$2 srv=$3 bin=$4 port=$5; shift 5; '
+                  '"$rsh" "$srv" "$bin" --server --port "$port" & '
+                  '"$rsh" "$cli" "$bin" "$@" --connect "$srv:$port"; rc=$?; '
+                  '[ $rc = 0 ] || kill $! 2>/dev/null; wait; exit $rc')
+        return ["sh", "-c", script, "sh", self.rsh, self.hosts[0], self.hosts[1], self.binary,
+                str(RAW_TCP_PORT)] + list(args)
+
+
+def apply_transport(found, transport, hosts=None, rsh=None, tcp_if=None, localhost=None):
+    """Point every MPI at one transport and at the hosts.
+
+    transport "tcp": Baton with BATON_TRANSPORTS=tcp; MPICH (ch4:ucx) with
+    UCX_TLS=tcp and the UCX device; Open MPI with the ob1 PML and only the tcp
+    and self BTLs; plus the raw TCP reference "rawtcp". tcp_if: the network
+    interface ("lo" by default on one host). hosts: ranks placed round-robin,
+    started by rsh (an ssh-compatible command); localhost: this machine's
+    name as the hosts see it (MPICH's hydra tells its proxies where to call
+    back). Returns the MPIs, rawtcp and rawtcp_spin added in tcp mode."""
+    hosts = list(hosts or [])
+    if hosts and not rsh:
+        raise ValueError("--hosts needs --rsh (an ssh-compatible remote-start command)")
+    rsh = os.path.abspath(rsh) if rsh and os.sep in rsh else rsh
+    if tcp_if is None and not hosts:
+        tcp_if = "lo"
+    hl = ",".join(hosts)
+    for m in found.values():
+        if m.name == "baton":
+            if transport == "tcp":
+                m.env["BATON_TRANSPORTS"] = "tcp"
+                # also as -genv: a remote start does not carry the environment
+                m.flags += ["-genv", "BATON_TRANSPORTS", "tcp"]
+            if hosts:
+                m.flags += ["-hosts", hl, "--rsh", rsh]
+        elif m.name == "mpich":
+            if transport == "tcp":
+                # Debian's MPICH is ch4:ucx: its transports are UCX's.
+                m.env["UCX_TLS"] = "tcp"
+                if tcp_if:
+                    m.env["UCX_NET_DEVICES"] = tcp_if
+            if hosts:
+                m.flags += ["-hosts", hl, "-launcher", "ssh", "-launcher-exec", rsh]
+                if localhost:
+                    m.flags += ["-localhost", localhost]
+        elif m.name == "openmpi":
+            if transport == "tcp":
+                m.flags += ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]
+                if tcp_if:
+                    m.flags += ["--mca", "btl_tcp_if_include", tcp_if]
+            if hosts:
+                # Binding is decided per host; hosts that are namespaces of one
+                # machine would all get core 0 and time-slice (4 ms a message).
+                m.flags += ["--host", hl, "--map-by", "node", "--bind-to", "none", "--mca", "plm_rsh_agent", rsh]
+    if transport == "tcp":
+        for spin in (False, True):
+            raw = RawTCP(spin)
+            raw.hosts, raw.rsh = hosts, rsh
+            found[raw.name] = raw
     return found
 
 
@@ -78,6 +181,11 @@ def _stale(target, sources):
 def build(mpi, log=print):
     """Compile bench/src/*.c with the MPI's mpicc into bench/build/<mpi>/.
     Sets mpi.build_error on failure; returns True on success."""
+    if isinstance(mpi, RawTCP):
+        if not build_native(log, "tcp_pingpong"):
+            mpi.build_error = "build failed: see the compiler output above"
+            return False
+        return True
     os.makedirs(mpi.build_dir, exist_ok=True)
     srcs = _sources()
     if not _stale(mpi.binary, srcs):
@@ -100,14 +208,14 @@ def build(mpi, log=print):
     return True
 
 
-def build_native(log=print):
-    out = os.path.join(BENCH_DIR, "build", "native", "limits")
-    src = os.path.join(SRC_DIR, "native", "limits.c")
+def build_native(log=print, name="limits"):
+    out = os.path.join(BENCH_DIR, "build", "native", name)
+    src = os.path.join(SRC_DIR, "native", name + ".c")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     if _stale(out, [src]):
         cc = shutil.which("cc") or shutil.which("gcc") or "cc"
-        cmd = [cc] + CFLAGS + ["-pthread", "-o", out, src]
-        log("building machine-limit probes: " + " ".join(cmd))
+        cmd = [cc] + CFLAGS + ["-pthread", "-o", out, src, "-lm"]
+        log("building native %s: %s" % (name, " ".join(cmd)))
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             log(p.stderr)
@@ -116,6 +224,8 @@ def build_native(log=print):
 
 
 def query_version(mpi, timeout=30):
+    if isinstance(mpi, RawTCP):
+        return mpi.version
     try:
         p = subprocess.run(mpi.launch(1, ["version"]), capture_output=True, text=True, timeout=timeout,
                            env=mpi.run_env(), start_new_session=True)

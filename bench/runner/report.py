@@ -187,11 +187,17 @@ def markdown(meta, rows, ov, runs, mpi_names, pngs):
     L.append("Rounds: %d (MPIs interleaved within each round); ranks for collectives/topologies/IS: %d; "
              "total run time %ss." % (meta["rounds"], meta["ranks"], meta.get("seconds")))
     L.append("")
-    L.append("| MPI | version | mpicc | mpiexec flags |")
-    L.append("|---|---|---|---|")
+    if meta.get("transport", "default") != "default" or meta.get("hosts"):
+        L.append("Transport: %s; %s." % (meta.get("transport", "default"),
+                                         "hosts %s, started with %s" % (",".join(meta["hosts"]), meta.get("rsh"))
+                                         if meta.get("hosts") else "one host"))
+        L.append("")
+    L.append("| MPI | version | mpicc | mpiexec flags | environment |")
+    L.append("|---|---|---|---|---|")
     for m in meta["mpis"]:
-        L.append("| %s | %s | `%s` | `%s` |" % (m["name"], (m["version"] or m["build_error"])[:90], m["mpicc"],
-                                               " ".join(m["flags"])))
+        env = " ".join("%s=%s" % kv for kv in sorted(m.get("env", {}).items()))
+        L.append("| %s | %s | `%s` | `%s` | %s |" % (m["name"], (m["version"] or m["build_error"])[:90], m["mpicc"],
+                                                    " ".join(m["flags"]), "`%s`" % env if env else ""))
     cal = meta.get("calibration_us", {})
     if cal:
         L.append("")
@@ -201,8 +207,13 @@ def markdown(meta, rows, ov, runs, mpi_names, pngs):
                  ". Tables and plots show raw times (median over rounds of the per-round medians); "
                  "results.csv also has cal_median_us, the per-round medians divided by the round's factor.")
     L.append("")
-    L.append("Ratios: time of the MPI / best time among the other MPIs (lower is better; < 1 means it "
-             "beats all others).")
+    ref = meta.get("reference")
+    if ref:
+        L.append("Ratios: time of the MPI / time of %s at the same size, where %s has the benchmark (lower "
+                 "is better; 1 = as fast as the reference), else / best time among the others." % (ref, ref))
+    else:
+        L.append("Ratios: time of the MPI / best time among the other MPIs (lower is better; < 1 means it "
+                 "beats all others).")
     L.append("")
 
     lim = [r for r in rows if r["mpi"] == "machine"]
@@ -246,8 +257,10 @@ def markdown(meta, rows, ov, runs, mpi_names, pngs):
         extra = {"mbw_mr": "msg_rate", "spawn_rate": "rate_per_s", "is": "mkeys_per_s"}.get(b)
         if extra:
             head += ["%s %s" % (m, extra) for m in present]
+        vs_ref = ref in present
+        rat_cols = [m for m in present if m != ref] if vs_ref else present
         if len(present) > 1:
-            head += ["%s ratio" % m for m in present]
+            head += ["%s / %s" % (m, ref) if vs_ref else "%s ratio" % m for m in rat_cols]
         L.append("| " + " | ".join(head) + " |")
         L.append("|" + "---|" * len(head))
         keys = sorted({(r["ranks"], r["size"]) for r in brs})
@@ -256,14 +269,20 @@ def markdown(meta, rows, ov, runs, mpi_names, pngs):
             sz = ("class %s (%d keys)" % (next(iter(by.values())).get("class", "?"), size) if b == "is"
                   else "%d children" % size if b == "spawn_latency" else fmt_size(size))
             cells = [str(ranks), sz]
-            cells += [fmt(by[m]["median_us"]) if m in by else "failed" for m in present]
+            # a byte stream has no zero-byte message: nothing to measure there
+            cells += [fmt(by[m]["median_us"]) if m in by else "n/a" if size == 0 and m.startswith("rawtcp")
+                      else "failed" for m in present]
             if bw:
                 cells += [fmt(by[m]["mbps"]) if m in by else "–" for m in present]
             if extra:
                 cells += [fmt(by[m].get(extra)) if m in by else "–" for m in present]
             if len(present) > 1:
-                rat = analysis.ratios_to_best_other({m: by[m]["median_us"] for m in present if m in by})
-                cells += [fmt(rat.get(m)) if rat.get(m) is not None else "–" for m in present]
+                times = {m: by[m]["median_us"] for m in present if m in by}
+                if vs_ref:  # "–" where the reference has no such size (raw TCP: 0 bytes)
+                    rat = {m: t / times[ref] for m, t in times.items()} if times.get(ref) else {}
+                else:
+                    rat = analysis.ratios_to_best_other(times)
+                cells += [fmt(rat.get(m)) if rat.get(m) is not None else "–" for m in rat_cols]
             L.append("| " + " | ".join(cells) + " |")
         L.append("")
 
