@@ -79,7 +79,15 @@ step "C test suite over TCP (BATON_TRANSPORTS=tcp)" env BATON_TRANSPORTS=tcp ALG
 step "C point-to-point suite over TCP, tiny frames, 3 stripes" env BATON_TRANSPORTS=tcp BATON_TCP_EAGER_MAX=64 \
   BATON_TCP_CHUNK=4096 BATON_TCP_STRIPES=3 MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" \
   tests/run-c-tests p2p_basic p2p_order p2p_modes p2p_probe p2p_complete p2p_large_count threads coll_basic coll_bcast coll_alltoall
-# Several hosts (network namespaces as root; skipped otherwise): the suite across 3 hosts.
+# Several hosts (network namespaces as root; skipped otherwise): the scripts that make them, then
+# the suite across 3 hosts.
+test_hosts_selftest() {
+  tests/hosts/selftest.sh
+  local rc=$?
+  [ $rc = 77 ] && echo "SKIP: test hosts need root" && return 0
+  return $rc
+}
+step "test hosts: netns.sh and netns-rsh self-test" test_hosts_selftest
 step "C test suite across namespace hosts (shm inside, TCP between)" env BUILD_DIR="$root/build/c-tests" \
   tests/hosts/run.sh "$prefix"
 step "TCP over IPv6 (BATON_TCP_IF=::1)" env BATON_TRANSPORTS=tcp BATON_TCP_IF=::1 ALGORITHMS=none MPICC="$mpicc" \

@@ -325,6 +325,10 @@ impl<S: Read> Rx<S> {
     /// as an `InvalidData` error (the connection is then unusable).
     pub fn receive(&mut self, sink: &mut dyn FrameSink) -> io::Result<Received> {
         let mut out = Received::default();
+        // A read that did not fill the space offered emptied the socket: another read now would
+        // almost surely find nothing, and that system call would delay the caller's answer (a
+        // ping-pong's reply) by a microsecond. The next call reads again.
+        let mut drained = false;
         // Bounded, so one busy peer cannot keep the caller from its other work.
         for _ in 0..64 {
             if let Some(d) = self.direct {
@@ -355,12 +359,16 @@ impl<S: Read> Rx<S> {
             } else {
                 self.make_room(HEADER_LEN);
             }
+            if drained {
+                return Ok(out);
+            }
+            let offered = self.buf.len() - self.end;
             match self.fill()? {
                 Some(0) => {
                     out.closed = true;
                     return Ok(out);
                 }
-                Some(_) => {}
+                Some(n) => drained = n < offered,
                 None => return Ok(out),
             }
         }
