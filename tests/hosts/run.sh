@@ -4,7 +4,7 @@
 #  1. 3 hosts with 2 slots each: ranks 0-1, 2-3, 4-5 share a host (shared memory inside a host,
 #     TCP between hosts; 8 ranks wrap around);
 #  2. point-to-point and a few collectives on 2 hosts with one slot each (every pair over TCP,
-#     cyclic placement), 3 stripes per peer and tiny frames;
+#     cyclic placement), 3 stripes per peer and tiny frames, over IPv6 (BATON_TCP_IF=fd83::/64);
 #  3. faults while ranks talk over TCP: a rank on another host SIGKILLed (the job ends within
 #     2 s naming rank and host), a host's link taken down (ends within the heartbeat bound,
 #     BATON_HEARTBEAT_TIMEOUT=2 here, naming the host); no process of the job left behind.
@@ -18,7 +18,7 @@ hosts="$root/scripts/netns-hosts"
 cleanup() { "$hosts" down >/dev/null 2>&1; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-"$hosts" up 3
+"$hosts" up 3 --ipv6
 rc=$?
 if [ $rc = 77 ]; then
   echo "SKIP: test hosts need root and network namespaces"
@@ -37,8 +37,9 @@ ALGORITHMS=none XFAIL="intercomm" MPIEXEC_FLAGS="$rsh -hosts ${h}1:2,${h}2:2,${h
   "$root/tests/run-c-tests" || fails=$((fails + 1))
 fi
 if has p2p; then
-echo "--- 2 hosts x 1 slot, 3 stripes, tiny frames"
-ALGORITHMS=none BATON_TCP_STRIPES=3 BATON_TCP_EAGER_MAX=64 BATON_TCP_CHUNK=4096 MPIEXEC_FLAGS="$rsh -hosts ${h}1,${h}2" \
+echo "--- 2 hosts x 1 slot, 3 stripes, tiny frames, IPv6"
+octets=${NETNS_NET#*.}
+ALGORITHMS=none BATON_TCP_IF="fd${octets%%.*}::/64" BATON_TCP_STRIPES=3 BATON_TCP_EAGER_MAX=64 BATON_TCP_CHUNK=4096 MPIEXEC_FLAGS="$rsh -hosts ${h}1,${h}2" \
   "$root/tests/run-c-tests" p2p_basic p2p_order p2p_modes p2p_probe p2p_large_count threads coll_bcast coll_alltoall ||
   fails=$((fails + 1))
 fi
