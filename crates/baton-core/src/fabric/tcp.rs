@@ -613,6 +613,93 @@ impl FrameSink for Deliver<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use baton_transport::frame::Kind;
+
+    fn net(me: ProcIdx, secret: &Secret, stripes: usize) -> (TcpNet, SocketAddr) {
+        let cfg =
+            TcpConfig { eager_max: 1024, chunk: 4096, stripes, iface: None, connect_timeout: Duration::from_secs(10) };
+        let id = Identity { me, job: 7, nprocs: 2, secret: secret.clone(), whoami: format!("test process {me}") };
+        TcpNet::start(id, cfg, IpAddr::V4(Ipv4Addr::LOCALHOST), Box::new(|| {})).unwrap()
+    }
+
+    struct Frames(Vec<Header>);
+    impl FrameSink for Frames {
+        fn frame(&mut self, h: &Header, _payload: &[u8]) {
+            self.0.push(*h);
+        }
+        fn place(
+            &mut self,
+            _h: &Header,
+            _plen: usize,
+            _at: usize,
+            _fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
+        ) -> Option<io::Result<usize>> {
+            None
+        }
+        fn placed(&mut self, _h: &Header, _n: usize) {}
+    }
+
+    /// Both processes dial each other at the same moment, on every lane: each pair must end
+    /// with exactly one working connection per lane, whichever dial won.
+    #[test]
+    fn simultaneous_connects_leave_one_connection_per_lane() {
+        for round in 0..20 {
+            let stripes = 1 + round % 3;
+            let secret = Secret::generate().unwrap();
+            let (mut a, addr_a) = net(0, &secret, stripes);
+            let (mut b, addr_b) = net(1, &secret, stripes);
+            for n in [&mut a, &mut b] {
+                n.set_peer(0, Some(addr_a), "ha");
+                n.set_peer(1, Some(addr_b), "hb");
+            }
+            let go = Arc::new(std::sync::Barrier::new(2));
+            let (ga, gb) = (go.clone(), go);
+            let ta = std::thread::spawn(move || {
+                ga.wait();
+                let ok = a.open(1);
+                (a, ok)
+            });
+            let tb = std::thread::spawn(move || {
+                gb.wait();
+                let ok = b.open(0);
+                (b, ok)
+            });
+            let (mut a, oka) = ta.join().unwrap();
+            let (mut b, okb) = tb.join().unwrap();
+            assert!(oka && okb, "round {round}: {:?} {:?}", a.fatal, b.fatal);
+            // Connections the other side won may still be on their way to the adopting side.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let (mut rx_a, mut rx_b) = (Vec::new(), Vec::new());
+            while (rx_a.len() < stripes || rx_b.len() < stripes) && Instant::now() < deadline {
+                a.adopt_incoming();
+                b.adopt_incoming();
+                rx_a.extend(a.take_new_rx());
+                rx_b.extend(b.take_new_rx());
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            a.adopt_incoming();
+            b.adopt_incoming();
+            rx_a.extend(a.take_new_rx());
+            rx_b.extend(b.take_new_rx());
+            assert_eq!((rx_a.len(), rx_b.len()), (stripes, stripes), "round {round}: one connection per lane");
+            // Lane 0 carries frames both ways.
+            let h = Header::control(Kind::Fin, round as u64, 0);
+            assert!(a.try_send(1, &h, &[]) && b.try_send(0, &h, &[]));
+            for rx in [&mut rx_a, &mut rx_b] {
+                let mut got = Frames(Vec::new());
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while got.0.is_empty() && Instant::now() < deadline {
+                    for (_, r) in rx.iter_mut() {
+                        r.receive(&mut got).unwrap();
+                    }
+                }
+                assert_eq!(got.0, vec![h], "round {round}");
+            }
+            a.shutdown();
+            b.shutdown();
+        }
+    }
 
     fn ifa(name: &str, addr: &str) -> IfAddr {
         IfAddr { name: name.into(), addr: addr.parse().unwrap(), prefix: 24, up: true, loopback: false }
