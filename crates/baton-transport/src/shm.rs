@@ -98,7 +98,10 @@ unsafe impl Sync for Segment {}
 
 /// Bytes of one process's buffer for shared-memory collectives, per parity.
 pub const COLL_DATA: usize = 16 * 1024;
-/// Per process: `arrive` and `done` words on lines of their own, then two data buffers.
+/// Bytes of a collective's data that travel in the same cache line as its sequence number.
+pub const COLL_INLINE: usize = 56;
+/// Per process: two "post" lines (a sequence number and up to 56 bytes of data), 128 bytes
+/// apart, then two data buffers.
 const COLL_SLOT_BYTES: usize = 256 + 2 * COLL_DATA;
 
 fn rings_end(nprocs: usize, ring_size: usize) -> usize {
@@ -210,8 +213,8 @@ impl Segment {
         unsafe {
             let base = self.base.add(off);
             CollSlot {
-                arrive: &*(base as *const AtomicU64),
-                done: &*(base.add(128) as *const AtomicU64),
+                post: [&*(base as *const AtomicU64), &*(base.add(128) as *const AtomicU64)],
+                inline: [base.add(8), base.add(128 + 8)],
                 data: base.add(256),
                 _seg: std::marker::PhantomData,
             }
@@ -228,21 +231,38 @@ impl Segment {
     }
 }
 
-/// One process's part of the collective area: the sequence numbers of the last shared-memory
-/// collective it arrived at and finished, and two data buffers used by alternate collectives.
+/// One process's part of the collective area, used by alternate collectives (parity 0 and 1):
+/// per parity a post line (the sequence number of the last collective of that parity this
+/// process arrived at, and up to [`COLL_INLINE`] bytes of its data in the same cache line, so a
+/// reader gets both in one transfer) and a data buffer for larger contributions.
 ///
 /// The protocol (in `baton-core`'s shared-memory collectives) makes access race-free: only
-/// the owner writes its buffers, only before publishing `arrive` (release), and only once every
-/// reader has published `done` for the collective that last used that buffer; readers read
-/// only after seeing `arrive` (acquire).
+/// the owner writes its post lines and buffers, data only before publishing the sequence number
+/// (release), and only once every reader has moved past the collective that last used that
+/// parity; readers read only after seeing the sequence number (acquire).
 pub struct CollSlot<'a> {
-    pub arrive: &'a AtomicU64,
-    pub done: &'a AtomicU64,
+    /// Per parity: the sequence number of the last collective this process arrived at.
+    pub post: [&'a AtomicU64; 2],
+    inline: [*mut u8; 2],
     data: *mut u8,
     _seg: std::marker::PhantomData<&'a Segment>,
 }
 
 impl<'a> CollSlot<'a> {
+    /// Writes `src` (clamped to [`COLL_INLINE`] bytes) into the post line of `parity`.
+    pub fn write_inline(&self, parity: usize, src: &[u8]) {
+        let n = src.len().min(COLL_INLINE);
+        // SAFETY: the 56 bytes after the sequence word belong to this line; the protocol keeps
+        // readers away while the owner writes them.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.inline[parity & 1], n) };
+    }
+
+    /// The first `n` (clamped) data bytes of the post line of `parity`.
+    pub fn read_inline(&self, parity: usize, n: usize) -> &'a [u8] {
+        // SAFETY: in bounds of the line; the protocol keeps the owner from writing it meanwhile.
+        unsafe { std::slice::from_raw_parts(self.inline[parity & 1], n.min(COLL_INLINE)) }
+    }
+
     /// Writes `src` at `off` of buffer `parity` (clamped to the buffer).
     pub fn write(&self, parity: usize, off: usize, src: &[u8]) {
         let off = off.min(COLL_DATA);

@@ -1,15 +1,23 @@
 //! Shared-memory collectives: barrier, bcast, reduce and allreduce through flags and buffers
 //! in the job's segment, with no messages at all.
 //!
-//! Every process has a slot in the segment's collective area ([`CollSlot`]): an `arrive` and a
-//! `done` word and two data buffers. The shared-memory collectives of a communicator are
-//! numbered 1, 2, 3, ... in call order (the same on every member); collective `seq` uses data
-//! buffer `seq % 2`. A process
-//! - writes its data into its buffer, then publishes `arrive = seq` (release);
+//! Every process has a slot in the segment's collective area ([`CollSlot`]): per parity a post
+//! line (a sequence number and up to 56 bytes of data) and a data buffer. The shared-memory
+//! collectives of a communicator are numbered 1, 2, 3, ... in call order (the same on every
+//! member); collective `seq` uses parity `seq % 2`. A process
+//! - writes its data (into the post line when it fits, else into the buffer), then publishes
+//!   `post[seq % 2] = seq` (release): that is its arrival;
 //! - reads what it needs (every contribution for allreduce, the root's data for bcast) once the
-//!   writers' `arrive` words say `seq`, then publishes `done = seq`;
-//! - before writing buffer `seq % 2` again, waits until every member's `done` reached `seq - 2`,
-//!   the last collective that used it.
+//!   writers' post lines say `seq`;
+//! - arrives at `seq` only after finishing `seq - 1` (nonblocking collectives included);
+//! - before writing data of parity `seq % 2` again, waits until every member has arrived at
+//!   `seq - 1`: a member arrives there only after finishing `seq - 2`, the last collective that
+//!   read that parity. For allreduce and barrier this holds already (this process saw every
+//!   arrival at `seq - 1`), so they never wait for it.
+//!
+//! So a small allreduce costs each process one cache-line transfer per peer (its post line,
+//! number and data together) and no "done" flag at all; an earlier version had separate
+//! arrive, done and data lines, three transfers per peer.
 //!
 //! Allreduce has every process combine all contributions itself, in rank order, straight from
 //! the segment: for the small messages this serves, reading n cache-resident vectors is cheaper
@@ -18,7 +26,7 @@
 
 use super::Reducer;
 use crate::runtime::Mpi;
-use baton_transport::shm::{CollSlot, Segment, COLL_DATA};
+use baton_transport::shm::{CollSlot, Segment, COLL_DATA, COLL_INLINE};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -80,22 +88,36 @@ impl ShmColl {
         }
     }
 
+    /// Whether rank `r` has arrived at collective `seq` (or a later one of the same parity).
+    fn arrived(&self, r: usize, seq: u64) -> bool {
+        self.slot(r).post[(seq % 2) as usize].load(Ordering::Acquire) >= seq
+    }
+
     /// Whether collective `seq` may publish its data now.
     pub fn can_start(&self, kind: ShmKind, seq: u64) -> bool {
-        if self.started.load(Ordering::Acquire) != seq - 1 {
+        // A process arrives at `seq` only once it has finished `seq - 1` (not merely started it,
+        // as nonblocking collectives could): that is what lets an arrival stand for "done with
+        // everything before", so no separate done flag is needed.
+        if self.started.load(Ordering::Acquire) != seq - 1 || self.finished.load(Ordering::Acquire) != seq - 1 {
             return false;
         }
-        !self.writes(kind) || seq < 3 || (0..self.size()).all(|r| self.slot(r).done.load(Ordering::Acquire) >= seq - 2)
+        // Writing data of this parity needs every reader of collective `seq - 2` done with it.
+        !self.writes(kind) || seq < 3 || (0..self.size()).all(|r| self.arrived(r, seq - 1))
     }
 
     /// Publishes this process's part of collective `seq` (`data`: its contribution, if any).
     pub fn start(&self, kind: ShmKind, seq: u64, data: Option<&[u8]>) {
         let mine = self.slot(self.me);
+        let parity = (seq % 2) as usize;
         if let (true, Some(d)) = (self.writes(kind), data) {
-            mine.write((seq % 2) as usize, 0, d);
+            if d.len() <= COLL_INLINE {
+                mine.write_inline(parity, d);
+            } else {
+                mine.write(parity, 0, d);
+            }
         }
         // SeqCst: pairs with a sleeper's SeqCst registration (see `Segment::ring`).
-        mine.arrive.store(seq, Ordering::SeqCst);
+        mine.post[parity].store(seq, Ordering::SeqCst);
         self.started.store(seq, Ordering::Release);
         self.wake_others();
     }
@@ -105,7 +127,7 @@ impl ShmColl {
         if self.finished.load(Ordering::Acquire) != seq - 1 {
             return false;
         }
-        let arrived = |r: usize| self.slot(r).arrive.load(Ordering::Acquire) >= seq;
+        let arrived = |r: usize| self.arrived(r, seq);
         match kind {
             ShmKind::Barrier | ShmKind::Allreduce => (0..self.size()).all(arrived),
             ShmKind::Reduce { root } if root == self.me => (0..self.size()).all(arrived),
@@ -116,7 +138,12 @@ impl ShmColl {
 
     /// Rank `r`'s data for collective `seq` (valid once [`can_finish`](Self::can_finish)).
     pub fn data(&self, r: usize, seq: u64, len: usize) -> &[u8] {
-        self.slot(r).read((seq % 2) as usize, 0, len)
+        let parity = (seq % 2) as usize;
+        if len <= COLL_INLINE {
+            self.slot(r).read_inline(parity, len)
+        } else {
+            self.slot(r).read(parity, 0, len)
+        }
     }
 
     /// Combines every member's contribution to collective `seq` into `acc`, in rank order:
@@ -145,10 +172,9 @@ impl ShmColl {
         seq
     }
 
-    /// Marks collective `seq` finished here.
+    /// Marks collective `seq` finished here. Nothing is published: the others learn it from
+    /// this process's arrival at the next collective.
     pub fn finish(&self, seq: u64) {
-        self.slot(self.me).done.store(seq, Ordering::SeqCst);
         self.finished.store(seq, Ordering::Release);
-        self.wake_others();
     }
 }
