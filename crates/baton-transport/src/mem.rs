@@ -38,6 +38,7 @@ impl UserBuf {
     }
 
     /// The bytes `[off, off+n)`, clamped to the span.
+    #[inline]
     pub fn read(&self, off: usize, n: usize) -> &[u8] {
         let off = off.min(self.len);
         let n = n.min(self.len - off);
@@ -61,6 +62,65 @@ impl UserBuf {
             unsafe { std::ptr::copy(src.as_ptr(), (self.addr + off) as *mut u8, n) };
         }
         n
+    }
+
+    /// Copies `src` as `src.len() / n` blocks of `n` bytes to offsets `at`, `at + stride`, ...
+    /// (the blocks of a derived datatype). Blocks of 4 to 16 bytes move as two overlapping
+    /// words: a `memmove` call per block would cost more than the copy. Blocks that would fall
+    /// outside the span are clipped as [`write`](Self::write) clips.
+    #[inline(always)]
+    pub fn put_strided(&self, at: isize, n: usize, stride: isize, src: &[u8]) {
+        let k = src.len().checked_div(n).unwrap_or(0) as isize;
+        if k == 0 {
+            return;
+        }
+        let last = (k - 1).checked_mul(stride).and_then(|d| d.checked_add(at));
+        let inside = last.is_some_and(|last| {
+            let (lo, hi) = (at.min(last), at.max(last));
+            lo >= 0 && (hi as usize).checked_add(n).is_some_and(|e| e <= self.len)
+        });
+        if !inside {
+            for (i, b) in src.chunks_exact(n).enumerate() {
+                let o = at.wrapping_add((i as isize).wrapping_mul(stride));
+                if o >= 0 {
+                    self.write(o as usize, b);
+                }
+            }
+            return;
+        }
+        let base = self.addr as *mut u8;
+        let s = src.as_ptr();
+        // SAFETY: every block `[at + i*stride, +n)` lies in a writable span the constructor's
+        // caller vouched for: the first and the last do (checked above) and the others lie
+        // between them. `src` holds k*n bytes. Each block's words are loaded before they are
+        // stored, so an aliased source (which MPI forbids) would still behave as `memmove`.
+        unsafe {
+            let mut d = base.offset(at);
+            if (8..=16).contains(&n) {
+                for i in 0..k as usize {
+                    let p = s.add(i * n);
+                    let x = std::ptr::read_unaligned(p as *const u64);
+                    let y = std::ptr::read_unaligned(p.add(n - 8) as *const u64);
+                    std::ptr::write_unaligned(d as *mut u64, x);
+                    std::ptr::write_unaligned(d.add(n - 8) as *mut u64, y);
+                    d = d.wrapping_offset(stride);
+                }
+            } else if (4..8).contains(&n) {
+                for i in 0..k as usize {
+                    let p = s.add(i * n);
+                    let x = std::ptr::read_unaligned(p as *const u32);
+                    let y = std::ptr::read_unaligned(p.add(n - 4) as *const u32);
+                    std::ptr::write_unaligned(d as *mut u32, x);
+                    std::ptr::write_unaligned(d.add(n - 4) as *mut u32, y);
+                    d = d.wrapping_offset(stride);
+                }
+            } else {
+                for i in 0..k as usize {
+                    std::ptr::copy(s.add(i * n), d, n);
+                    d = d.wrapping_offset(stride);
+                }
+            }
+        }
     }
 
     /// The first `n` bytes of the span (all of it if shorter).
