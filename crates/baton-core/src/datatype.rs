@@ -584,9 +584,9 @@ impl Layout {
     /// Fills `dst` with the packed bytes from packed offset `start` on of the elements at
     /// `base_off` within `span`: a frame's window packed straight into the transport's memory.
     pub fn pack_window(&self, span: &UserBuf, base_off: isize, start: usize, dst: &mut [u8]) {
-        let src = span.read(0, span.len());
         self.walk(base_off, start, dst.len(), |at, done, n, k, stride| {
-            gather(&mut dst[done..done + n * k], src, at, n, stride)
+            let ok = span.get_strided(at, n, stride, &mut dst[done..done + n * k]);
+            assert!(ok, "a datatype's block lies outside the span computed from that datatype");
         });
     }
 
@@ -710,42 +710,6 @@ impl Layout {
             }
         }
         out
-    }
-}
-
-/// Copies `dst.len() / n` blocks of `n` bytes, the first at `at` in `src`, each `stride` after
-/// the previous, to `dst` one after the other. The block length's class is chosen once per
-/// batch: blocks of 4 to 16 bytes (single elements, small structs) move as two overlapping
-/// words, where a `memcpy` call per block would cost more than the copy.
-#[inline(always)]
-fn gather(dst: &mut [u8], src: &[u8], at: isize, n: usize, stride: isize) {
-    let mut a = at as usize;
-    let step = stride as usize; // wrapping: negative strides walk backwards
-    if (8..=16).contains(&n) {
-        let t = n - 8;
-        for d in dst.chunks_exact_mut(n) {
-            let s = &src[a..a + n];
-            let x = u64::from_ne_bytes(s[..8].try_into().expect("8 bytes"));
-            let y = u64::from_ne_bytes(s[t..t + 8].try_into().expect("8 bytes"));
-            d[..8].copy_from_slice(&x.to_ne_bytes());
-            d[t..t + 8].copy_from_slice(&y.to_ne_bytes());
-            a = a.wrapping_add(step);
-        }
-    } else if (4..8).contains(&n) {
-        let t = n - 4;
-        for d in dst.chunks_exact_mut(n) {
-            let s = &src[a..a + n];
-            let x = u32::from_ne_bytes(s[..4].try_into().expect("4 bytes"));
-            let y = u32::from_ne_bytes(s[t..t + 4].try_into().expect("4 bytes"));
-            d[..4].copy_from_slice(&x.to_ne_bytes());
-            d[t..t + 4].copy_from_slice(&y.to_ne_bytes());
-            a = a.wrapping_add(step);
-        }
-    } else {
-        for d in dst.chunks_exact_mut(n) {
-            d.copy_from_slice(&src[a..a + n]);
-            a = a.wrapping_add(step);
-        }
     }
 }
 
