@@ -9,9 +9,10 @@
 //! on the wire, in type-map order (so a vector with a negative stride packs its last block first,
 //! as the standard's type map says).
 //!
-//! The block list is explicit: a vector of a million separate blocks holds a million entries. A
-//! loop-based representation (count, stride, inner layout) is the later optimisation; until then
-//! [`MAX_BLOCKS`] bounds what a constructor may build.
+//! The block list is explicit: a vector of a million separate blocks holds a million entries
+//! ([`MAX_BLOCKS`] bounds what a constructor may build). Packing and unpacking walk its grouping
+//! into [`Run`]s instead (equal blocks at one stride: a matrix column is one run), a batch of
+//! blocks at a time.
 //!
 //! Predefined types live in a table keyed by their standard ABI handle value.
 

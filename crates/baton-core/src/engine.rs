@@ -15,7 +15,10 @@
 //! Protocols: a message up to the eager limit travels whole (`Eager`, or `EagerSync` for
 //! synchronous sends, acknowledged on match). Larger ones send `Rts`; the receiver, once matched,
 //! reads the sender's buffer directly (`Fin` completes the send) or, when it cannot, answers
-//! `Cts` and the sender streams `Data` frames.
+//! `Cts` and the sender streams `Data` frames. The elements of a non-contiguous datatype
+//! ([`SendData::Typed`]) are never packed whole: each frame packs its own window as it leaves, and
+//! their `Rts` offers no address, so they always stream (pipelined: the receiver unpacks one
+//! frame while the sender packs the next).
 
 use crate::datatype::Layout;
 use baton_abi::consts as c;
