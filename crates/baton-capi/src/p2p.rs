@@ -125,8 +125,9 @@ fn bytes_of(call: &str, count: usize, lay: &Layout) -> Result<usize> {
         .ok_or_else(|| MpiError::new(c::MPI_ERR_COUNT, format!("{call}: count {count} of {} overflows", lay.name)))
 }
 
-/// The bytes a send takes from `buf`: the span itself when contiguous, else a packed copy.
-pub fn send_data(call: &str, buf: usize, count: usize, lay: &Layout) -> Result<SendData> {
+/// The bytes a send takes from `buf`: the span itself when contiguous, else its elements, which
+/// the engine packs frame by frame.
+pub fn send_data(call: &str, buf: usize, count: usize, lay: &Arc<Layout>) -> Result<SendData> {
     let n = bytes_of(call, count, lay)?;
     let (lo, hi) = lay.span(count);
     // SAFETY: MPI requires the send buffer to hold `count` elements of the datatype and to stay
@@ -135,9 +136,7 @@ pub fn send_data(call: &str, buf: usize, count: usize, lay: &Layout) -> Result<S
     if lay.blocks.len() == 1 && lay.extent == lay.size as isize && lay.blocks[0].0 == 0 {
         return Ok(SendData::User(span.prefix(n)));
     }
-    let mut v = Vec::with_capacity(n);
-    lay.pack_from(&span, -lo, count, &mut v);
-    Ok(SendData::Packed(v))
+    Ok(SendData::Typed { span, base_off: -lo, layout: lay.clone(), len: n })
 }
 
 /// Where a receive puts its bytes.
@@ -226,9 +225,8 @@ fn send_inner(
     let mut data = send_data(call, buf, count, &lay)?;
     let to = comm.core.proc_of(dest);
     if mode == SendMode::Buffered {
-        let copy = data.bytes().to_vec();
-        data = SendData::Packed(copy);
-        let need = data.bytes().len() + c::MPI_BSEND_OVERHEAD as usize;
+        data = SendData::Packed(data.to_vec());
+        let need = data.len() + c::MPI_BSEND_OVERHEAD as usize;
         let mut t = l.t();
         let mut st = l.mpi.lock();
         let used = bsend_used(&mut st, &mut t.bsend);
@@ -829,7 +827,7 @@ fn sendrecv_replace(
         check_tag(call, stag, false)?;
         check_buf(call, buf as usize, n, &lay)?;
         // The outgoing bytes are copied first: the same buffer receives.
-        let data = SendData::Packed(send_data(call, buf as usize, n, &lay)?.bytes().to_vec());
+        let data = SendData::Packed(send_data(call, buf as usize, n, &lay)?.to_vec());
         let r = start_recv(l, call, &comm, buf as usize, count, dt, src, rtag)?;
         let s = if dest == c::MPI_PROC_NULL {
             l.mpi.lock().engine.completed(proc_null_status())

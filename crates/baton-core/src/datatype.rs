@@ -9,9 +9,10 @@
 //! on the wire, in type-map order (so a vector with a negative stride packs its last block first,
 //! as the standard's type map says).
 //!
-//! The block list is explicit: a vector of a million separate blocks holds a million entries. A
-//! loop-based representation (count, stride, inner layout) is the later optimisation; until then
-//! [`MAX_BLOCKS`] bounds what a constructor may build.
+//! The block list is explicit: a vector of a million separate blocks holds a million entries
+//! ([`MAX_BLOCKS`] bounds what a constructor may build). Packing and unpacking walk its grouping
+//! into [`Run`]s instead (equal blocks at one stride: a matrix column is one run), a batch of
+//! blocks at a time.
 //!
 //! Predefined types live in a table keyed by their standard ABI handle value.
 
@@ -81,6 +82,9 @@ pub struct Layout {
     /// Data blocks of one element in type-map order: (byte offset from the element's start,
     /// length). Neighbours in the list are merged when they are also neighbours in memory.
     pub blocks: Vec<(isize, usize)>,
+    /// The same blocks as runs of equal, equally spaced blocks: what packing and unpacking
+    /// walk (a column of a matrix is one run, not a list of its elements).
+    pub runs: Vec<Run>,
     /// Basic elements of one element in type-map order, run-length encoded: (element, repeat).
     pub elems: Vec<(Basic, u64)>,
     pub name: &'static str,
@@ -93,6 +97,32 @@ pub struct Layout {
     pub sticky_ub: bool,
     /// The constructor call; None for predefined types.
     pub envelope: Option<Arc<Envelope>>,
+}
+
+/// `count` blocks of `len` bytes, the first at byte offset `off` of an element, each `stride`
+/// bytes after the previous one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    pub off: isize,
+    pub len: usize,
+    pub stride: isize,
+    pub count: usize,
+}
+
+/// Groups a block list (in type-map order) into runs.
+pub fn runs_of(blocks: &[(isize, usize)]) -> Vec<Run> {
+    let mut runs: Vec<Run> = Vec::new();
+    for &(off, len) in blocks {
+        match runs.last_mut() {
+            Some(r) if r.len == len && r.count == 1 => {
+                r.stride = off - r.off;
+                r.count = 2;
+            }
+            Some(r) if r.len == len && r.off + r.count as isize * r.stride == off => r.count += 1,
+            _ => runs.push(Run { off, len, stride: len as isize, count: 1 }),
+        }
+    }
+    runs
 }
 
 /// The most separate data blocks one element of a type may have (see the module doc).
@@ -242,6 +272,7 @@ impl Builder {
             extent: ub - lb,
             true_lb,
             true_extent: true_hi - true_lb,
+            runs: runs_of(&self.blocks),
             blocks: self.blocks,
             elems: self.elems,
             name: "",
@@ -269,6 +300,7 @@ impl Layout {
             true_lb: 0,
             true_extent: size as isize,
             blocks: vec![(0, size)],
+            runs: runs_of(&[(0, size)]),
             elems: vec![(b, 1)],
             name,
             align,
@@ -292,6 +324,7 @@ impl Layout {
             extent: extent as isize,
             true_lb: 0,
             true_extent: end as isize,
+            runs: runs_of(&blocks),
             blocks,
             elems,
             name,
@@ -538,76 +571,109 @@ impl Layout {
 
     /// Packs `count` elements found at `base_off` within `span` into `out`.
     pub fn pack_from(&self, span: &UserBuf, base_off: isize, count: usize, out: &mut Vec<u8>) {
-        out.reserve(self.size * count);
-        for e in 0..count as isize {
-            for &(off, len) in &self.blocks {
-                let at = (base_off + e * self.extent + off) as usize;
-                out.extend_from_slice(span.read(at, len));
-            }
-        }
+        self.pack_range(span, base_off, 0, self.size * count, out);
     }
 
     /// Appends to `out` the packed bytes `[start, start+len)` of the elements at `base_off`
     /// within `span` (a window of the packed stream, which need not begin or end on an element).
     pub fn pack_range(&self, span: &UserBuf, base_off: isize, start: usize, len: usize, out: &mut Vec<u8>) {
-        if self.size == 0 || len == 0 {
-            return;
-        }
-        out.reserve(len);
-        let mut left = len;
-        let mut elem = start / self.size;
-        let mut within = start % self.size;
-        loop {
-            let mut seen = 0usize;
-            for &(off, blen) in &self.blocks {
-                if within >= seen + blen {
-                    seen += blen;
-                    continue;
-                }
-                let skip = within - seen;
-                let n = (blen - skip).min(left);
-                let at = base_off + elem as isize * self.extent + off + skip as isize;
-                out.extend_from_slice(span.read(at as usize, n));
-                left -= n;
-                within += n;
-                seen += blen;
-                if left == 0 {
-                    return;
-                }
-            }
-            elem += 1;
-            within = 0;
-        }
+        let at = out.len();
+        out.resize(at + len, 0);
+        self.pack_window(span, base_off, start, &mut out[at..]);
+    }
+
+    /// Fills `dst` with the packed bytes from packed offset `start` on of the elements at
+    /// `base_off` within `span`: a frame's window packed straight into the transport's memory.
+    pub fn pack_window(&self, span: &UserBuf, base_off: isize, start: usize, dst: &mut [u8]) {
+        self.walk(base_off, start, dst.len(), |at, done, n, k, stride| {
+            let ok = span.get_strided(at, n, stride, &mut dst[done..done + n * k]);
+            assert!(ok, "a datatype's block lies outside the span computed from that datatype");
+        });
     }
 
     /// Writes packed bytes `src`, which start at packed offset `packed_off`, into the elements at
     /// `base_off` within `span`.
-    pub fn unpack_into(&self, span: &UserBuf, base_off: isize, packed_off: usize, mut src: &[u8]) {
-        if self.size == 0 {
+    pub fn unpack_into(&self, span: &UserBuf, base_off: isize, packed_off: usize, src: &[u8]) {
+        self.walk(base_off, packed_off, src.len(), |at, done, n, k, stride| {
+            span.put_strided(at, n, stride, &src[done..done + n * k])
+        });
+    }
+
+    /// Calls `f(memory offset, offset within the window, block length, blocks, stride)` for
+    /// each batch of equally long, equally spaced pieces of the packed window
+    /// `[start, start+len)`, in order (consecutive in the window); memory offsets are relative to
+    /// the span that holds the elements at `base_off`. Pieces cut by the window's ends come as
+    /// batches of one.
+    #[inline(always)]
+    fn walk(&self, base_off: isize, start: usize, len: usize, mut f: impl FnMut(isize, usize, usize, usize, isize)) {
+        if self.size == 0 || len == 0 {
             return;
         }
-        let mut elem = packed_off / self.size;
-        let mut within = packed_off % self.size;
-        while !src.is_empty() {
-            let mut seen = 0usize;
-            for &(off, len) in &self.blocks {
-                if within >= seen + len {
-                    seen += len;
+        let mut elem = start / self.size;
+        let mut within = start % self.size;
+        let mut done = 0usize;
+        // One block per element (arrays of structs, of pairs): the elements themselves are the
+        // run, with the extent as stride.
+        if let [r] = self.runs[..] {
+            if r.count == 1 {
+                let mut at = base_off + elem as isize * self.extent + r.off;
+                if within > 0 {
+                    let n = (r.len - within).min(len);
+                    f(at + within as isize, 0, n, 1, 0);
+                    done = n;
+                    at += self.extent;
+                }
+                let k = (len - done) / r.len;
+                if k > 0 {
+                    f(at, done, r.len, k, self.extent);
+                    done += k * r.len;
+                    at += k as isize * self.extent;
+                }
+                if done < len {
+                    f(at, done, len - done, 1, 0);
+                }
+                return;
+            }
+        }
+        loop {
+            let ebase = base_off + elem as isize * self.extent;
+            for r in &self.runs {
+                let bytes = r.len * r.count;
+                if within >= bytes {
+                    within -= bytes;
                     continue;
                 }
-                let skip = within - seen;
-                let n = (len - skip).min(src.len());
-                let at = base_off + elem as isize * self.extent + off + skip as isize;
-                span.write(at as usize, &src[..n]);
-                src = &src[n..];
-                within += n;
-                seen += len;
-                if src.is_empty() {
+                let mut i = within / r.len;
+                let skip = within % r.len;
+                within = 0;
+                let mut at = ebase + r.off + i as isize * r.stride;
+                if skip > 0 {
+                    let n = (r.len - skip).min(len - done);
+                    f(at + skip as isize, done, n, 1, 0);
+                    done += n;
+                    if done == len {
+                        return;
+                    }
+                    i += 1;
+                    at += r.stride;
+                }
+                let k = (r.count - i).min((len - done) / r.len);
+                if k > 0 {
+                    f(at, done, r.len, k, r.stride);
+                    done += k * r.len;
+                    i += k;
+                    at += k as isize * r.stride;
+                }
+                if done == len {
+                    return;
+                }
+                if i < r.count {
+                    // The window ends inside this block.
+                    f(at, done, len - done, 1, 0);
                     return;
                 }
             }
             elem += 1;
-            within = 0;
         }
     }
 

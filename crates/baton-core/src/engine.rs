@@ -15,7 +15,10 @@
 //! Protocols: a message up to the eager limit travels whole (`Eager`, or `EagerSync` for
 //! synchronous sends, acknowledged on match). Larger ones send `Rts`; the receiver, once matched,
 //! reads the sender's buffer directly (`Fin` completes the send) or, when it cannot, answers
-//! `Cts` and the sender streams `Data` frames.
+//! `Cts` and the sender streams `Data` frames. The elements of a non-contiguous datatype
+//! ([`SendData::Typed`]) are never packed whole: each frame packs its own window as it leaves, and
+//! their `Rts` offers no address, so they always stream (pipelined: the receiver unpacks one
+//! frame while the sender packs the next).
 
 use crate::datatype::Layout;
 use baton_abi::consts as c;
@@ -46,6 +49,21 @@ pub trait Net {
     fn send_continue(&mut self, _to: ProcIdx, _lane: u8, _rest: &[u8]) -> usize {
         unreachable!("frame-based transports never leave a frame unfinished")
     }
+    /// Pushes one whole frame of `len` payload bytes that `fill` writes in place (a window of a
+    /// derived datatype packed straight into the transport's memory); false, without calling
+    /// `fill`, if there is no room now. The engine uses it only where
+    /// [`fills_in_place`](Self::fills_in_place) says so; elsewhere it packs into a buffer of its
+    /// own and sends that.
+    fn try_send_with(&mut self, to: ProcIdx, h: &Header, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        let mut v = vec![0u8; len];
+        fill(&mut v);
+        self.try_send(to, h, &v)
+    }
+    /// Whether [`try_send_with`](Self::try_send_with) to `to` writes into the transport's own
+    /// memory (a ring record) and takes whole frames only.
+    fn fills_in_place(&self, _to: ProcIdx) -> bool {
+        false
+    }
     /// Largest payload of one frame to `to`.
     fn max_frame(&self, to: ProcIdx) -> usize;
     /// Messages up to this many bytes go eagerly to `to`.
@@ -67,27 +85,69 @@ pub struct Status {
     pub cancelled: bool,
 }
 
-/// Bytes to send: the application's buffer, or a packed copy owned by the request.
+/// Bytes to send: the application's buffer, a packed copy owned by the request, or elements of
+/// a derived datatype packed window by window as they leave.
 pub enum SendData {
     User(UserBuf),
     Packed(Vec<u8>),
     /// Bytes `[off, off+len)` of a collective schedule's scratch memory.
     Scratch(Arc<Scratch>, usize, usize),
+    /// The `len` packed bytes of the elements of `layout` at `base_off` within `span`. Never
+    /// packed whole: each frame packs its own window (into the ring record itself where the
+    /// transport allows), so a large message is gathered while earlier frames are unpacked.
+    Typed {
+        span: UserBuf,
+        base_off: isize,
+        layout: Arc<Layout>,
+        len: usize,
+    },
 }
 
 impl SendData {
-    pub fn bytes(&self) -> &[u8] {
+    /// The bytes, when they lie contiguous in memory (every form but `Typed`).
+    pub fn contig(&self) -> Option<&[u8]> {
         match self {
-            SendData::User(b) => b.read(0, b.len()),
-            SendData::Packed(v) => v,
-            SendData::Scratch(s, off, len) => s.read(*off, *len),
+            SendData::User(b) => Some(b.read(0, b.len())),
+            SendData::Packed(v) => Some(v),
+            SendData::Scratch(s, off, len) => Some(s.read(*off, *len)),
+            SendData::Typed { .. } => None,
         }
     }
+    pub fn len(&self) -> usize {
+        match self {
+            SendData::Typed { len, .. } => *len,
+            d => d.contig().map_or(0, <[u8]>::len),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Fills `dst` with the bytes from offset `off` on.
+    pub fn pack(&self, off: usize, dst: &mut [u8]) {
+        match self {
+            SendData::Typed { span, base_off, layout, .. } => layout.pack_window(span, *base_off, off, dst),
+            d => dst.copy_from_slice(&d.contig().expect("contiguous")[off..off + dst.len()]),
+        }
+    }
+    /// A packed copy of all the bytes.
+    pub fn to_vec(&self) -> Vec<u8> {
+        match self.contig() {
+            Some(b) => b.to_vec(),
+            None => {
+                let mut v = vec![0u8; self.len()];
+                self.pack(0, &mut v);
+                v
+            }
+        }
+    }
+    /// Where a receiver may read the bytes directly; 0 (none) for a datatype's elements, which
+    /// the receiver cannot locate without the sender's type map.
     fn addr(&self) -> u64 {
         match self {
             SendData::User(b) => b.addr() as u64,
             SendData::Packed(v) => v.as_ptr() as u64,
             SendData::Scratch(s, off, _) => (s.addr() + off) as u64,
+            SendData::Typed { .. } => 0,
         }
     }
 }
@@ -148,8 +208,9 @@ enum Proto {
     /// `Rts` pushed; waiting for `Fin` or `Cts`.
     SendRdv { data: SendData },
     /// Streaming `Data` frames to receive request `rreq`; `mid` is the lane and end offset of a
-    /// frame the transport took only part of.
-    SendStream { data: SendData, rreq: u64, off: usize, mid: Option<(u8, usize)> },
+    /// frame the transport took only part of. `stage` holds the packed window that starts at
+    /// `staged` of a `Typed` send over a transport that cannot be filled in place.
+    SendStream { data: SendData, rreq: u64, off: usize, mid: Option<(u8, usize)>, stage: Vec<u8>, staged: usize },
     /// Posted receive waiting for a match.
     RecvPosted { sink: Sink },
     /// Matched a rendezvous and waiting for `Data` frames.
@@ -222,7 +283,13 @@ pub struct Engine {
     streaming: Vec<ReqId>,
     /// Set when something completed since the caller last cleared it.
     pub completed_any: bool,
+    /// Where single-copy reads for a non-contiguous receive land before they are unpacked.
+    bounce: Vec<u8>,
 }
+
+/// Bytes of a single-copy read into [`Engine::bounce`]: small enough to stay in cache between
+/// the read and the unpacking.
+const BOUNCE: usize = 64 * 1024;
 
 fn matches(ctx: u64, src: i32, tag: i32, h: &Header) -> bool {
     ctx == h.ctx && (src == ANY_SOURCE || src == h.src) && (tag == ANY_TAG || tag == h.tag)
@@ -352,8 +419,14 @@ impl Engine {
         data: SendData,
         sync: bool,
     ) -> ReqId {
-        let len = data.bytes().len();
+        let len = data.len();
         let eager = len <= net.eager_limit(to).min(net.max_frame(to));
+        // A small message of a derived datatype that cannot be packed into the transport's
+        // memory is packed here, once, rather than again at every refused attempt.
+        let data = match data {
+            SendData::Typed { .. } if eager && !net.fills_in_place(to) => SendData::Packed(data.to_vec()),
+            d => d,
+        };
         let kind = match (eager, sync) {
             (true, false) => Kind::Eager,
             (true, true) => Kind::EagerSync,
@@ -388,8 +461,11 @@ impl Engine {
         match &r.proto {
             Proto::SendQueued { data, sync } => {
                 let sync = *sync;
-                let bytes = data.bytes();
-                if !net.try_send(to, h, bytes) {
+                let sent = match data.contig() {
+                    Some(bytes) => net.try_send(to, h, bytes),
+                    None => net.try_send_with(to, h, data.len(), &mut |dst| data.pack(0, dst)),
+                };
+                if !sent {
                     return false;
                 }
                 if sync {
@@ -482,7 +558,8 @@ impl Engine {
                         let Proto::SendRdv { data } = std::mem::replace(&mut r.proto, Proto::Idle) else {
                             unreachable!()
                         };
-                        r.proto = Proto::SendStream { data, rreq: h.aux, off: 0, mid: None };
+                        r.proto =
+                            Proto::SendStream { data, rreq: h.aux, off: 0, mid: None, stage: Vec::new(), staged: 0 };
                         self.streaming.push(id);
                     }
                 }
@@ -578,7 +655,8 @@ impl Engine {
             Kind::Rts => {
                 let mut sink = sink;
                 let n = h.len.min(cap) as usize;
-                let ok = n == 0 || read_into_sink(net, from, h.aux, &mut sink, n);
+                // No address: the sender's data is not contiguous and comes packed in `Data` frames.
+                let ok = n == 0 || (h.aux != 0 && read_into_sink(net, from, h.aux, &mut sink, n, &mut self.bounce));
                 if ok {
                     self.get_mut(id).unwrap().proto = Proto::RecvPosted { sink };
                     self.send_control(net, from, Header::control(Kind::Fin, h.id, 0));
@@ -631,11 +709,16 @@ impl Engine {
         let Some(r) = self.get_mut(id) else { return true };
         let to = r.to;
         let chunk = net.max_frame(to).clamp(1, 1 << 20);
-        let Proto::SendStream { data, rreq, off, mid } = &mut r.proto else { return true };
-        let bytes = data.bytes();
-        while *off < bytes.len() {
+        let Proto::SendStream { data, rreq, off, mid, stage, staged } = &mut r.proto else { return true };
+        let total = data.len();
+        let in_place = data.contig().is_none() && net.fills_in_place(to);
+        while *off < total {
             if let Some((lane, end)) = *mid {
-                let n = net.send_continue(to, lane, &bytes[*off..end]);
+                let rest = match data.contig() {
+                    Some(bytes) => &bytes[*off..end],
+                    None => &stage[*off - *staged..end - *staged],
+                };
+                let n = net.send_continue(to, lane, rest);
                 if n == 0 {
                     return false;
                 }
@@ -645,9 +728,29 @@ impl Engine {
                 }
                 continue;
             }
-            let end = *off + chunk.min(bytes.len() - *off);
+            let end = *off + chunk.min(total - *off);
             let h = Header::control(Kind::Data, *rreq, *off as u64);
-            let Some((lane, n)) = net.send_start(to, &h, &bytes[*off..end]) else { return false };
+            if in_place {
+                let at = *off;
+                if !net.try_send_with(to, &h, end - at, &mut |dst| data.pack(at, dst)) {
+                    return false;
+                }
+                *off = end;
+                continue;
+            }
+            let window = match data.contig() {
+                Some(bytes) => &bytes[*off..end],
+                None => {
+                    // Packed once per window, kept while the transport refuses it.
+                    if *staged != *off || stage.len() != end - *off {
+                        stage.resize(end - *off, 0);
+                        data.pack(*off, stage);
+                        *staged = *off;
+                    }
+                    &stage[..]
+                }
+            };
+            let Some((lane, n)) = net.send_start(to, &h, window) else { return false };
             *off += n;
             if *off < end {
                 *mid = Some((lane, end));
@@ -668,18 +771,34 @@ impl Engine {
     }
 }
 
-fn read_into_sink(net: &mut dyn Net, from: ProcIdx, addr: u64, sink: &mut Sink, n: usize) -> bool {
+fn read_into_sink(
+    net: &mut dyn Net,
+    from: ProcIdx,
+    addr: u64,
+    sink: &mut Sink,
+    n: usize,
+    bounce: &mut Vec<u8>,
+) -> bool {
     match sink {
         Sink::Contig(buf) => net.read_remote(from, addr, &buf.prefix(n)),
         Sink::Owned(v) => net.read_remote_into(from, addr, &mut v[..n]),
         Sink::Scratch(s, off, _) => s.modify(*off, n, |d| net.read_remote_into(from, addr, d)),
         Sink::Typed { .. } => {
-            let mut tmp = vec![0u8; n];
-            let ok = net.read_remote_into(from, addr, &mut tmp);
-            if ok {
-                sink.write(0, &tmp);
+            // Read and unpack in cache-sized pieces: one pass over memory for the receive
+            // buffer, where reading the message whole first would make a second. (A read
+            // straight into the blocks, one iovec each, costs the kernel more per block than
+            // this copy: docs/PERFORMANCE.md.)
+            bounce.resize(BOUNCE.min(n), 0);
+            let mut off = 0;
+            while off < n {
+                let k = (n - off).min(bounce.len());
+                if !net.read_remote_into(from, addr + off as u64, &mut bounce[..k]) {
+                    return false;
+                }
+                sink.write(off, &bounce[..k]);
+                off += k;
             }
-            ok
+            true
         }
     }
 }

@@ -159,6 +159,34 @@ impl Net for Fabric {
         }
     }
 
+    fn try_send_with(&mut self, to: ProcIdx, h: &Header, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
+        match self.endpoint(to) {
+            Endpoint::Loopback => {
+                let mut v = vec![0u8; len];
+                fill(&mut v);
+                self.loopback.push_back((*h, v));
+                true
+            }
+            Endpoint::Shm { prod, .. } => {
+                let ok = prod.try_push_with(h, len, fill);
+                if ok {
+                    prod.ring_doorbell();
+                }
+                ok
+            }
+            Endpoint::Tcp => {
+                let mut v = vec![0u8; len];
+                fill(&mut v);
+                self.tcp.as_mut().is_some_and(|t| t.try_send(to, h, &v))
+            }
+            Endpoint::Unopened => unreachable!(),
+        }
+    }
+
+    fn fills_in_place(&self, to: ProcIdx) -> bool {
+        !self.on_tcp(to)
+    }
+
     fn send_start(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> Option<(u8, usize)> {
         match self.endpoint(to) {
             Endpoint::Tcp => self.tcp.as_mut()?.send_start(to, h, payload),
