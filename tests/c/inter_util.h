@@ -59,7 +59,11 @@ static inline void iu_make(int kind, int tag, MPI_Comm *half, MPI_Comm *inter)
 
 /* Runs one collective in form `form`: 0 blocking, 1 nonblocking (MPI_Wait),
    2 persistent (started twice, then freed). `nb` and `init` take `&iu_rq`. */
+#ifdef SKIP_MPICH_402_BUGS /* its persistent collectives fail on restart ("Invalid communicator") */
+#define IU_FORMS 2
+#else
 #define IU_FORMS 3
+#endif
 #define IU_RUN(form, blocking, nb, init)                                      \
     do {                                                                      \
         MPI_Request iu_rq = MPI_REQUEST_NULL;                                 \

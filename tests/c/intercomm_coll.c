@@ -350,6 +350,7 @@ static void errors(void)
     int a[64], b[64];
     label("errors", 0, -1);
     MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+#ifndef SKIP_MPICH_402_BUGS /* MPICH 4.0.2 does not check these and crashes */
     CHECK_ERR_CLASS(MPI_Allreduce(MPI_IN_PLACE, b, 1, MPI_INT, MPI_SUM, inter), MPI_ERR_BUFFER);
     MPI_Request rq;
     CHECK_ERR_CLASS(MPI_Iallreduce(MPI_IN_PLACE, b, 1, MPI_INT, MPI_SUM, inter, &rq), MPI_ERR_BUFFER);
@@ -364,6 +365,10 @@ static void errors(void)
     CHECK_ERR_CLASS(MPI_Bcast(a, 1, MPI_INT, rsize, inter), MPI_ERR_ROOT);
     CHECK_ERR_CLASS(MPI_Bcast(a, 1, MPI_INT, -7, inter), MPI_ERR_ROOT);
     CHECK_ERR_CLASS(MPI_Gather(a, 1, MPI_INT, b, 1, MPI_INT, rsize, inter), MPI_ERR_ROOT);
+#else
+    (void)a;
+    (void)b;
+#endif
     /* After all these, the intercommunicator still works. */
     t_allreduce(0);
 }
