@@ -94,7 +94,8 @@ fn decode_verdict(mpi: &Mpi, call: &str, b: &[u8]) -> Result<(u64, Group)> {
         Some(1) => {
             let class = i32::from_le_bytes(word(b, &mut at).ok_or_else(bad)?);
             let why = String::from_utf8_lossy(&b[at..]);
-            Err(MpiError::new(class, format!("{call}: the local leader failed ({why})")))
+            let why = why.strip_prefix(call).and_then(|w| w.strip_prefix(": ")).unwrap_or(&why);
+            Err(MpiError::new(class, format!("{call}: the local leader reported: {why}")))
         }
         _ => Err(bad()),
     }
