@@ -38,7 +38,7 @@ rsh="--rsh $root/scripts/netns-rsh"
 h=$NETNS_PREFIX
 if has suite; then
 echo "--- 3 hosts x 2 slots"
-ALGORITHMS=none XFAIL="intercomm" MPIEXEC_FLAGS="$rsh -hosts ${h}1:2,${h}2:2,${h}3:2" \
+ALGORITHMS=none MPIEXEC_FLAGS="$rsh -hosts ${h}1:2,${h}2:2,${h}3:2" \
   "$root/tests/run-c-tests" || fails=$((fails + 1))
 fi
 if has p2p; then

@@ -11,6 +11,7 @@ use crate::request::handle_of;
 use crate::state::{lib, lib_fast, CommObj, Lib, PersistentOp, PersistentReq};
 use baton_abi::consts as c;
 use baton_core::coll::algo::{self, Algo, Coll, Shape};
+use baton_core::coll::inter::{self, Root};
 use baton_core::coll::schedule::{Loc, Region, Schedule};
 use baton_core::coll::shm::{ShmColl, ShmKind};
 use baton_core::datatype::Layout;
@@ -105,6 +106,31 @@ fn same_size(call: &str, got: usize, want: usize) -> Result<()> {
 
 fn in_place_at_root(call: &str) -> MpiError {
     MpiError::new(c::MPI_ERR_BUFFER, format!("{call}: MPI_IN_PLACE is only valid at the root"))
+}
+
+/// What a rooted collective's `root` makes of this process on intercommunicator `cm`.
+fn inter_root(call: &str, cm: &CommObj, root: c_int) -> Result<Root> {
+    let n = cm.core.peer_size();
+    match root {
+        c::MPI_ROOT => Ok(Root::Me),
+        c::MPI_PROC_NULL => Ok(Root::Idle),
+        r if (0..n).contains(&r) => Ok(Root::Remote(r)),
+        r => Err(MpiError::new(
+            c::MPI_ERR_ROOT,
+            format!("{call}: root {r} on an intercommunicator is neither MPI_ROOT, MPI_PROC_NULL nor a rank of the remote group (size {n})"),
+        )),
+    }
+}
+
+/// The standard has no `MPI_IN_PLACE` on intercommunicators.
+fn no_in_place(call: &str, cm: &CommObj, what: &str, p: *const c_void) -> Result<()> {
+    if cm.core.is_inter() && in_place(p) {
+        return Err(MpiError::new(
+            c::MPI_ERR_BUFFER,
+            format!("{call}: MPI_IN_PLACE is not allowed on an intercommunicator ({what} buffer)"),
+        ));
+    }
+    Ok(())
 }
 
 /// Checks the arguments, builds the schedule with `build` and runs it in the form `mode` asks.
@@ -251,8 +277,12 @@ fn barrier(mode: Mode, comm_h: usize) -> c_int {
         }
     }
     launch(mode, call, comm_h, |_, cm| {
-        let a = algo::choose(Coll::Barrier, Shape::of(&cm.core, 0))?;
         let mut s = sched(cm, call);
+        if cm.core.is_inter() {
+            inter::barrier(&mut s);
+            return Ok(s);
+        }
+        let a = algo::choose(Coll::Barrier, Shape::of(&cm.core, 0))?;
         algo::barrier(&mut s, a);
         Ok(s)
     })
@@ -286,6 +316,19 @@ fn bcast(mode: Mode, buf: *mut c_void, count: i64, dt: usize, root: c_int, comm_
         }
     }
     launch(mode, call, comm_h, |_, cm| {
+        if cm.core.is_inter() {
+            let root = inter_root(call, cm, root)?;
+            let b = match root {
+                Root::Idle => None,
+                _ => Some(Buf::new(call, "", buf, count, dt)?),
+            };
+            let mut s = sched(cm, call);
+            if let Some(b) = b {
+                let l = b.region(&mut s);
+                inter::bcast(&mut s, root, l);
+            }
+            return Ok(s);
+        }
         check_root(call, cm, root)?;
         let b = Buf::new(call, "", buf, count, dt)?;
         let a = algo::choose(Coll::Bcast, Shape::of(&cm.core, b.bytes()))?;
@@ -347,6 +390,26 @@ fn reduce(
         }
     }
     launch(mode, call, comm_h, |_, cm| {
+        if cm.core.is_inter() {
+            let root = inter_root(call, cm, root)?;
+            let rb = if root == Root::Me { Some(Buf::new(call, "receive", rbuf, count, dt)?) } else { None };
+            let sb = match root {
+                Root::Remote(_) => {
+                    no_in_place(call, cm, "send", sbuf)?;
+                    Some(Buf::new(call, "send", sbuf, count, dt)?)
+                }
+                _ => None,
+            };
+            let r = if root == Root::Idle { None } else { Some(crate::ops::reducer(call, oph, dt)?) };
+            let mut s = sched(cm, call);
+            if let Some(r) = r {
+                s.set_reducer(r);
+            }
+            let dst = rb.map(|b| b.region(&mut s));
+            let src = sb.map(|b| b.region(&mut s));
+            inter::reduce(&mut s, root, src, dst);
+            return Ok(s);
+        }
         check_root(call, cm, root)?;
         let is_root = cm.core.rank == root;
         if in_place(sbuf) && !is_root {
@@ -386,6 +449,7 @@ fn reduction_bufs(
     dt: usize,
     oph: usize,
 ) -> Result<(Schedule, Loc, Loc, Shape)> {
+    no_in_place(call, cm, "send", sbuf)?;
     let rb = Buf::new(call, "receive", rbuf, count, dt)?;
     let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, count, dt)?) };
     let r = crate::ops::reducer(call, oph, dt)?;
@@ -429,6 +493,10 @@ fn allreduce(
     }
     launch(mode, call, comm_h, |_, cm| {
         let (mut s, src, dst, shape) = reduction_bufs(call, cm, sbuf, rbuf, count, dt, oph)?;
+        if cm.core.is_inter() {
+            inter::allreduce(&mut s, src, dst);
+            return Ok(s);
+        }
         let a = algo::choose(Coll::Allreduce, shape)?;
         algo::allreduce(&mut s, a, src, dst);
         Ok(s)
@@ -455,6 +523,8 @@ fn scan(
 ) -> c_int {
     let call = if exclusive { "MPI_Exscan" } else { "MPI_Scan" };
     launch(mode, call, comm_h, |_, cm| {
+        // The standard defines no prefix reduction across two groups.
+        crate::comm::require_intra(call, "comm", cm)?;
         let (mut s, src, dst, shape) = reduction_bufs(call, cm, sbuf, rbuf, count, dt, oph)?;
         let a = algo::choose(Coll::Scan, shape)?;
         algo::scan(&mut s, a, src, dst, exclusive);
@@ -495,6 +565,7 @@ fn reduce_scatter(
             return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: recvcounts holds a negative count {bad}")));
         }
         let total: i64 = counts.iter().sum();
+        no_in_place(call, cm, "send", sbuf)?;
         let whole = Buf::new(call, "send", if in_place(sbuf) { rbuf } else { sbuf }, total, dt)?;
         let mine = Buf::new(call, "receive", rbuf, counts[me], dt)?;
         let r = crate::ops::reducer(call, oph, dt)?;
@@ -510,6 +581,12 @@ fn reduce_scatter(
         s.set_reducer(r);
         let src = whole.region(&mut s);
         let dst = mine.region(&mut s);
+        if cm.core.is_inter() {
+            // Each group's result is the other group's vector, cut by this group's counts.
+            let lens: Vec<usize> = counts.iter().map(|&c| c as usize * size).collect();
+            inter::reduce_scatter(&mut s, src, &lens, dst);
+            return Ok(s);
+        }
         let mut at = 0;
         let bl: Vec<Loc> = counts
             .iter()
@@ -553,6 +630,22 @@ fn comm_info(comm_h: usize) -> Option<(usize, c_int)> {
 
 fn comm_size(comm_h: usize) -> usize {
     comm_info(comm_h).map_or(0, |(n, _)| n)
+}
+
+/// The communicator behind `comm_h`, if valid (its errors are reported by the call proper).
+fn comm_core(comm_h: usize) -> Option<Arc<baton_core::comm::Comm>> {
+    let l = lib("").ok()?;
+    Some(match comm_h {
+        c::MPI_COMM_WORLD => l.world.core.clone(),
+        c::MPI_COMM_SELF => l.self_comm.core.clone(),
+        h => l.comm_arc("", h).ok()?.core.clone(),
+    })
+}
+
+/// How many ranks per-peer array arguments cover: the remote group's size on an
+/// intercommunicator, else the size.
+fn comm_peers(comm_h: usize) -> usize {
+    comm_core(comm_h).map_or(0, |c| c.peer_size() as usize)
 }
 
 unsafe fn reduce_scatter_v<C: Copy + Into<i64>>(
@@ -621,6 +714,36 @@ fn gather_any(
     comm_h: usize,
 ) -> c_int {
     launch(mode, call, comm_h, |_, cm| {
+        if cm.core.is_inter() {
+            let root = inter_root(call, cm, root)?;
+            let n = cm.core.peer_size() as usize;
+            let mut s;
+            match root {
+                Root::Me => {
+                    no_in_place(call, cm, "send", sbuf)?;
+                    let bufs = match &v {
+                        Some(v) => v.bufs(call, "receive", rbuf)?,
+                        None => vec![Buf::new(call, "receive", rbuf, times(call, "receive", rc, n)?, rt)?],
+                    };
+                    let b = if v.is_none() { Buf::new(call, "receive", rbuf, rc, rt)?.bytes() } else { 0 };
+                    s = sched(cm, call);
+                    let dst = match v {
+                        Some(_) => regions(&mut s, &bufs),
+                        None => blocks(bufs[0].region(&mut s), n, b),
+                    };
+                    inter::gather(&mut s, root, None, &dst);
+                }
+                Root::Idle => s = sched(cm, call),
+                Root::Remote(_) => {
+                    no_in_place(call, cm, "send", sbuf)?;
+                    let sb = Buf::new(call, "send", sbuf, sc, st)?;
+                    s = sched(cm, call);
+                    let src = sb.region(&mut s);
+                    inter::gather(&mut s, root, Some(src), &[]);
+                }
+            }
+            return Ok(s);
+        }
         check_root(call, cm, root)?;
         let (n, me) = (cm.core.size(), cm.core.rank);
         let is_root = me == root;
@@ -693,8 +816,14 @@ unsafe fn root_side<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     displs: *const D,
     dt: usize,
 ) -> Result<VSide> {
-    let (n, me) = comm_info(comm_h).unwrap_or((0, -1));
-    if me != root {
+    let Some(core) = comm_core(comm_h) else { return Ok(VSide::default()) };
+    // On an intercommunicator the root says MPI_ROOT, and the arrays cover the remote group.
+    let (n, is_root) = if core.is_inter() {
+        (core.peer_size() as usize, root == c::MPI_ROOT)
+    } else {
+        (core.size() as usize, core.rank == root)
+    };
+    if !is_root {
         return Ok(VSide::default());
     }
     // SAFETY: forwarded contract: one entry per process at the root.
@@ -745,6 +874,36 @@ fn scatter_any(
     comm_h: usize,
 ) -> c_int {
     launch(mode, call, comm_h, |_, cm| {
+        if cm.core.is_inter() {
+            let root = inter_root(call, cm, root)?;
+            let n = cm.core.peer_size() as usize;
+            let mut s;
+            match root {
+                Root::Me => {
+                    no_in_place(call, cm, "receive", rbuf)?;
+                    let bufs = match &v {
+                        Some(v) => v.bufs(call, "send", sbuf)?,
+                        None => vec![Buf::new(call, "send", sbuf, times(call, "send", sc, n)?, st)?],
+                    };
+                    let b = if v.is_none() { Buf::new(call, "send", sbuf, sc, st)?.bytes() } else { 0 };
+                    s = sched(cm, call);
+                    let src = match v {
+                        Some(_) => regions(&mut s, &bufs),
+                        None => blocks(bufs[0].region(&mut s), n, b),
+                    };
+                    inter::scatter(&mut s, root, &src, None);
+                }
+                Root::Idle => s = sched(cm, call),
+                Root::Remote(_) => {
+                    no_in_place(call, cm, "receive", rbuf)?;
+                    let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
+                    s = sched(cm, call);
+                    let dst = rb.region(&mut s);
+                    inter::scatter(&mut s, root, &[], Some(dst));
+                }
+            }
+            return Ok(s);
+        }
         check_root(call, cm, root)?;
         let (n, me) = (cm.core.size(), cm.core.rank);
         let is_root = me == root;
@@ -849,13 +1008,23 @@ fn allgather(
 ) -> c_int {
     let call = "MPI_Allgather";
     launch(mode, call, comm_h, |_, cm| {
-        let n = cm.core.size();
+        let n = cm.core.peer_size();
+        no_in_place(call, cm, "send", sbuf)?;
         let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
         let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, sc, st)?) };
-        if let Some(sb) = &sb {
+        if let (Some(sb), false) = (&sb, cm.core.is_inter()) {
             same_size(call, sb.bytes(), rb.bytes())?;
         }
         let b = rb.bytes();
+        if cm.core.is_inter() {
+            let whole = Buf::new(call, "receive", rbuf, times(call, "receive", rc, n as usize)?, rt)?;
+            let sb = sb.expect("not in place");
+            let mut s = sched(cm, call);
+            let dst = blocks(whole.region(&mut s), n as usize, b);
+            let src = sb.region(&mut s);
+            inter::allgather(&mut s, src, &dst);
+            return Ok(s);
+        }
         let a = algo::choose(Coll::Allgather, Shape { n, bytes: b, uniform: true, ..Default::default() })?;
         let whole = Buf::new(call, "receive", rbuf, times(call, "receive", rc, n as usize)?, rt)?;
         let mut s = sched(cm, call);
@@ -889,14 +1058,23 @@ unsafe fn allgatherv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     let names = ["recvcounts", "displs", ""];
     // SAFETY: one entry per process.
     let side =
-        match unsafe { VSide::read(call, names, rcounts, displs, (rt, std::ptr::null()), false, comm_size(comm_h)) } {
+        match unsafe { VSide::read(call, names, rcounts, displs, (rt, std::ptr::null()), false, comm_peers(comm_h)) } {
             Ok(v) => v,
             Err(e) => return guard(comm_h, || Err(e)),
         };
     launch(mode, call, comm_h, |_, cm| {
         let (n, me) = (cm.core.size(), cm.core.rank as usize);
+        no_in_place(call, cm, "send", sbuf)?;
         let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, sc, st)?) };
         let rbufs = side.bufs(call, "receive", rbuf)?;
+        if cm.core.is_inter() {
+            let sb = sb.expect("not in place");
+            let mut s = sched(cm, call);
+            let bl = regions(&mut s, &rbufs);
+            let src = sb.region(&mut s);
+            inter::allgather(&mut s, src, &bl);
+            return Ok(s);
+        }
         if let Some(sb) = &sb {
             same_size(call, sb.bytes(), rbufs[me].bytes())?;
         }
@@ -931,13 +1109,23 @@ fn alltoall(
 ) -> c_int {
     let call = "MPI_Alltoall";
     launch(mode, call, comm_h, |_, cm| {
-        let n = cm.core.size();
+        let n = cm.core.peer_size();
+        no_in_place(call, cm, "send", sbuf)?;
         let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
         let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, sc, st)?) };
-        if let Some(sb) = &sb {
+        if let (Some(sb), false) = (&sb, cm.core.is_inter()) {
             same_size(call, sb.bytes(), rb.bytes())?;
         }
         let b = rb.bytes();
+        if let (Some(sb), true) = (&sb, cm.core.is_inter()) {
+            let sw = Buf::new(call, "send", sbuf, times(call, "send", sc, n as usize)?, st)?;
+            let rw = Buf::new(call, "receive", rbuf, times(call, "receive", rc, n as usize)?, rt)?;
+            let mut s = sched(cm, call);
+            let dst = blocks(rw.region(&mut s), n as usize, b);
+            let src = blocks(sw.region(&mut s), n as usize, sb.bytes());
+            inter::alltoall(&mut s, &src, &dst);
+            return Ok(s);
+        }
         let a = algo::choose(Coll::Alltoall, Shape { n, bytes: b, uniform: true, ..Default::default() })?;
         let rwhole = Buf::new(call, "receive", rbuf, times(call, "receive", rc, n as usize)?, rt)?;
         let swhole = match sb {
@@ -1026,11 +1214,20 @@ fn alltoallv_any(
     launch(mode, call, comm_h, |_, cm| {
         let n = cm.core.size();
         let me = cm.core.rank as usize;
+        no_in_place(call, cm, "send", sbuf)?;
         let rbufs = rcv.bufs(call, "receive", rbuf)?;
         let sbufs = match &snd {
             Some(v) => Some(v.bufs(call, "send", sbuf)?),
             None => None,
         };
+        if cm.core.is_inter() {
+            let sbufs = sbufs.expect("not in place");
+            let mut s = sched(cm, call);
+            let dst = regions(&mut s, &rbufs);
+            let src = regions(&mut s, &sbufs);
+            inter::alltoall(&mut s, &src, &dst);
+            return Ok(s);
+        }
         if let Some(sb) = &sbufs {
             same_size(call, sb[me].bytes(), rbufs[me].bytes())?;
         }
@@ -1082,7 +1279,7 @@ unsafe fn alltoallv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     comm_h: usize,
 ) -> c_int {
     let call = "MPI_Alltoallv";
-    let n = comm_size(comm_h);
+    let n = comm_peers(comm_h);
     // SAFETY: arrays of one entry per process.
     match unsafe { vsides(call, sbuf, sc, sd, (st, std::ptr::null()), rc, rd, (rt, std::ptr::null()), false, n) } {
         Ok((s, r)) => alltoallv_any(mode, call, sbuf, s, rbuf, r, comm_h),
@@ -1111,7 +1308,7 @@ unsafe fn alltoallw<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     comm_h: usize,
 ) -> c_int {
     let call = "MPI_Alltoallw";
-    let n = comm_size(comm_h);
+    let n = comm_peers(comm_h);
     // SAFETY: arrays of one entry per process.
     match unsafe { vsides(call, sbuf, sc, sd, (0, st), rc, rd, (0, rt), true, n) } {
         Ok((s, r)) => alltoallv_any(mode, call, sbuf, s, rbuf, r, comm_h),

@@ -1,4 +1,5 @@
-//! Communicators: queries, creation (dup, split, create), naming, error handlers, barrier.
+//! Communicators: queries, creation (dup, split, create), intercommunicators, naming, error
+//! handlers.
 
 use crate::attr::{copy_attrs_on_dup, delete_all_attrs};
 use crate::errors::guard;
@@ -8,6 +9,7 @@ use baton_abi::consts as c;
 use baton_core::comm::{hash_words, Comm};
 use baton_core::error::{MpiError, Result};
 use baton_core::group::Group;
+use baton_core::intercomm;
 use baton_core::topo::Topology;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
@@ -53,11 +55,12 @@ pub(crate) fn register_topo(l: &Lib, parent: &CommObj, core: Comm, topo: Option<
 
 fn dup(l: &Lib, call: &str, comm: usize) -> Result<usize> {
     let parent = l.comm(call, comm)?;
-    let core = Comm::new(
-        parent.core.derive_ctx(u64::from_le_bytes(*b"dup\0\0\0\0\0")),
-        parent.core.group.clone(),
-        parent.core.rank,
-    );
+    let disc = u64::from_le_bytes(*b"dup\0\0\0\0\0");
+    let core = if parent.core.is_inter() {
+        intercomm::dup(&parent.core, disc)
+    } else {
+        Comm::new(parent.core.derive_ctx(disc), parent.core.group.clone(), parent.core.rank)
+    };
     // The standard has duplicates keep the topology.
     let h = register_topo(l, &parent, core, parent.topo.clone());
     let child = l.t().comms.get(h).cloned().expect("just inserted");
@@ -129,6 +132,12 @@ fn split(l: &Lib, call: &str, comm: usize, color: c_int, key: c_int) -> Result<u
     if color < 0 && color != c::MPI_UNDEFINED {
         return Err(MpiError::new(c::MPI_ERR_ARG, format!("{call}: color {color} is negative")));
     }
+    if parent.core.is_inter() {
+        return Ok(match intercomm::split(&l.mpi, &parent.core, color, key)? {
+            Some(core) => register(l, &parent, core),
+            None => c::MPI_COMM_NULL,
+        });
+    }
     let mine = [color.to_le_bytes(), key.to_le_bytes()].concat();
     let all = l.mpi.allgather(&parent.core, mine);
     // Every member derives once, whatever its color, so the counters stay in step.
@@ -146,7 +155,7 @@ fn split(l: &Lib, call: &str, comm: usize, color: c_int, key: c_int) -> Result<u
         })
         .collect();
     members.sort();
-    let procs: Vec<u32> = members.iter().map(|&(_, r)| parent.core.proc_of(r as c_int)).collect();
+    let procs: Vec<u32> = members.iter().map(|&(_, r)| parent.core.local_proc(r as c_int)).collect();
     let my = members.iter().position(|&(_, r)| r as c_int == parent.core.rank).unwrap() as c_int;
     Ok(register(l, &parent, Comm::new(ctx, Arc::new(Group::new(procs)), my)))
 }
@@ -173,6 +182,8 @@ pub unsafe extern "C" fn PMPI_Comm_split_type(
         let call = "MPI_Comm_split_type";
         let l = lib(call)?;
         nonnull_mut(call, "newcomm", newcomm)?;
+        let cm = l.comm(call, comm)?;
+        require_intra(call, "comm", &cm)?;
         let color = match split_type {
             c::MPI_UNDEFINED => c::MPI_UNDEFINED,
             // One shared-memory domain per host: color by host name among the members.
@@ -181,7 +192,7 @@ pub unsafe extern "C" fn PMPI_Comm_split_type(
             | c::MPI_COMM_TYPE_HW_GUIDED
             | c::MPI_COMM_TYPE_RESOURCE_GUIDED => {
                 let parent = l.comm(call, comm)?;
-                let me = &l.mpi.procs[parent.core.proc_of(parent.core.rank) as usize].host;
+                let me = &l.mpi.procs[parent.core.local_proc(parent.core.rank) as usize].host;
                 (hash_words(&me.bytes().map(u64::from).collect::<Vec<_>>()) & 0x3fff_ffff) as c_int
             }
             other => {
@@ -229,9 +240,16 @@ pub unsafe extern "C" fn PMPI_Comm_create(comm: usize, group: usize, newcomm: *m
         let parent = l.comm(call, comm)?;
         let g = l.group(call, group)?;
         check_subgroup(call, &parent, &g)?;
+        if parent.core.is_inter() {
+            let h = match intercomm::create_sub(&l.mpi, &parent.core, &g)? {
+                Some(core) => register(l, &parent, core),
+                None => c::MPI_COMM_NULL,
+            };
+            return out(call, "newcomm", newcomm, h);
+        }
         let gh = hash_words(&g.procs.iter().map(|&p| p as u64).collect::<Vec<_>>());
         let ctx = parent.core.derive_ctx(gh);
-        let me = g.rank_of(parent.core.proc_of(parent.core.rank));
+        let me = g.rank_of(parent.core.local_proc(parent.core.rank));
         let h =
             if me == c::MPI_UNDEFINED { c::MPI_COMM_NULL } else { register(l, &parent, Comm::new(ctx, g.clone(), me)) };
         out(call, "newcomm", newcomm, h)
@@ -245,12 +263,13 @@ pub unsafe extern "C" fn PMPI_Comm_create_group(comm: usize, group: usize, tag: 
         let l = lib(call)?;
         nonnull_mut(call, "newcomm", newcomm)?;
         let parent = l.comm(call, comm)?;
+        require_intra(call, "comm", &parent)?;
         let g = l.group(call, group)?;
         check_subgroup(call, &parent, &g)?;
         if tag < 0 {
             return Err(MpiError::new(c::MPI_ERR_TAG, format!("{call}: tag {tag} is negative")));
         }
-        let me = g.rank_of(parent.core.proc_of(parent.core.rank));
+        let me = g.rank_of(parent.core.local_proc(parent.core.rank));
         if me == c::MPI_UNDEFINED {
             return Err(MpiError::new(c::MPI_ERR_GROUP, format!("{call}: the calling process is not in group")));
         }
@@ -291,9 +310,18 @@ pub unsafe extern "C" fn PMPI_Comm_compare(a: usize, b: usize, result: *mut c_in
         let r = if Arc::ptr_eq(&ca, &cb) {
             c::MPI_IDENT
         } else {
-            match ca.core.group.compare(&cb.core.group) {
-                c::MPI_IDENT => c::MPI_CONGRUENT,
-                other => other,
+            match (&ca.core.remote, &cb.core.remote) {
+                // The weaker of the two groups' comparisons.
+                (Some(ra), Some(rb)) => match (ca.core.group.compare(&cb.core.group), ra.compare(rb)) {
+                    (c::MPI_IDENT, c::MPI_IDENT) => c::MPI_CONGRUENT,
+                    (c::MPI_UNEQUAL, _) | (_, c::MPI_UNEQUAL) => c::MPI_UNEQUAL,
+                    _ => c::MPI_SIMILAR,
+                },
+                (None, None) => match ca.core.group.compare(&cb.core.group) {
+                    c::MPI_IDENT => c::MPI_CONGRUENT,
+                    other => other,
+                },
+                _ => c::MPI_UNEQUAL,
             }
         };
         out(call, "result", result, r)
@@ -304,8 +332,144 @@ pub unsafe extern "C" fn PMPI_Comm_compare(a: usize, b: usize, result: *mut c_in
 pub unsafe extern "C" fn PMPI_Comm_test_inter(comm: usize, flag: *mut c_int) -> c_int {
     guard(comm, || {
         let l = lib("MPI_Comm_test_inter")?;
-        l.comm("MPI_Comm_test_inter", comm)?;
-        out("MPI_Comm_test_inter", "flag", flag, 0)
+        let cm = l.comm("MPI_Comm_test_inter", comm)?;
+        out("MPI_Comm_test_inter", "flag", flag, cm.core.is_inter() as c_int)
+    })
+}
+
+/// An MPI_ERR_COMM error unless `cm` is an intracommunicator (`arg` names it).
+pub(crate) fn require_intra(call: &str, arg: &str, cm: &CommObj) -> Result<()> {
+    if cm.core.is_inter() {
+        return Err(MpiError::new(
+            c::MPI_ERR_COMM,
+            format!("{call}: {arg} is an intercommunicator; this call needs an intracommunicator"),
+        ));
+    }
+    Ok(())
+}
+
+/// The remote group of `cm`, or an MPI_ERR_COMM error naming `call` for an intracommunicator.
+fn remote_of(call: &str, cm: &CommObj) -> Result<Arc<Group>> {
+    cm.core.remote.clone().ok_or_else(|| {
+        MpiError::new(c::MPI_ERR_COMM, format!("{call}: comm is an intracommunicator; it has no remote group"))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_remote_size(comm: usize, size: *mut c_int) -> c_int {
+    guard(comm, || {
+        let call = "MPI_Comm_remote_size";
+        let l = lib(call)?;
+        let cm = l.comm(call, comm)?;
+        let g = remote_of(call, &cm)?;
+        out(call, "size", size, g.size())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_remote_group(comm: usize, group: *mut usize) -> c_int {
+    guard(comm, || {
+        let call = "MPI_Comm_remote_group";
+        let l = lib(call)?;
+        let cm = l.comm(call, comm)?;
+        let g = remote_of(call, &cm)?;
+        nonnull_mut(call, "group", group)?;
+        let h = l.new_group((*g).clone());
+        out(call, "group", group, h)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Intercomm_create(
+    local_comm: usize,
+    local_leader: c_int,
+    peer_comm: usize,
+    remote_leader: c_int,
+    tag: c_int,
+    newintercomm: *mut usize,
+) -> c_int {
+    guard(local_comm, || {
+        let call = "MPI_Intercomm_create";
+        let l = lib(call)?;
+        nonnull_mut(call, "newintercomm", newintercomm)?;
+        let local = l.comm(call, local_comm)?;
+        require_intra(call, "local_comm", &local)?;
+        // The peer communicator means something at the local leader only; an error met there
+        // still goes to the group, so that nobody waits for the leader.
+        let peer = (local.core.rank == local_leader).then(|| l.comm_arc(call, peer_comm));
+        let args = peer.as_ref().map(|p| match p {
+            Ok(p) => Ok((&*p.core, remote_leader)),
+            Err(e) => Err(MpiError::new(e.class, e.msg.replace("comm ", "peer_comm "))),
+        });
+        let core = intercomm::create(&l.mpi, &local.core, local_leader, args, tag)?;
+        let h = register(l, &local, core);
+        out(call, "newintercomm", newintercomm, h)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Intercomm_create_from_groups(
+    local_group: usize,
+    local_leader: c_int,
+    remote_group: usize,
+    remote_leader: c_int,
+    stringtag: *const c_char,
+    info: usize,
+    errhandler: usize,
+    newintercomm: *mut usize,
+) -> c_int {
+    guard(c::MPI_COMM_WORLD, || {
+        let call = "MPI_Intercomm_create_from_groups";
+        let l = lib(call)?;
+        nonnull_mut(call, "newintercomm", newintercomm)?;
+        let (lg, rg) = (l.group(call, local_group)?, l.group(call, remote_group)?);
+        for (what, r, g) in [("local_leader", local_leader, &lg), ("remote_leader", remote_leader, &rg)] {
+            if !(0..g.size()).contains(&r) {
+                return Err(MpiError::new(
+                    c::MPI_ERR_RANK,
+                    format!("{call}: {what} {r} is out of range for a group of size {}", g.size()),
+                ));
+            }
+        }
+        // SAFETY: NUL-terminated string per the MPI contract (checked non-null).
+        let tag = unsafe { cstr_in(call, "stringtag", stringtag)? };
+        let kv = crate::info::info_pairs(call, info)?;
+        if !errhandler_valid(l, errhandler) {
+            return Err(MpiError::new(
+                c::MPI_ERR_ERRHANDLER,
+                format!("{call}: errhandler {errhandler:#x} is not a valid error handler"),
+            ));
+        }
+        let core = intercomm::create_from_groups(&l.mpi, l.mpi.me, &lg, &rg, &tag)?;
+        let obj = CommObj::new(Arc::new(core), "", errhandler);
+        let mut t = l.t();
+        if let Some(u) = t.errhandlers.get_mut(errhandler) {
+            u.refs += 1;
+        }
+        let h = t.comms.insert(obj.clone());
+        drop(t);
+        obj.handle.store(h, Ordering::Relaxed);
+        *obj.info.lock().unwrap() = kv;
+        out(call, "newintercomm", newintercomm, h)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Intercomm_merge(intercomm: usize, high: c_int, newintracomm: *mut usize) -> c_int {
+    guard(intercomm, || {
+        let call = "MPI_Intercomm_merge";
+        let l = lib(call)?;
+        nonnull_mut(call, "newintracomm", newintracomm)?;
+        let cm = l.comm(call, intercomm)?;
+        if !cm.core.is_inter() {
+            return Err(MpiError::new(
+                c::MPI_ERR_COMM,
+                format!("{call}: intercomm is an intracommunicator; this call needs an intercommunicator"),
+            ));
+        }
+        let core = intercomm::merge(&l.mpi, &cm.core, high != 0)?;
+        let h = register(l, &cm, core);
+        out(call, "newintracomm", newintracomm, h)
     })
 }
 

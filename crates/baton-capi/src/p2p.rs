@@ -92,11 +92,13 @@ fn check_count(call: &str, count: i64) -> Result<usize> {
 }
 
 fn check_peer(call: &str, what: &str, comm: &CommObj, r: c_int, allow_any: bool) -> Result<()> {
-    let n = comm.core.size();
+    // On an intercommunicator, ranks name the remote group.
+    let n = comm.core.peer_size();
     if r == c::MPI_PROC_NULL || (allow_any && r == c::MPI_ANY_SOURCE) || (0..n).contains(&r) {
         return Ok(());
     }
-    Err(MpiError::new(c::MPI_ERR_RANK, format!("{call}: {what} {r} is out of range for a communicator of size {n}")))
+    let of = if comm.core.is_inter() { "the remote group of an intercommunicator" } else { "a communicator" };
+    Err(MpiError::new(c::MPI_ERR_RANK, format!("{call}: {what} {r} is out of range for {of} of size {n}")))
 }
 
 fn check_tag(call: &str, tag: c_int, allow_any: bool) -> Result<()> {

@@ -170,6 +170,7 @@ pub unsafe extern "C" fn PMPI_Cart_create(
         let call = "MPI_Cart_create";
         let l = lib(call)?;
         let parent = l.comm(call, comm_old)?;
+        crate::comm::require_intra(call, "comm_old", &parent)?;
         nonnull_mut(call, "comm_cart", comm_cart)?;
         // SAFETY: forwarded array contracts of MPI_Cart_create.
         let (dims, periods) = unsafe { grid_args(call, ndims, dims, periods)? };
@@ -314,7 +315,7 @@ pub unsafe extern "C" fn PMPI_Cart_sub(comm: usize, remain_dims: *const c_int, n
         // Every sub-grid is computed locally; its members agree on the context id because they
         // share the color, and every process of comm derives exactly once.
         let ctx = cm.core.derive_ctx(hash_words(&[DISC_CART_SUB, sub.color as u64]));
-        let procs = sub.members.iter().map(|&r| cm.core.proc_of(r)).collect();
+        let procs = sub.members.iter().map(|&r| cm.core.local_proc(r)).collect();
         let core = Comm::new(ctx, Arc::new(Group::new(procs)), sub.rank);
         let h = register_topo(l, &cm, core, Some(Arc::new(Topology::Cart(sub.cart))));
         put(call, "newcomm", newcomm, h)
@@ -353,6 +354,7 @@ pub unsafe extern "C" fn PMPI_Graph_create(
         let call = "MPI_Graph_create";
         let l = lib(call)?;
         let parent = l.comm(call, comm_old)?;
+        crate::comm::require_intra(call, "comm_old", &parent)?;
         nonnull_mut(call, "comm_graph", comm_graph)?;
         // SAFETY: forwarded array contracts of MPI_Graph_create.
         let g = unsafe { graph_args(call, nnodes, index, edges, parent.core.size())? };
@@ -473,6 +475,7 @@ pub unsafe extern "C" fn PMPI_Dist_graph_create_adjacent(
         let call = "MPI_Dist_graph_create_adjacent";
         let l = lib(call)?;
         let parent = l.comm(call, comm_old)?;
+        crate::comm::require_intra(call, "comm_old", &parent)?;
         nonnull_mut(call, "comm_dist_graph", comm_dist_graph)?;
         crate::info::info_pairs(call, info)?;
         let nin = non_negative(call, "indegree", indegree)?;
@@ -508,6 +511,7 @@ pub unsafe extern "C" fn PMPI_Dist_graph_create(
         let call = "MPI_Dist_graph_create";
         let l = lib(call)?;
         let parent = l.comm(call, comm_old)?;
+        crate::comm::require_intra(call, "comm_old", &parent)?;
         let size = parent.core.size();
         let share = (|| -> Result<EdgeShare> {
             nonnull_mut(call, "comm_dist_graph", comm_dist_graph)?;

@@ -1,4 +1,7 @@
 //! Communicators as the engine sees them: a context id, a group, and this process's rank.
+//! An intercommunicator adds a remote group: its point-to-point ranks name processes of the
+//! remote group, while `rank` stays this process's rank in its own (local) group, which is the
+//! source a receiver on the other side sees.
 //!
 //! Context ids are derived, not negotiated: a child's id is a hash of its parent's id, the
 //! number of communicators the parent has created so far (every member creates them in the same
@@ -16,9 +19,20 @@ use std::sync::{Arc, Mutex};
 pub struct Comm {
     /// Context id for point-to-point; `ctx | 1` carries collective traffic.
     pub ctx: u64,
+    /// The local group (the only group of an intracommunicator).
     pub group: Arc<Group>,
-    /// This process's rank.
+    /// This process's rank in the local group.
     pub rank: i32,
+    /// The processes that ranks in sends and receives name: the group itself, or the remote
+    /// group of an intercommunicator. Kept apart from `remote` so that the send path does not
+    /// branch on the kind of communicator.
+    peers: Arc<Group>,
+    /// The remote group of an intercommunicator.
+    pub remote: Option<Arc<Group>>,
+    /// An intercommunicator's private intracommunicator over its local group, which carries
+    /// the local halves of its collectives (and of its creation calls). Its messages cannot
+    /// mix with the intercommunicator's, whose ranks name remote processes.
+    pub local: Option<Arc<Comm>>,
     /// Communicators created from this one so far (the derivation counter).
     created: AtomicU64,
     /// Per (tag, group) counters for `Comm_create_group`, which only the group's members call.
@@ -45,8 +59,11 @@ impl Comm {
     pub fn new(ctx: u64, group: Arc<Group>, rank: i32) -> Comm {
         Comm {
             ctx: ctx & !1,
+            peers: group.clone(),
             group,
             rank,
+            remote: None,
+            local: None,
             created: AtomicU64::new(0),
             created_for_group: Mutex::new(HashMap::new()),
             coll_seq: AtomicU64::new(0),
@@ -54,8 +71,47 @@ impl Comm {
         }
     }
 
+    /// An intercommunicator between `group` (where this process has rank `rank`) and
+    /// `remote`, with context id `ctx`, which both sides must have agreed on. This is all the
+    /// dynamic-process calls need once they know the remote processes and the context.
+    pub fn new_inter(ctx: u64, group: Arc<Group>, rank: i32, remote: Arc<Group>) -> Comm {
+        let ctx = ctx & !1;
+        // Only this side's members use the local communicator, so its id needs no agreement
+        // with the other side; the group makes the two sides' ids differ all the same.
+        let gh = hash_words(&group.procs.iter().map(|&p| p as u64).collect::<Vec<_>>());
+        let local = Comm::new(hash_words(&[ctx, 0x006c_6f63_616c, gh]), group.clone(), rank);
+        Comm {
+            ctx,
+            peers: remote.clone(),
+            group,
+            rank,
+            remote: Some(remote),
+            local: Some(Arc::new(local)),
+            created: AtomicU64::new(0),
+            created_for_group: Mutex::new(HashMap::new()),
+            coll_seq: AtomicU64::new(0),
+            shm: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Size of the local group (what `MPI_Comm_size` reports).
     pub fn size(&self) -> i32 {
         self.group.size()
+    }
+
+    pub fn is_inter(&self) -> bool {
+        self.remote.is_some()
+    }
+
+    /// How many ranks sends and receives may name: the remote group's size on an
+    /// intercommunicator, else the size.
+    pub fn peer_size(&self) -> i32 {
+        self.peers.size()
+    }
+
+    /// The group that point-to-point ranks name.
+    pub fn peers(&self) -> &Arc<Group> {
+        &self.peers
     }
 
     /// The tag of the next collective operation on this communicator. Every member starts
@@ -69,7 +125,14 @@ impl Comm {
         self.ctx | 1
     }
 
+    /// The process that point-to-point rank `rank` names (in the remote group on an
+    /// intercommunicator).
     pub fn proc_of(&self, rank: i32) -> ProcIdx {
+        self.peers.procs[rank as usize]
+    }
+
+    /// The process of local rank `rank`.
+    pub fn local_proc(&self, rank: i32) -> ProcIdx {
         self.group.procs[rank as usize]
     }
 

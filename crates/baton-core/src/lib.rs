@@ -4,7 +4,8 @@
 //! - [`fabric`]: the engine's transports: loopback and shared-memory endpoints, opened on demand.
 //! - [`runtime`]: one MPI process: bootstrap, process table, progress and waiting, internal
 //!   collectives used by communicator creation and finalize.
-//! - [`comm`], [`group`], [`datatype`]: the objects point-to-point communication needs.
+//! - [`comm`], [`group`], [`datatype`]: the objects point-to-point communication needs;
+//!   [`intercomm`]: building intercommunicators and what is made from them.
 //! - [`topo`]: process topologies (grids, graphs, distributed graphs) as pure rank arithmetic.
 //! - [`error`]: `MpiError`, an error class with a message naming call, argument and reason.
 #![forbid(unsafe_code)]
@@ -16,6 +17,7 @@ pub mod engine;
 pub mod error;
 pub mod fabric;
 pub mod group;
+pub mod intercomm;
 pub mod op;
 pub mod runtime;
 pub mod topo;

@@ -235,6 +235,8 @@ pub struct Mpi {
     /// Nonblocking and persistent collectives in flight, advanced by every progressing call.
     colls: Mutex<Vec<ActiveColl>>,
     active_colls: AtomicUsize,
+    /// Calls of `MPI_Intercomm_create_from_groups` so far, per (tag, groups).
+    from_groups: Mutex<std::collections::HashMap<u64, u64>>,
 }
 
 /// A collective schedule in flight and the request the application waits on.
@@ -493,6 +495,7 @@ impl Mpi {
             finalized: AtomicBool::new(false),
             colls: Mutex::new(Vec::new()),
             active_colls: AtomicUsize::new(0),
+            from_groups: Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -672,14 +675,23 @@ impl Mpi {
 
     /// Sends `data` on the collective context of `comm` (the runtime's own traffic).
     pub fn isend_internal(&self, comm: &Comm, dest: i32, tag: i32, data: Vec<u8>) -> ReqId {
+        self.isend_ctx(comm.proc_of(dest), comm.coll_ctx(), comm.rank, tag, data)
+    }
+
+    /// Sends `data` to process `to` on context `ctx`, as rank `src` of it.
+    pub fn isend_ctx(&self, to: ProcIdx, ctx: u64, src: i32, tag: i32, data: Vec<u8>) -> ReqId {
         let mut st = self.lock();
         let State { engine, fabric, .. } = &mut *st;
-        engine.send(fabric, comm.proc_of(dest), comm.coll_ctx(), comm.rank, tag, SendData::Packed(data), false)
+        engine.send(fabric, to, ctx, src, tag, SendData::Packed(data), false)
     }
 
     /// Receives a message of unknown length from `src` on the collective context.
     pub fn recv_internal(&self, comm: &Comm, src: i32, tag: i32) -> Vec<u8> {
-        let ctx = comm.coll_ctx();
+        self.recv_ctx(comm.coll_ctx(), src, tag)
+    }
+
+    /// Receives a message of unknown length from rank `src` on context `ctx`.
+    pub fn recv_ctx(&self, ctx: u64, src: i32, tag: i32) -> Vec<u8> {
         let len = self.block(|st| st.engine.probe(ctx, src, tag).map(|s| s.bytes as usize));
         let id = {
             let mut st = self.lock();
@@ -715,6 +727,72 @@ impl Mpi {
             self.wait(s);
         }
         all
+    }
+
+    /// `data` of rank `root` at every member (binomial tree; the others pass anything).
+    pub fn bcast_internal(&self, comm: &Comm, root: i32, data: Vec<u8>) -> Vec<u8> {
+        let n = comm.size();
+        let vr = (comm.rank - root).rem_euclid(n);
+        let real = |v: i32| (v + root) % n;
+        let mut data = data;
+        let mut mask = 1;
+        while mask < n {
+            if vr & mask != 0 {
+                data = self.recv_internal(comm, real(vr - mask), TAG_BCAST);
+                break;
+            }
+            mask <<= 1;
+        }
+        let mut sends = Vec::new();
+        mask >>= 1;
+        while mask > 0 {
+            if vr + mask < n {
+                sends.push(self.isend_internal(comm, real(vr + mask), TAG_BCAST, data.clone()));
+            }
+            mask >>= 1;
+        }
+        for s in sends {
+            self.wait(s);
+        }
+        data
+    }
+
+    /// On an intercommunicator: `data` of the local leader (local rank 0) goes to the remote
+    /// leader, and every member receives what the remote leader sent.
+    pub fn leader_swap(&self, inter: &Comm, data: Vec<u8>) -> Vec<u8> {
+        let local = inter.local.as_ref().expect("an intercommunicator");
+        let theirs = if inter.rank == 0 {
+            let s = self.isend_internal(inter, 0, TAG_SWAP, data);
+            let got = self.recv_internal(inter, 0, TAG_SWAP);
+            self.wait(s);
+            got
+        } else {
+            Vec::new()
+        };
+        self.bcast_internal(local, 0, theirs)
+    }
+
+    /// A process's identity across jobs: (job id, rank in its job).
+    pub fn proc_id(&self, p: ProcIdx) -> (u64, u32) {
+        let q = &self.procs[p as usize];
+        (q.job, q.rank)
+    }
+
+    /// The process table entry of the process `(job, rank)`, if this process knows it.
+    pub fn proc_index(&self, job: u64, rank: u32) -> Option<ProcIdx> {
+        // Today the table holds this job alone, indexed by rank; a search stays right once
+        // spawned or connected jobs add their processes.
+        self.procs.iter().position(|q| q.job == job && q.rank == rank).map(|i| i as ProcIdx)
+    }
+
+    /// The next context id for an intercommunicator created from groups alone
+    /// (`MPI_Intercomm_create_from_groups`): every member counts its calls per `key`, so all
+    /// derive the same id without a message.
+    pub fn derive_ctx_from_groups(&self, key: u64) -> u64 {
+        let mut m = self.from_groups.lock().unwrap_or_else(|e| e.into_inner());
+        let n = m.entry(key).or_insert(0);
+        *n += 1;
+        hash_words(&[key, *n, 0x6667_726f_7570]) & !1
     }
 
     // ----- job control -----
@@ -807,6 +885,8 @@ struct Wired {
 
 pub const TAG_BARRIER: i32 = 1;
 pub const TAG_ALLGATHER: i32 = 2;
+pub const TAG_BCAST: i32 = 3;
+pub const TAG_SWAP: i32 = 4;
 
 fn now_nanos() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)

@@ -13,6 +13,7 @@
 use std::sync::Arc;
 
 pub mod algo;
+pub mod inter;
 pub mod schedule;
 pub mod shm;
 

@@ -70,12 +70,16 @@ impl Loc {
     }
 }
 
+/// `remote`: on an intercommunicator, `peer` is a rank of the remote group and the message
+/// goes on the intercommunicator's context; otherwise (the default) `peer` is a rank of the
+/// local group, reached through the intercommunicator's private local communicator, so that
+/// the intracommunicator algorithms build the local phases unchanged.
 #[derive(Debug)]
 enum Xfer {
     /// One message made of these windows, in order.
-    Send { peer: i32, locs: Vec<Loc> },
+    Send { peer: i32, locs: Vec<Loc>, remote: bool },
     /// One message spread over these windows, in order; its size must be their total.
-    Recv { peer: i32, locs: Vec<Loc> },
+    Recv { peer: i32, locs: Vec<Loc>, remote: bool },
 }
 
 #[derive(Debug)]
@@ -218,12 +222,27 @@ impl Schedule {
 
     /// One message made of several windows.
     pub fn send_v(&mut self, peer: i32, locs: Vec<Loc>) {
-        self.cur().xfers.push(Xfer::Send { peer, locs });
+        self.cur().xfers.push(Xfer::Send { peer, locs, remote: false });
     }
 
     /// One message spread over several windows.
     pub fn recv_v(&mut self, peer: i32, locs: Vec<Loc>) {
-        self.cur().xfers.push(Xfer::Recv { peer, locs });
+        self.cur().xfers.push(Xfer::Recv { peer, locs, remote: false });
+    }
+
+    /// On an intercommunicator: a message to rank `peer` of the remote group.
+    pub fn send_remote(&mut self, peer: i32, l: Loc) {
+        self.cur().xfers.push(Xfer::Send { peer, locs: vec![l], remote: true });
+    }
+
+    /// On an intercommunicator: a message from rank `peer` of the remote group.
+    pub fn recv_remote(&mut self, peer: i32, l: Loc) {
+        self.cur().xfers.push(Xfer::Recv { peer, locs: vec![l], remote: true });
+    }
+
+    /// Size of the remote group of an intercommunicator (of the group otherwise).
+    pub fn remote_size(&self) -> i32 {
+        self.comm.peer_size()
     }
 
     /// A shared-memory collective step (the communicator must have an area; see `shm`).
@@ -372,22 +391,27 @@ impl Schedule {
         let mut sends = Vec::new();
         for x in &round.xfers {
             match x {
-                Xfer::Recv { peer, locs } => {
+                Xfer::Recv { peer, locs, remote } => {
                     let (sink, spread) = self.sink(locs);
                     let expect = locs.iter().map(|l| l.len).sum();
-                    recvs.push((*peer, sink, expect, spread.then(|| locs.clone())));
+                    recvs.push((*peer, *remote, sink, expect, spread.then(|| locs.clone())));
                 }
-                Xfer::Send { peer, locs } => sends.push((*peer, self.send_data(locs))),
+                Xfer::Send { peer, locs, remote } => sends.push((*peer, *remote, self.send_data(locs))),
             }
         }
         let (comm, tag, inflight) = (&self.comm, self.tag, &mut self.inflight);
+        let via = |remote: bool| match (&comm.local, remote) {
+            (Some(local), false) => local,
+            _ => comm,
+        };
         port.with_engine(|engine, net| {
-            for (peer, sink, expect, spread) in recvs {
-                let id = engine.recv(net, comm.coll_ctx(), peer, tag, sink);
+            for (peer, remote, sink, expect, spread) in recvs {
+                let id = engine.recv(net, via(remote).coll_ctx(), peer, tag, sink);
                 inflight.push(Inflight { id, peer, expect: Some(expect), spread });
             }
-            for (peer, data) in sends {
-                let id = engine.send(net, comm.proc_of(peer), comm.coll_ctx(), comm.rank, tag, data, false);
+            for (peer, remote, data) in sends {
+                let c = via(remote);
+                let id = engine.send(net, c.proc_of(peer), c.coll_ctx(), c.rank, tag, data, false);
                 inflight.push(Inflight { id, peer, expect: None, spread: None });
             }
         });

@@ -1,0 +1,293 @@
+//! Building intercommunicators, and intracommunicators from them.
+//!
+//! An intercommunicator needs one context id that both groups agree on. Each group derives a
+//! proposal from its own communicator as for any child communicator (every member, so the
+//! derivation counters stay in step); the two local leaders swap their proposals and their
+//! groups over the peer communicator, and each combines the two proposals symmetrically,
+//! `hash(min, max)`, then broadcasts the result and the remote group to its members. The swap
+//! travels on a context of the peer communicator reserved for it, under the caller's tag, so
+//! it can match neither application messages nor other creations with other tags; a proposal is
+//! unique among its group's communicators, so two creations never get the same id.
+//!
+//! Communicators created from an intercommunicator (dup, split, create, merge) derive their ids
+//! from it like any child: both groups call these collectively, in the same order, so both
+//! counters stay in step. Whatever one group must know of the other (split colors, the
+//! `high` flag, the group given to create) crosses between the leaders and is broadcast.
+
+use crate::comm::{hash_words, Comm};
+use crate::engine::ProcIdx;
+use crate::error::{MpiError, Result};
+use crate::group::Group;
+use crate::runtime::Mpi;
+use baton_abi::consts as c;
+use std::sync::Arc;
+
+const DISC_CREATE: u64 = 0x0069_6372_6561_7465;
+const DISC_SWAP: u64 = 0x6963_7377_6170;
+const DISC_MERGE: u64 = 0x006d_6572_6765;
+const DISC_SPLIT: u64 = 0x6973_706c_6974;
+const DISC_SUB: u64 = 0x0069_6373_7562;
+
+/// A group as the processes' identities (job, rank), which mean the same to every process
+/// (process table indices need not).
+fn encode_group(mpi: &Mpi, g: &Group, out: &mut Vec<u8>) {
+    out.extend_from_slice(&(g.procs.len() as u32).to_le_bytes());
+    for &p in &g.procs {
+        let (job, rank) = mpi.proc_id(p);
+        out.extend_from_slice(&job.to_le_bytes());
+        out.extend_from_slice(&rank.to_le_bytes());
+    }
+}
+
+/// Reads a little-endian word from `b` at `*at`, advancing.
+fn word<const N: usize>(b: &[u8], at: &mut usize) -> Option<[u8; N]> {
+    let w = b.get(*at..*at + N)?.try_into().ok()?;
+    *at += N;
+    Some(w)
+}
+
+fn decode_group(mpi: &Mpi, call: &str, b: &[u8], at: &mut usize) -> Result<Group> {
+    let bad = || MpiError::new(c::MPI_ERR_INTERN, format!("{call}: malformed group description from the other group"));
+    let n = u32::from_le_bytes(word(b, at).ok_or_else(bad)?) as usize;
+    let mut procs: Vec<ProcIdx> = Vec::with_capacity(n.min(b.len() / 12));
+    for _ in 0..n {
+        let job = u64::from_le_bytes(word(b, at).ok_or_else(bad)?);
+        let rank = u32::from_le_bytes(word(b, at).ok_or_else(bad)?);
+        let p = mpi.proc_index(job, rank).ok_or_else(|| {
+            MpiError::new(
+                c::MPI_ERR_INTERN,
+                format!("{call}: the remote group holds rank {rank} of job {job:#x}, a process this one does not know"),
+            )
+        })?;
+        procs.push(p);
+    }
+    Ok(Group::new(procs))
+}
+
+/// The local leader's verdict, broadcast to its group: the context id and the remote group,
+/// or the error that the leader met (so that no member waits for a leader that gave up).
+fn encode_verdict(mpi: &Mpi, v: &Result<(u64, Group)>) -> Vec<u8> {
+    let mut out = Vec::new();
+    match v {
+        Ok((ctx, g)) => {
+            out.push(0);
+            out.extend_from_slice(&ctx.to_le_bytes());
+            encode_group(mpi, g, &mut out);
+        }
+        Err(e) => {
+            out.push(1);
+            out.extend_from_slice(&e.class.to_le_bytes());
+            out.extend_from_slice(e.msg.as_bytes());
+        }
+    }
+    out
+}
+
+fn decode_verdict(mpi: &Mpi, call: &str, b: &[u8]) -> Result<(u64, Group)> {
+    let bad = || MpiError::new(c::MPI_ERR_INTERN, format!("{call}: malformed message from the local leader"));
+    let mut at = 1;
+    match b.first() {
+        Some(0) => {
+            let ctx = u64::from_le_bytes(word(b, &mut at).ok_or_else(bad)?);
+            Ok((ctx, decode_group(mpi, call, b, &mut at)?))
+        }
+        Some(1) => {
+            let class = i32::from_le_bytes(word(b, &mut at).ok_or_else(bad)?);
+            let why = String::from_utf8_lossy(&b[at..]);
+            let why = why.strip_prefix(call).and_then(|w| w.strip_prefix(": ")).unwrap_or(&why);
+            Err(MpiError::new(class, format!("{call}: the local leader reported: {why}")))
+        }
+        _ => Err(bad()),
+    }
+}
+
+/// What the local leader of `MPI_Intercomm_create` was given: the peer communicator and the
+/// remote leader's rank in it, or the error met looking them up.
+pub type LeaderArgs<'a> = Result<(&'a Comm, i32)>;
+
+/// `MPI_Intercomm_create` over `local` (an intracommunicator) with leader `leader`; `peer` is
+/// significant at the leader only.
+pub fn create(mpi: &Mpi, local: &Comm, leader: i32, peer: Option<LeaderArgs<'_>>, tag: i32) -> Result<Comm> {
+    let call = "MPI_Intercomm_create";
+    let n = local.size();
+    if !(0..n).contains(&leader) {
+        return Err(MpiError::new(
+            c::MPI_ERR_RANK,
+            format!("{call}: local_leader {leader} is out of range for local_comm of size {n}"),
+        ));
+    }
+    let proposal = local.derive_ctx(hash_words(&[DISC_CREATE, tag as u64]));
+    let verdict = if local.rank == leader {
+        let v = peer
+            .unwrap_or_else(|| Err(MpiError::new(c::MPI_ERR_INTERN, format!("{call}: the leader has no peer"))))
+            .and_then(|(peer, remote_leader)| leader_swap(mpi, call, local, peer, remote_leader, tag, proposal));
+        mpi.bcast_internal(local, leader, encode_verdict(mpi, &v));
+        v
+    } else {
+        decode_verdict(mpi, call, &mpi.bcast_internal(local, leader, Vec::new()))
+    };
+    let (ctx, remote) = verdict?;
+    Ok(Comm::new_inter(ctx, local.group.clone(), local.rank, Arc::new(remote)))
+}
+
+/// The leaders' exchange: checks the leader's arguments, swaps proposal and group with the
+/// remote leader, and returns the agreed context id and the remote group.
+fn leader_swap(
+    mpi: &Mpi,
+    call: &str,
+    local: &Comm,
+    peer: &Comm,
+    remote_leader: i32,
+    tag: i32,
+    proposal: u64,
+) -> Result<(u64, Group)> {
+    let pn = peer.peer_size();
+    if !(0..pn).contains(&remote_leader) {
+        return Err(MpiError::new(
+            c::MPI_ERR_RANK,
+            format!("{call}: remote_leader {remote_leader} is out of range for peer_comm of size {pn}"),
+        ));
+    }
+    if local.group.rank_of(peer.proc_of(remote_leader)) != c::MPI_UNDEFINED {
+        return Err(MpiError::new(
+            c::MPI_ERR_RANK,
+            format!(
+                "{call}: remote_leader {remote_leader} of peer_comm is a member of local_comm (the two groups must be disjoint)"
+            ),
+        ));
+    }
+    if tag < 0 {
+        return Err(MpiError::new(c::MPI_ERR_TAG, format!("{call}: tag {tag} is invalid")));
+    }
+    let ctx = hash_words(&[peer.ctx, DISC_SWAP]) | 1;
+    let mut msg = proposal.to_le_bytes().to_vec();
+    encode_group(mpi, &local.group, &mut msg);
+    let s = mpi.isend_ctx(peer.proc_of(remote_leader), ctx, peer.rank, tag, msg);
+    let got = mpi.recv_ctx(ctx, remote_leader, tag);
+    mpi.wait(s);
+    let mut at = 0;
+    let theirs = u64::from_le_bytes(word(&got, &mut at).ok_or_else(|| {
+        MpiError::new(c::MPI_ERR_INTERN, format!("{call}: malformed message from the remote leader"))
+    })?);
+    let remote = decode_group(mpi, call, &got, &mut at)?;
+    if remote.procs.iter().any(|&p| local.group.rank_of(p) != c::MPI_UNDEFINED) {
+        return Err(MpiError::new(c::MPI_ERR_COMM, format!("{call}: the local and remote groups overlap")));
+    }
+    let agreed = hash_words(&[proposal.min(theirs), proposal.max(theirs), DISC_CREATE]);
+    Ok((agreed, remote))
+}
+
+/// `MPI_Intercomm_create_from_groups`: both groups are given in full to every member, so the
+/// context id is derived from them and `tag` alone, with no message.
+pub fn create_from_groups(mpi: &Mpi, me: ProcIdx, local: &Arc<Group>, remote: &Arc<Group>, tag: &str) -> Result<Comm> {
+    let call = "MPI_Intercomm_create_from_groups";
+    let rank = local.rank_of(me);
+    if rank == c::MPI_UNDEFINED {
+        return Err(MpiError::new(c::MPI_ERR_GROUP, format!("{call}: the calling process is not in local_group")));
+    }
+    if remote.procs.iter().any(|&p| local.rank_of(p) != c::MPI_UNDEFINED) {
+        return Err(MpiError::new(c::MPI_ERR_GROUP, format!("{call}: local_group and remote_group overlap")));
+    }
+    let ids = |g: &Group| {
+        let words: Vec<u64> = g
+            .procs
+            .iter()
+            .map(|&p| {
+                let (job, r) = mpi.proc_id(p);
+                hash_words(&[job, r as u64])
+            })
+            .collect();
+        hash_words(&words)
+    };
+    let (a, b) = (ids(local), ids(remote));
+    let t = hash_words(&tag.bytes().map(u64::from).collect::<Vec<_>>());
+    let ctx = mpi.derive_ctx_from_groups(hash_words(&[a.min(b), a.max(b), t]));
+    Ok(Comm::new_inter(ctx, local.clone(), rank, remote.clone()))
+}
+
+/// `MPI_Intercomm_merge`: the group whose `high` is false comes first; when both groups give
+/// the same value, the group holding the process with the smaller identity (job, rank) does.
+pub fn merge(mpi: &Mpi, inter: &Comm, high: bool) -> Result<Comm> {
+    let remote = inter.remote.as_ref().expect("an intercommunicator");
+    let ctx = inter.derive_ctx(DISC_MERGE);
+    let theirs = mpi.leader_swap(inter, vec![high as u8]);
+    let their_high = theirs.first().is_some_and(|&b| b != 0);
+    let least = |g: &Group| g.procs.iter().map(|&p| mpi.proc_id(p)).min();
+    let local_first = if high != their_high { !high } else { least(&inter.group) < least(remote) };
+    let (first, second) = if local_first { (&inter.group, remote) } else { (remote, &inter.group) };
+    let mut procs = first.procs.clone();
+    procs.extend_from_slice(&second.procs);
+    let rank = if local_first { inter.rank } else { first.size() + inter.rank };
+    Ok(Comm::new(ctx, Arc::new(Group::new(procs)), rank))
+}
+
+/// A duplicate of an intercommunicator (no message).
+pub fn dup(inter: &Comm, disc: u64) -> Comm {
+    let remote = inter.remote.clone().expect("an intercommunicator");
+    Comm::new_inter(inter.derive_ctx(disc), inter.group.clone(), inter.rank, remote)
+}
+
+/// `MPI_Comm_split` on an intercommunicator: processes of one color in the local group face
+/// those of the same color in the remote group. None (`MPI_COMM_NULL`) for `MPI_UNDEFINED`
+/// and for a color the other group does not have.
+pub fn split(mpi: &Mpi, inter: &Comm, color: i32, key: i32) -> Result<Option<Comm>> {
+    let local = inter.local.as_ref().expect("an intercommunicator");
+    let remote = inter.remote.as_ref().expect("an intercommunicator");
+    let mine = [color.to_le_bytes(), key.to_le_bytes()].concat();
+    let here: Vec<u8> = mpi.allgather(local, mine).concat();
+    let there = mpi.leader_swap(inter, here.clone());
+    // Every member derives once, whatever its color, so the counters stay in step.
+    let ctx = inter.derive_ctx(hash_words(&[DISC_SPLIT, color as u32 as u64]));
+    if color == c::MPI_UNDEFINED {
+        return Ok(None);
+    }
+    let members = |all: &[u8], g: &Group| -> Group {
+        let mut m: Vec<(i32, usize)> = all
+            .chunks_exact(8)
+            .enumerate()
+            .filter_map(|(r, b)| {
+                let col = i32::from_le_bytes(b[0..4].try_into().unwrap());
+                let k = i32::from_le_bytes(b[4..8].try_into().unwrap());
+                (col == color).then_some((k, r))
+            })
+            .collect();
+        m.sort();
+        Group::new(m.iter().map(|&(_, r)| g.procs[r]).collect())
+    };
+    if there.len() != remote.procs.len() * 8 {
+        return Err(MpiError::new(c::MPI_ERR_INTERN, "MPI_Comm_split: malformed colors from the remote group"));
+    }
+    let mine_g = members(&here, &inter.group);
+    let theirs_g = members(&there, remote);
+    if theirs_g.procs.is_empty() {
+        return Ok(None);
+    }
+    let rank = mine_g.rank_of(inter.local_proc(inter.rank));
+    Ok(Some(Comm::new_inter(ctx, Arc::new(mine_g), rank, Arc::new(theirs_g))))
+}
+
+/// `MPI_Comm_create` on an intercommunicator: `g` (a subgroup of the local group, the same at
+/// every local member) faces the subgroup the remote group gave. None (`MPI_COMM_NULL`) for a
+/// process outside `g`, and when either subgroup is empty.
+pub fn create_sub(mpi: &Mpi, inter: &Comm, g: &Arc<Group>) -> Result<Option<Comm>> {
+    let remote = inter.remote.as_ref().expect("an intercommunicator");
+    let ranks: Vec<u8> = g.procs.iter().flat_map(|&p| (inter.group.rank_of(p) as u32).to_le_bytes()).collect();
+    let there = mpi.leader_swap(inter, ranks);
+    let ctx = inter.derive_ctx(DISC_SUB);
+    let mut procs = Vec::with_capacity(there.len() / 4);
+    for b in there.chunks_exact(4) {
+        let r = u32::from_le_bytes(b.try_into().unwrap()) as usize;
+        let p = remote.procs.get(r).copied().ok_or_else(|| {
+            MpiError::new(
+                c::MPI_ERR_INTERN,
+                format!("MPI_Comm_create: the remote group named its rank {r}, out of range"),
+            )
+        })?;
+        procs.push(p);
+    }
+    let me = g.rank_of(inter.local_proc(inter.rank));
+    if me == c::MPI_UNDEFINED || procs.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Comm::new_inter(ctx, g.clone(), me, Arc::new(Group::new(procs)))))
+}
