@@ -11,6 +11,11 @@
 //! reaching EOF — becomes an [`Event`] on one channel consumed by
 //! [`Job::run`], which decides the job's fate.
 
+/// `eprintln!` as one write (see `sys::say_line`).
+macro_rules! say {
+    ($($t:tt)*) => { $crate::sys::say_line(&format!($($t)*)) };
+}
+
 mod cli;
 mod hosts;
 mod link;
@@ -54,7 +59,7 @@ fn main() {
     let args: Vec<String> = match std::env::args_os().skip(1).map(OsString::into_string).collect() {
         Ok(a) => a,
         Err(bad) => {
-            eprintln!("mpiexec: argument {bad:?} is not valid UTF-8");
+            say!("mpiexec: argument {bad:?} is not valid UTF-8");
             std::process::exit(2);
         }
     };
@@ -73,14 +78,14 @@ fn main() {
             return;
         }
         Err(e) => {
-            eprintln!("mpiexec: {}", e.msg);
+            say!("mpiexec: {}", e.msg);
             std::process::exit(e.status);
         }
     };
     let status = match plan_and_launch(&opts) {
         Ok(s) => s,
         Err((msg, status)) => {
-            eprintln!("mpiexec: {msg}");
+            say!("mpiexec: {msg}");
             status
         }
     };
@@ -361,14 +366,14 @@ impl Job {
             }
             Event::Pmi(ServerEvent::Abort { rank, code, msg }) => self.abort(rank, code, &msg),
             Event::Pmi(ServerEvent::Rejected { peer, .. }) => {
-                eprintln!("mpiexec: rejected an unauthenticated bootstrap connection from {peer}");
+                say!("mpiexec: rejected an unauthenticated bootstrap connection from {peer}");
             }
             // Only delegated servers (proxies) produce it.
             Event::Pmi(ServerEvent::FenceReady { .. }) => {}
             Event::Pmi(ServerEvent::ProtocolError { peer, reason }) => {
                 // Once the job is failing, broken connections are expected.
                 if self.failure.is_none() {
-                    eprintln!("mpiexec: closed a bootstrap connection from {peer}: {reason}");
+                    say!("mpiexec: closed a bootstrap connection from {peer}: {reason}");
                 }
             }
         }
@@ -400,7 +405,7 @@ impl Job {
             let code = libc::WEXITSTATUS(status);
             if code != 0 {
                 if r.finalized {
-                    eprintln!("mpiexec: {who} exited with status {code} after MPI_Finalize");
+                    say!("mpiexec: {who} exited with status {code} after MPI_Finalize");
                     self.late_status.get_or_insert(code);
                 } else if r.connected {
                     self.fail(code, &format!("{who} exited with status {code} before MPI_Finalize"));
@@ -420,7 +425,7 @@ impl Job {
             return;
         }
         self.failure = Some(status);
-        eprintln!("mpiexec: {msg}");
+        say!("mpiexec: {msg}");
         self.signal_all(libc::SIGTERM, false);
         self.kill_at = Some(Instant::now() + KILL_GRACE);
         if self.tree.is_some() {

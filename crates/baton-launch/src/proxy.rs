@@ -128,33 +128,33 @@ pub fn main(args: &[String]) -> i32 {
             "--node" => node = it.next().and_then(|v| v.parse::<u32>().ok()),
             "--parent" => parent = it.next().map(|v| link::parse_addrs(v)),
             _ => {
-                eprintln!("mpiexec --proxy: unknown argument '{a}' (this mode is for mpiexec's own use)");
+                say!("mpiexec --proxy: unknown argument '{a}' (this mode is for mpiexec's own use)");
                 return 2;
             }
         }
     }
     let (Some(node), Some(parent)) = (node, parent) else {
-        eprintln!("mpiexec --proxy: needs --node N and --parent ADDR[,ADDR...] (this mode is for mpiexec's own use)");
+        say!("mpiexec --proxy: needs --node N and --parent ADDR[,ADDR...] (this mode is for mpiexec's own use)");
         return 2;
     };
     let parent = match parent {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("mpiexec --proxy: --parent: {e}");
+            say!("mpiexec --proxy: --parent: {e}");
             return 2;
         }
     };
     let secret = match read_secret(LAUNCH_WAIT) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("mpiexec --proxy (node {node}): {e}");
+            say!("mpiexec --proxy (node {node}): {e}");
             return 2;
         }
     };
     match run(node, &parent, secret) {
         Ok(status) => status,
         Err(e) => {
-            eprintln!("mpiexec (proxy for node {node} on {}): {e}", sys::hostname());
+            say!("mpiexec (proxy for node {node} on {}): {e}", sys::hostname());
             1
         }
     }
@@ -573,7 +573,7 @@ impl Proxy {
             }
             Event::Signal(sig) => {
                 // Someone on this host wants the proxy gone: no orphans.
-                eprintln!(
+                say!(
                     "mpiexec (proxy on {}): received signal {sig} ({}); killing this host's ranks",
                     self.name,
                     sys::signal_name(sig)
@@ -632,7 +632,7 @@ impl Proxy {
                     return Some(0);
                 }
                 let live = self.ranks.iter().filter(|r| !r.exited).count();
-                eprintln!(
+                say!(
                     "mpiexec (proxy on {}): lost contact with its parent ({reason}); killing {live} rank(s) on this host",
                     self.name
                 );

@@ -423,7 +423,7 @@ impl Job {
         match ev {
             LinkEvent::Up { node, stream } => self.child_up(node, stream),
             LinkEvent::Rejected { peer, reason } => {
-                eprintln!("mpiexec: rejected an unauthenticated connection to the launcher port from {peer}: {reason}");
+                say!("mpiexec: rejected an unauthenticated connection to the launcher port from {peer}: {reason}");
             }
             LinkEvent::Closed { node, reason } => {
                 let Some(&idx) = self.tree().by_node.get(&node) else { return };
@@ -456,7 +456,7 @@ impl Job {
                 // Stale or duplicate: it authenticated, so it is one of
                 // ours, but nothing waits for it.
                 if self.failure.is_none() {
-                    eprintln!("mpiexec: closed an unexpected proxy connection for node {node} from {peer}");
+                    say!("mpiexec: closed an unexpected proxy connection for node {node} from {peer}");
                 }
                 let _ = stream.shutdown(std::net::Shutdown::Both);
                 return;
@@ -515,7 +515,7 @@ impl Job {
                 self.fail(status, &msg);
             }
             TreeMsg::Abort { rank, code, msg } => self.abort(rank, code, &msg),
-            TreeMsg::Log { msg } => eprintln!("mpiexec: {msg}"),
+            TreeMsg::Log { msg } => say!("mpiexec: {msg}"),
             TreeMsg::NodeFailed { node: lost, status, msg } => {
                 let t = self.tree.as_ref().expect("tree mode");
                 let ranks: Vec<u32> =
@@ -569,7 +569,7 @@ impl Job {
             }
             other => {
                 let name = self.names[node as usize].clone();
-                eprintln!("mpiexec: ignored an unexpected message from the proxy on host {name}: {other:?}");
+                say!("mpiexec: ignored an unexpected message from the proxy on host {name}: {other:?}");
             }
         }
     }

@@ -202,7 +202,7 @@ pub fn start_reaper(tx: Sender<Event>) {
         }
     });
     if spawned.is_err() {
-        eprintln!("mpiexec: cannot start the reaper thread");
+        say!("mpiexec: cannot start the reaper thread");
         std::process::exit(1);
     }
 }
@@ -284,4 +284,15 @@ mod tests {
     fn loopback_is_listed() {
         assert!(interface_addrs().iter().any(|(_, a)| a.is_loopback()));
     }
+}
+
+/// Writes `msg` and a newline to stderr with one `write`: mpiexec and the proxies of a job
+/// started through a remote shell share one stderr, and lines written piecewise (as
+/// `eprintln!` may) interleave mid-line.
+pub fn say_line(msg: &str) {
+    use std::io::Write;
+    let mut line = String::with_capacity(msg.len() + 1);
+    line.push_str(msg);
+    line.push('\n');
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
