@@ -261,6 +261,17 @@ pub fn signal_name(sig: i32) -> &'static str {
     }
 }
 
+/// Writes `msg` and a newline to stderr with one `write`: mpiexec and the proxies of a job
+/// started through a remote shell share one stderr, and lines written piecewise (as
+/// `eprintln!` may) interleave mid-line.
+pub fn say_line(msg: &str) {
+    use std::io::Write;
+    let mut line = String::with_capacity(msg.len() + 1);
+    line.push_str(msg);
+    line.push('\n');
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,15 +295,4 @@ mod tests {
     fn loopback_is_listed() {
         assert!(interface_addrs().iter().any(|(_, a)| a.is_loopback()));
     }
-}
-
-/// Writes `msg` and a newline to stderr with one `write`: mpiexec and the proxies of a job
-/// started through a remote shell share one stderr, and lines written piecewise (as
-/// `eprintln!` may) interleave mid-line.
-pub fn say_line(msg: &str) {
-    use std::io::Write;
-    let mut line = String::with_capacity(msg.len() + 1);
-    line.push_str(msg);
-    line.push('\n');
-    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
