@@ -335,9 +335,13 @@ cmd_with() { # N [--ipv6] -- CMD...
   fi
   # Run in the background so that a signal to this script can be forwarded;
   # stdin is handed over explicitly (an asynchronous list would get /dev/null).
+  # A signal that came while the hosts were being set up ends the run before the command.
+  [ -z "$got_signal" ] || exit 1
   exec 3<&0
   "$@" <&3 3<&- 8>&- &
   child=$!
+  # ... or just before `child` was known: forward it now.
+  [ -z "$got_signal" ] || kill -TERM "$child" 2>/dev/null || true
   while :; do
     rc=0
     wait "$child" || rc=$?
