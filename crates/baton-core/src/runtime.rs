@@ -41,6 +41,8 @@ pub struct State {
     consumers: Vec<(ProcIdx, Consumer)>,
     /// Receiving halves of TCP connections.
     tcp_rx: Vec<(ProcIdx, Rx)>,
+    /// Descriptors epoll reported readable in this pass (kept, so polling does not allocate).
+    tcp_ready: Vec<u64>,
 }
 
 /// With more TCP connections than this, a progress pass asks epoll which ones have data
@@ -76,16 +78,15 @@ impl State {
 
     /// Adopts new connections, then reads every TCP connection that has data.
     fn progress_tcp(&mut self) -> bool {
-        let State { engine, fabric, tcp_rx, .. } = self;
+        let State { engine, fabric, tcp_rx, tcp_ready: ready, .. } = self;
         let Some(t) = fabric.tcp.as_mut() else { return false };
         t.adopt_incoming();
         tcp_rx.extend(t.take_new_rx());
         let mut did = false;
         // Many connections: one epoll call says which have data, instead of a read on each.
-        let mut ready = Vec::new();
         let select = tcp_rx.len() > TCP_POLL_EACH_MAX;
         if select {
-            t.ready_fds(&mut ready);
+            t.ready_fds(ready);
         }
         let mut i = 0;
         while i < tcp_rx.len() {
@@ -480,7 +481,13 @@ impl Mpi {
             0,
         ));
         Ok(Mpi {
-            state: Mutex::new(State { engine: Engine::new(), fabric, consumers, tcp_rx: Vec::new() }),
+            state: Mutex::new(State {
+                engine: Engine::new(),
+                fabric,
+                consumers,
+                tcp_rx: Vec::new(),
+                tcp_ready: Vec::new(),
+            }),
             bell,
             policy: WaitPolicy::choose(sharing),
             procs,
