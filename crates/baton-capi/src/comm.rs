@@ -41,7 +41,7 @@ pub unsafe extern "C" fn PMPI_Comm_rank(comm: usize, rank: *mut c_int) -> c_int 
 }
 
 /// Registers a new communicator derived from `parent` (inherits its error handler).
-fn register(l: &Lib, parent: &CommObj, core: Comm) -> usize {
+pub(crate) fn register(l: &Lib, parent: &CommObj, core: Comm) -> usize {
     register_topo(l, parent, core, None)
 }
 
@@ -186,14 +186,18 @@ pub unsafe extern "C" fn PMPI_Comm_split_type(
         require_intra(call, "comm", &cm)?;
         let color = match split_type {
             c::MPI_UNDEFINED => c::MPI_UNDEFINED,
-            // One shared-memory domain per host: color by host name among the members.
+            // One shared-memory domain per host and job: color by host name and job.
             c::MPI_COMM_TYPE_SHARED
             | c::MPI_COMM_TYPE_HW_UNGUIDED
             | c::MPI_COMM_TYPE_HW_GUIDED
             | c::MPI_COMM_TYPE_RESOURCE_GUIDED => {
+                // Processes of other jobs (spawned, connected) share no memory segment with
+                // this one even on the same host, so the job is part of the color.
                 let parent = l.comm(call, comm)?;
-                let me = &l.mpi.procs[parent.core.local_proc(parent.core.rank) as usize].host;
-                (hash_words(&me.bytes().map(u64::from).collect::<Vec<_>>()) & 0x3fff_ffff) as c_int
+                let p = parent.core.local_proc(parent.core.rank);
+                let mut words: Vec<u64> = l.mpi.proc_host(p).bytes().map(u64::from).collect();
+                words.push(l.mpi.proc_id(p).0);
+                (hash_words(&words) & 0x3fff_ffff) as c_int
             }
             other => {
                 return Err(MpiError::new(
@@ -279,7 +283,7 @@ pub unsafe extern "C" fn PMPI_Comm_create_group(comm: usize, group: usize, tag: 
     })
 }
 
-fn free_comm(l: &Lib, call: &str, h: usize) -> Result<()> {
+pub(crate) fn free_comm(l: &Lib, call: &str, h: usize) -> Result<()> {
     if h == c::MPI_COMM_WORLD || h == c::MPI_COMM_SELF {
         return Err(MpiError::new(c::MPI_ERR_COMM, format!("{call}: predefined communicators cannot be freed")));
     }
@@ -531,15 +535,6 @@ pub unsafe extern "C" fn PMPI_Comm_get_info(comm: usize, info: *mut usize) -> c_
         let kv = cm.info.lock().unwrap().clone();
         let h = crate::info::infos().insert(kv);
         out("MPI_Comm_get_info", "info_used", info, h)
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_get_parent(parent: *mut usize) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        lib("MPI_Comm_get_parent")?;
-        // No process is spawned yet: every process has no parent.
-        out("MPI_Comm_get_parent", "parent", parent, c::MPI_COMM_NULL)
     })
 }
 

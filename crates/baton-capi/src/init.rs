@@ -41,7 +41,10 @@ fn do_init(required: c_int, call: &str) -> baton_core::error::Result<c_int> {
         tables: Mutex::new(tables),
         thread_level: required,
         main_thread: std::thread::current().id(),
+        parent: std::sync::atomic::AtomicUsize::new(c::MPI_COMM_NULL),
     });
+    // A spawned process meets its parents before MPI_Init returns.
+    crate::dpm::connect_parent(lib(call)?)?;
     Ok(required)
 }
 

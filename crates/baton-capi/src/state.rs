@@ -127,6 +127,8 @@ pub struct Lib {
     pub tables: Mutex<Tables>,
     pub thread_level: c_int,
     pub main_thread: std::thread::ThreadId,
+    /// `MPI_Comm_get_parent`'s answer: the intercommunicator to the job that spawned this one.
+    pub parent: std::sync::atomic::AtomicUsize,
 }
 
 static LIB: OnceLock<Lib> = OnceLock::new();

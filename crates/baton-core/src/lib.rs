@@ -13,11 +13,13 @@
 pub mod coll;
 pub mod comm;
 pub mod datatype;
+pub mod dpm;
 pub mod engine;
 pub mod error;
 pub mod fabric;
 pub mod group;
 pub mod intercomm;
+pub mod names;
 pub mod op;
 pub mod runtime;
 pub mod topo;

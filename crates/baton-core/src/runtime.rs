@@ -17,6 +17,7 @@ use crate::fabric::tcp::{self as tcpnet, Deliver, Identity, TcpConfig, TcpNet};
 use crate::fabric::{Fabric, FabricConfig};
 use crate::group::Group;
 use baton_abi::consts as c;
+use baton_pmi::auth::Secret;
 use baton_pmi::PmiClient;
 use baton_transport::shm::{Consumer, ProcCtl, Segment};
 use baton_transport::tcp::Rx;
@@ -110,8 +111,8 @@ impl State {
                 Err(e) => {
                     if let Some(t) = fabric.tcp.as_mut() {
                         let who = t.describe(from);
-                        t.fatal.get_or_insert(format!("the connection to {who} failed: {e}"));
                         t.drop_rx(rx);
+                        t.peer_failed(from, format!("the connection to {who} failed: {e}"));
                     }
                     tcp_rx.swap_remove(i);
                     continue;
@@ -223,7 +224,8 @@ pub struct Mpi {
     state: Mutex<State>,
     bell: Bell,
     pub policy: WaitPolicy,
-    pub procs: Vec<Proc>,
+    /// Every process this one knows: its job's, by rank, then those of connected jobs.
+    procs: std::sync::RwLock<ProcTable>,
     pub me: ProcIdx,
     pub job_id: u64,
     pub appnum: i32,
@@ -238,6 +240,30 @@ pub struct Mpi {
     active_colls: AtomicUsize,
     /// Calls of `MPI_Intercomm_create_from_groups` so far, per (tag, groups).
     from_groups: Mutex<std::collections::HashMap<u64, u64>>,
+    /// This job's secret: what processes of this job prove to each other.
+    secret: Secret,
+    /// The machine this process runs on (see [`proc_value`]).
+    machine: Option<String>,
+    /// Ports, connections to other jobs and the parent (see [`crate::dpm`]).
+    pub dpm: crate::dpm::DpmState,
+    /// The port of the job that spawned this one (`BATON_PARENT_PORT`).
+    pub parent_port: Option<String>,
+}
+
+/// The process table: entries never move, so a [`ProcIdx`] stays valid for the process's life.
+#[derive(Default)]
+pub struct ProcTable {
+    pub list: Vec<Proc>,
+    by_id: std::collections::HashMap<(u64, u32), ProcIdx>,
+}
+
+impl ProcTable {
+    fn push(&mut self, p: Proc) -> ProcIdx {
+        let i = self.list.len() as ProcIdx;
+        self.by_id.insert((p.job, p.rank), i);
+        self.list.push(p);
+        i
+    }
 }
 
 /// A collective schedule in flight and the request the application waits on.
@@ -282,23 +308,23 @@ fn env_num(k: &str) -> Option<u32> {
 /// What each process publishes about itself: `pid node local_rank tcp_addr machine` (`-` for
 /// none). The machine (kernel boot id) tells which processes share cores even when they are on
 /// different nodes, e.g. test hosts made of network namespaces.
-fn proc_value(pid: i32, node: &str, local_rank: u32, tcp: Option<std::net::SocketAddr>) -> String {
+pub(crate) fn proc_value(pid: i32, node: &str, local_rank: u32, tcp: Option<std::net::SocketAddr>) -> String {
     let addr = tcp.map_or_else(|| "-".to_string(), |a| a.to_string());
     let machine = baton_transport::sys::machine_id().unwrap_or_else(|| "-".to_string());
     format!("{pid} {node} {local_rank} {addr} {machine}")
 }
 
 /// One process as [`proc_value`] describes it.
-struct ProcInfo {
-    pid: i32,
-    node: String,
-    local_rank: Option<u32>,
-    addr: Option<std::net::SocketAddr>,
-    machine: Option<String>,
+pub(crate) struct ProcInfo {
+    pub pid: i32,
+    pub node: String,
+    pub local_rank: Option<u32>,
+    pub addr: Option<std::net::SocketAddr>,
+    pub machine: Option<String>,
 }
 
 /// Parses [`proc_value`]; anything malformed reads as "unknown", which start-up then reports.
-fn parse_proc_value(v: &str) -> ProcInfo {
+pub(crate) fn parse_proc_value(v: &str) -> ProcInfo {
     let mut it = v.split(' ');
     ProcInfo {
         pid: it.next().and_then(|s| s.parse().ok()).unwrap_or(0),
@@ -338,6 +364,7 @@ impl Mpi {
         let wired = match pmi {
             Some(p) => Mpi::wire_up(p, &s)?,
             None => Wired {
+                secret: Secret::generate().map_err(|e| MpiError::new(c::MPI_ERR_INTERN, format!("MPI_Init: {e}")))?,
                 pmi: None,
                 procs: vec![Proc { job: job_id, rank, pid, host: s.host.clone() }],
                 slots: vec![Some(0)],
@@ -347,7 +374,12 @@ impl Mpi {
                 tcp: None,
             },
         };
-        Mpi::assemble(s, wired, appnum, universe)
+        // Read once and removed, so that nothing this process starts inherits the port.
+        let parent_port = std::env::var("BATON_PARENT_PORT").ok().filter(|p| !p.is_empty());
+        std::env::remove_var("BATON_PARENT_PORT");
+        let mut mpi = Mpi::assemble(s, wired, appnum, universe)?;
+        mpi.parent_port = parent_port;
+        Ok(mpi)
     }
 
     /// The bootstrap exchange: start listening for TCP if other hosts (or `BATON_TRANSPORTS`)
@@ -401,6 +433,7 @@ impl Mpi {
             baton_transport::shm::close_fd(fd);
         }
         let mut w = Wired {
+            secret: p.secret().clone(),
             pmi: None,
             procs: Vec::with_capacity(size as usize),
             slots: Vec::with_capacity(size as usize),
@@ -424,7 +457,7 @@ impl Mpi {
     /// The second half of start-up: the fabric and the predefined communicators.
     fn assemble(s: Setup, w: Wired, appnum: i32, universe: i32) -> Result<Mpi> {
         let Setup { rank, size, job_id, host, local_rank, local_size, cfg, .. } = s;
-        let Wired { pmi, procs, slots, addrs, machines, seg, mut tcp } = w;
+        let Wired { pmi, procs, slots, addrs, machines, seg, mut tcp, secret } = w;
         if seg.is_some() && cfg.cma {
             baton_transport::cma::allow_peers();
         }
@@ -480,6 +513,11 @@ impl Mpi {
             Arc::new(Group::new(vec![me])),
             0,
         ));
+        let machine = machines[me as usize].clone();
+        let mut table = ProcTable::default();
+        for p in procs {
+            table.push(p);
+        }
         Ok(Mpi {
             state: Mutex::new(State {
                 engine: Engine::new(),
@@ -490,7 +528,7 @@ impl Mpi {
             }),
             bell,
             policy: WaitPolicy::choose(sharing),
-            procs,
+            procs: std::sync::RwLock::new(table),
             me,
             job_id,
             appnum,
@@ -503,6 +541,10 @@ impl Mpi {
             colls: Mutex::new(Vec::new()),
             active_colls: AtomicUsize::new(0),
             from_groups: Mutex::new(std::collections::HashMap::new()),
+            secret,
+            machine,
+            dpm: crate::dpm::DpmState::default(),
+            parent_port: None,
         })
     }
 
@@ -781,15 +823,115 @@ impl Mpi {
 
     /// A process's identity across jobs: (job id, rank in its job).
     pub fn proc_id(&self, p: ProcIdx) -> (u64, u32) {
-        let q = &self.procs[p as usize];
+        let t = self.procs.read().unwrap_or_else(|e| e.into_inner());
+        let q = &t.list[p as usize];
         (q.job, q.rank)
+    }
+
+    /// The host (node) process `p` runs on.
+    pub fn proc_host(&self, p: ProcIdx) -> String {
+        let t = self.procs.read().unwrap_or_else(|e| e.into_inner());
+        t.list[p as usize].host.clone()
     }
 
     /// The process table entry of the process `(job, rank)`, if this process knows it.
     pub fn proc_index(&self, job: u64, rank: u32) -> Option<ProcIdx> {
-        // Today the table holds this job alone, indexed by rank; a search stays right once
-        // spawned or connected jobs add their processes.
-        self.procs.iter().position(|q| q.job == job && q.rank == rank).map(|i| i as ProcIdx)
+        self.procs.read().unwrap_or_else(|e| e.into_inner()).by_id.get(&(job, rank)).copied()
+    }
+
+    // ----- processes of other jobs -----
+
+    /// Starts listening for TCP connections if this process does not yet (a job on one host
+    /// starts without), so that processes of other jobs can reach it.
+    pub fn ensure_tcp(&self) -> Result<std::net::SocketAddr> {
+        let mut st = self.lock();
+        if let Some(a) = st.fabric.tcp.as_ref().and_then(TcpNet::listen_addr) {
+            return Ok(a);
+        }
+        let tcfg = TcpConfig::from_env();
+        let err =
+            |e: String| MpiError::new(c::MPI_ERR_OTHER, format!("cannot listen for connections of other jobs: {e}"));
+        // The other job may be on another host: a routable address unless BATON_TCP_IF says.
+        let ip = tcpnet::choose_addr(&tcfg, false).map_err(err)?;
+        let bell = self.bell.clone();
+        let wake = Box::new(move || bell.ring_if_sleeping());
+        let nprocs = self.procs.read().unwrap_or_else(|e| e.into_inner()).list.len();
+        let id = Identity {
+            me: self.me,
+            job: self.job_id,
+            nprocs,
+            secret: self.secret.clone(),
+            whoami: format!("rank {} on host {}", self.me, self.host),
+        };
+        let (net, addr) = TcpNet::start(id, tcfg, ip, wake).map_err(|e| err(format!("{ip}: {e}")))?;
+        st.fabric.tcp = Some(net);
+        Ok(addr)
+    }
+
+    /// How processes of another job reach this one: `job rank` then [`proc_value`].
+    pub fn describe_self(&self) -> Result<String> {
+        let addr = self.ensure_tcp()?;
+        let machine = self.machine.clone().unwrap_or_else(|| "-".into());
+        let pid = std::process::id();
+        Ok(format!("{} {} {pid} {} - {addr} {machine}", self.job_id, self.me, self.host))
+    }
+
+    /// Enters the processes described by [`Mpi::describe_self`] into the process table
+    /// (those not known yet), reached over TCP with `secret`, and trusts `secret` for their
+    /// jobs. Returns their indices, in order.
+    pub fn add_remote(&self, descs: &[String], secret: &Secret) -> Result<Vec<ProcIdx>> {
+        let bad = |d: &str| MpiError::new(c::MPI_ERR_INTERN, format!("malformed process description '{d}'"));
+        let mut out = Vec::with_capacity(descs.len());
+        let mut st = self.lock();
+        let mut t = self.procs.write().unwrap_or_else(|e| e.into_inner());
+        for d in descs {
+            let (job, rest) = d.split_once(' ').ok_or_else(|| bad(d))?;
+            let (rank, rest) = rest.split_once(' ').ok_or_else(|| bad(d))?;
+            let job: u64 = job.parse().map_err(|_| bad(d))?;
+            let rank: u32 = rank.parse().map_err(|_| bad(d))?;
+            if let Some(&p) = t.by_id.get(&(job, rank)) {
+                out.push(p);
+                if job == self.job_id {
+                    continue;
+                }
+            }
+            let info = parse_proc_value(rest);
+            let Some(addr) = info.addr else { return Err(bad(d)) };
+            let p = match t.by_id.get(&(job, rank)) {
+                Some(&p) => p,
+                None => {
+                    let p = t.push(Proc { job, rank, pid: info.pid, host: info.node.clone() });
+                    out.push(p);
+                    p
+                }
+            };
+            st.fabric.add_proc(p, info.pid, None);
+            let tcp = st.fabric.tcp.as_mut().ok_or_else(|| bad(d))?;
+            tcp.add_peer(p, (job, rank), Some(addr), &info.node, Some(secret.clone()));
+            tcp.trust(secret, job);
+        }
+        Ok(out)
+    }
+
+    /// Ends this process's connections to processes `ps` of other jobs (after
+    /// `MPI_Comm_disconnect`): everything queued goes out first.
+    pub fn release_remote(&self, ps: &[ProcIdx]) {
+        self.block(|st| (!st.engine.has_outgoing() && !st.fabric.busy()).then_some(()));
+        let mut st = self.lock();
+        let ids: Vec<(ProcIdx, (u64, u32))> = ps.iter().map(|&p| (p, self.proc_id(p))).collect();
+        if let Some(t) = st.fabric.tcp.as_mut() {
+            for (p, id) in ids {
+                if id.0 != self.job_id {
+                    t.forget(p, id);
+                }
+            }
+        }
+    }
+
+    /// The bootstrap connection, for calls that ask the launcher (spawn).
+    pub fn with_pmi<R>(&self, f: impl FnOnce(Option<&mut PmiClient>) -> R) -> R {
+        let mut g = self.pmi.lock().unwrap_or_else(|e| e.into_inner());
+        f(g.as_mut())
     }
 
     /// The next context id for an intercommunicator created from groups alone
@@ -879,6 +1021,7 @@ struct Setup {
 /// What the bootstrap exchange gave.
 struct Wired {
     pmi: Option<PmiClient>,
+    secret: Secret,
     procs: Vec<Proc>,
     /// Per process: its slot in its host's segment.
     slots: Vec<Option<u32>>,

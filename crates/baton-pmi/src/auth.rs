@@ -47,12 +47,22 @@ pub const BOOTSTRAP: Protocol = Protocol {
     server_name: "the launcher",
 };
 
-/// Rank ↔ rank connections of the TCP transport.
+/// Rank ↔ rank connections of the TCP transport. Keyed (see [`client_handshake_keyed`]): a
+/// process trusts its own job's secret and the secrets it shares with connected jobs.
 pub const TRANSPORT: Protocol = Protocol {
-    magic: *b"BATONTC1",
+    magic: *b"BATONTC2",
     server_label: b"baton-tcp server",
     client_label: b"baton-tcp client",
     server_name: "the peer",
+};
+
+/// The connection of `MPI_Comm_connect` to the port of `MPI_Comm_accept`, proved with the port's
+/// own secret (part of the port name).
+pub const PORT: Protocol = Protocol {
+    magic: *b"BATONPT1",
+    server_label: b"baton-port server",
+    client_label: b"baton-port client",
+    server_name: "the port",
 };
 
 /// The per-job shared secret.
@@ -76,6 +86,13 @@ impl Secret {
         m.update(b"baton derive ");
         m.update(label.as_bytes());
         Secret(m.finalize().into_bytes().into())
+    }
+
+    /// Names this secret on the wire without revealing it, so a server holding several secrets
+    /// knows which one a client claims before the challenge.
+    pub fn key_id(&self) -> [u8; 8] {
+        let d = self.derive("key id");
+        d.0[..8].try_into().expect("8 bytes")
     }
 
     /// Lower-case hex, the form used in `BATON_PMI_SECRET`.
@@ -139,10 +156,28 @@ pub fn server_handshake<S: Read + Write>(stream: &mut S, secret: &Secret) -> Res
 
 /// Client side of the handshake of protocol `p`.
 pub fn client_handshake_for<S: Read + Write>(stream: &mut S, secret: &Secret, p: &Protocol) -> Result<(), PmiError> {
+    client_inner(stream, secret, p, None)
+}
+
+/// Client side of a keyed handshake: the hello names the secret (by [`Secret::key_id`]), so the
+/// server may hold several.
+pub fn client_handshake_keyed<S: Read + Write>(stream: &mut S, secret: &Secret, p: &Protocol) -> Result<(), PmiError> {
+    client_inner(stream, secret, p, Some(secret.key_id()))
+}
+
+fn client_inner<S: Read + Write>(
+    stream: &mut S,
+    secret: &Secret,
+    p: &Protocol,
+    key: Option<[u8; 8]>,
+) -> Result<(), PmiError> {
     let mut nc = [0u8; NONCE_LEN];
     fill_random(&mut nc)?;
-    let mut hello = Vec::with_capacity(p.magic.len() + NONCE_LEN);
+    let mut hello = Vec::with_capacity(p.magic.len() + 8 + NONCE_LEN);
     hello.extend_from_slice(&p.magic);
+    if let Some(k) = key {
+        hello.extend_from_slice(&k);
+    }
     hello.extend_from_slice(&nc);
     stream.write_all(&hello).map_err(|e| PmiError::io("sending the authentication challenge", e))?;
 
@@ -172,6 +207,29 @@ pub fn server_handshake_for<S: Read + Write>(stream: &mut S, secret: &Secret, p:
     if magic != p.magic {
         return Err(auth_err("not a Baton client of this protocol (bad magic)"));
     }
+    server_rest(stream, secret, p, nc)
+}
+
+/// Server side of a keyed handshake: `lookup` turns the key id the client names into one of the
+/// secrets this server trusts (it may wait a little for one being registered). Returns the
+/// secret the client proved.
+pub fn server_handshake_keyed<S: Read + Write>(
+    stream: &mut S,
+    lookup: impl Fn(&[u8; 8]) -> Option<Secret>,
+    p: &Protocol,
+) -> Result<Secret, PmiError> {
+    let mut hello = [0u8; MAGIC.len() + 8 + NONCE_LEN];
+    read_fixed(stream, &mut hello, "no authentication challenge")?;
+    if hello[..MAGIC.len()] != p.magic {
+        return Err(auth_err("not a Baton client of this protocol (bad magic)"));
+    }
+    let key: [u8; 8] = hello[MAGIC.len()..MAGIC.len() + 8].try_into().expect("8 bytes");
+    let secret = lookup(&key).ok_or_else(|| auth_err("the client names a secret this process does not hold"))?;
+    server_rest(stream, &secret, p, &hello[MAGIC.len() + 8..])?;
+    Ok(secret)
+}
+
+fn server_rest<S: Read + Write>(stream: &mut S, secret: &Secret, p: &Protocol, nc: &[u8]) -> Result<(), PmiError> {
     let mut ns = [0u8; NONCE_LEN];
     fill_random(&mut ns)?;
     let server_mac = mac(secret, p.server_label, nc, &ns).finalize().into_bytes();
@@ -238,6 +296,31 @@ mod tests {
         let mut c = TcpStream::connect(addr).unwrap();
         c.write_all(&[0x42; 64]).unwrap();
         assert_eq!(server.join().unwrap().unwrap_err().kind(), PmiErrorKind::Auth);
+    }
+
+    #[test]
+    fn keyed_handshake_finds_the_claimed_secret() {
+        let ours = Secret::generate().unwrap();
+        let theirs = Secret::generate().unwrap();
+        let stranger = Secret::generate().unwrap();
+        for (client, ok) in [(theirs.clone(), true), (ours.clone(), true), (stranger, false)] {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let held = [ours.clone(), theirs.clone()];
+            let server = thread::spawn(move || {
+                let (mut s, _) = listener.accept().unwrap();
+                server_handshake_keyed(&mut s, |k| held.iter().find(|h| h.key_id() == *k).cloned(), &TRANSPORT)
+            });
+            let mut c = TcpStream::connect(addr).unwrap();
+            let r = client_handshake_keyed(&mut c, &client, &TRANSPORT);
+            drop(c);
+            let srv = server.join().unwrap();
+            assert_eq!(r.is_ok(), ok);
+            match srv {
+                Ok(s) => assert!(ok && s == client),
+                Err(e) => assert!(!ok && e.kind() == PmiErrorKind::Auth),
+            }
+        }
     }
 
     #[test]

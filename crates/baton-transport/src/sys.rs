@@ -94,3 +94,37 @@ pub fn machine_id() -> Option<String> {
     let id: String = id.trim().chars().filter(|c| c.is_ascii_hexdigit()).collect();
     (!id.is_empty()).then_some(id)
 }
+
+/// Waits up to `ms` milliseconds for `fd` to become readable (or to have a connection to
+/// accept). Returns whether it is.
+pub fn wait_readable(fd: std::os::fd::RawFd, ms: i32) -> bool {
+    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd for the duration of the call; an invalid fd only yields POLLNVAL.
+    let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+    n > 0 && pfd.revents & libc::POLLIN != 0
+}
+
+/// Runs `f` on the connected socket `fd`, which the caller keeps owning (`MPI_Comm_join`):
+/// the view is never closed here. Fails if `fd` is not an open socket.
+pub fn with_borrowed_socket<R>(
+    fd: std::os::fd::RawFd,
+    f: impl FnOnce(&mut std::net::TcpStream) -> R,
+) -> std::io::Result<R> {
+    use std::os::fd::FromRawFd;
+    let mut ty: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `ty`; a bad fd yields an error.
+    let rc = unsafe {
+        libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_TYPE, (&mut ty as *mut libc::c_int).cast(), &mut len)
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if ty != libc::SOCK_STREAM {
+        return Err(std::io::Error::other("not a stream socket"));
+    }
+    // SAFETY: `fd` is an open stream socket (checked above); ManuallyDrop keeps this borrowed
+    // view from closing the application's descriptor.
+    let mut sock = std::mem::ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) });
+    Ok(f(&mut sock))
+}

@@ -171,6 +171,12 @@ impl Tx {
         Ok(true)
     }
 
+    /// Tells the peer this side sends nothing more (it reads to the end and closes). Frames
+    /// still queued here are lost, so callers flush first.
+    pub fn shutdown_write(self) {
+        let _ = self.sock.shutdown(std::net::Shutdown::Write);
+    }
+
     /// Bytes accepted but not yet handed to the kernel, or a streamed frame left unfinished.
     pub fn busy(&self) -> bool {
         self.out_pos < self.out.len() || self.owed > 0

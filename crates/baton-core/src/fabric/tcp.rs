@@ -10,18 +10,22 @@
 //!   of its own (a silent or hostile client cannot stall the job), and wakes the process when it
 //!   sleeps and a socket becomes readable ([`TcpNet::arm`]).
 //!
-//! A connection starts with the job-secret challenge-response (`baton_pmi::auth::TRANSPORT`;
-//! the secret never crosses the wire), then the client names itself (job, process, lane) and
-//! the server answers with a verdict. When two processes connect to each other at once, the
-//! connection opened by the lower-numbered process wins: the higher one is told to use the
-//! other (`USE_MINE`) and waits for it, so each pair ends with exactly one connection per lane
-//! and nothing was sent on the loser.
+//! A connection starts with a secret challenge-response (`baton_pmi::auth::TRANSPORT`; the
+//! secret never crosses the wire), then the client names itself (job, rank in its job, lane)
+//! and the server answers with a verdict. A process trusts its own job's secret and, for each
+//! job it connected to (`MPI_Comm_accept`/`connect`, spawn), the secret the two jobs agreed on
+//! ([`TcpNet::trust`]); the client names which one it proves, and the job it claims must be one
+//! that secret admits. When two processes connect to each other at once, the connection
+//! opened by the lower (job, rank) wins: the other one is told to use it (`USE_MINE`) and waits
+//! for it, so each pair ends with exactly one connection per lane and nothing was sent on the
+//! loser.
 
 use crate::engine::{Engine, Net, ProcIdx};
-use baton_pmi::auth::{client_handshake_for, server_handshake_for, Secret, TRANSPORT};
+use baton_pmi::auth::{client_handshake_keyed, server_handshake_keyed, Secret, TRANSPORT};
 use baton_transport::frame::Header;
 use baton_transport::sys::{interface_addrs, IfAddr};
 use baton_transport::tcp::{self, EventFd, FrameSink, Poller, Rx, Tx};
+use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -125,6 +129,9 @@ const IDENT_LEN: usize = 20;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Handshakes running at once; further connections are closed unanswered.
 const MAX_HANDSHAKES: usize = 64;
+/// How long a handshake waits for the secret or the process it names to be registered: a
+/// process of a job that just connected may dial before this side has learnt of it.
+const LEARN_WAIT: Duration = Duration::from_secs(4);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Link {
@@ -133,13 +140,22 @@ enum Link {
     Up,
 }
 
+/// A secret this process accepts, and the jobs whose processes may prove it.
+struct Key {
+    id: [u8; 8],
+    secret: Secret,
+    jobs: Vec<u64>,
+}
+
 /// What the service thread and the handshake threads share with the process.
 struct Shared {
-    me: ProcIdx,
     job: u64,
-    nprocs: usize,
+    /// Rank of this process in its job (what it names itself as).
+    rank: u32,
     stripes: usize,
-    secret: Secret,
+    keys: Mutex<Vec<Key>>,
+    /// Process table index of every process that may connect, by (job, rank).
+    index: Mutex<HashMap<(u64, u32), ProcIdx>>,
     /// "rank R on host H", for messages.
     whoami: String,
     links: Mutex<Vec<Link>>,
@@ -166,12 +182,21 @@ pub struct TcpNet {
     cfg: TcpConfig,
     addrs: Vec<Option<SocketAddr>>,
     hosts: Vec<String>,
+    /// Per process: the secret to prove when dialling it (`None`: our job's).
+    dial_secret: Vec<Option<Secret>>,
+    /// Per process: whether it belongs to another job. Losing such a process does not end
+    /// this job (the application hears of it); losing one of our own does.
+    foreign: Vec<bool>,
+    /// Processes of other jobs whose connection broke, with why; frames to them are dropped.
+    pub lost: Vec<(ProcIdx, String)>,
+    secret: Secret,
     /// Per process, per lane: the sending half, once connected.
     tx: Vec<Vec<Option<Tx>>>,
     new_rx: Vec<(ProcIdx, Rx)>,
     next_lane: usize,
     /// A failure that ends the job (the runtime aborts with it).
     pub fatal: Option<String>,
+    listen: Option<SocketAddr>,
 }
 
 /// Who this process is, as its connections need to know.
@@ -194,6 +219,7 @@ impl TcpNet {
         wake: Box<dyn Fn() + Send + Sync>,
     ) -> io::Result<(TcpNet, SocketAddr)> {
         let Identity { me, job, nprocs, secret, whoami } = id;
+        let key = Key { id: secret.key_id(), secret: secret.clone(), jobs: vec![job] };
         let listener = TcpListener::bind((ip, 0))?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
@@ -205,11 +231,11 @@ impl TcpNet {
         watch.add(ctl.raw_fd(), TOK_CTL)?;
         watch.add_oneshot(data.as_fd().as_raw_fd(), TOK_DATA)?;
         let sh = Arc::new(Shared {
-            me,
             job,
-            nprocs,
+            rank: me,
             stripes: cfg.stripes,
-            secret,
+            keys: Mutex::new(vec![key]),
+            index: Mutex::new(HashMap::new()),
             whoami,
             links: Mutex::new(vec![Link::Down; nprocs * cfg.stripes]),
             incoming: Mutex::new(Vec::new()),
@@ -228,10 +254,15 @@ impl TcpNet {
             cfg,
             addrs: vec![None; nprocs],
             hosts: vec![String::new(); nprocs],
+            dial_secret: vec![None; nprocs],
+            foreign: vec![false; nprocs],
+            lost: Vec::new(),
+            secret,
             tx: (0..nprocs).map(|_| Vec::new()).collect(),
             new_rx: Vec::new(),
             next_lane: 0,
             fatal: None,
+            listen: Some(addr),
         };
         Ok((net, addr))
     }
@@ -240,10 +271,77 @@ impl TcpNet {
         &self.cfg
     }
 
-    /// Records where process `p` listens (and its host, for messages).
+    /// Records where process `p` of this job listens (and its host, for messages).
     pub fn set_peer(&mut self, p: ProcIdx, addr: Option<SocketAddr>, host: &str) {
-        self.addrs[p as usize] = addr;
-        self.hosts[p as usize] = host.to_string();
+        self.add_peer(p, (self.sh.job, p), addr, host, None);
+    }
+
+    /// Records process `p`, rank `id.1` of job `id.0`, where it listens, and the secret to prove
+    /// when dialling it (`None`: this job's). Grows the tables for processes of connected jobs.
+    pub fn add_peer(
+        &mut self,
+        p: ProcIdx,
+        id: (u64, u32),
+        addr: Option<SocketAddr>,
+        host: &str,
+        secret: Option<Secret>,
+    ) {
+        let i = p as usize;
+        if self.addrs.len() <= i {
+            self.addrs.resize(i + 1, None);
+            self.hosts.resize(i + 1, String::new());
+            self.dial_secret.resize(i + 1, None);
+            self.foreign.resize(i + 1, false);
+            self.tx.resize_with(i + 1, Vec::new);
+            let mut links = self.sh.links.lock().unwrap_or_else(|e| e.into_inner());
+            links.resize((i + 1) * self.cfg.stripes, Link::Down);
+        }
+        self.addrs[i] = addr;
+        self.hosts[i] = host.to_string();
+        self.foreign[i] = id.0 != self.sh.job;
+        self.lost.retain(|(q, _)| *q != p);
+        if secret.is_some() {
+            self.dial_secret[i] = secret;
+        }
+        self.sh.index.lock().unwrap_or_else(|e| e.into_inner()).insert(id, p);
+    }
+
+    /// Accepts connections from processes of `job` that prove `secret`.
+    pub fn trust(&self, secret: &Secret, job: u64) {
+        let mut keys = self.sh.keys.lock().unwrap_or_else(|e| e.into_inner());
+        let id = secret.key_id();
+        match keys.iter_mut().find(|k| k.id == id) {
+            Some(k) if !k.jobs.contains(&job) => k.jobs.push(job),
+            Some(_) => {}
+            None => keys.push(Key { id, secret: secret.clone(), jobs: vec![job] }),
+        }
+    }
+
+    /// Ends the connections to `p` once both sides are done with them: this side will send
+    /// nothing more (the peer reads to the end and closes its half), and `p` may not connect
+    /// again under its old identity. What `p` still sends is read until it closes its side.
+    pub fn forget(&mut self, p: ProcIdx, id: (u64, u32)) {
+        let i = p as usize;
+        if let Some(lanes) = self.tx.get_mut(i) {
+            for tx in lanes.drain(..).flatten() {
+                tx.shutdown_write();
+            }
+        }
+        {
+            let mut links = self.sh.links.lock().unwrap_or_else(|e| e.into_inner());
+            for l in links.iter_mut().skip(i * self.cfg.stripes).take(self.cfg.stripes) {
+                *l = Link::Down;
+            }
+        }
+        if let Some(a) = self.addrs.get_mut(i) {
+            *a = None;
+        }
+        self.sh.index.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+    }
+
+    /// The address this process listens on.
+    pub fn listen_addr(&self) -> Option<SocketAddr> {
+        self.listen
     }
 
     pub fn reaches(&self, p: ProcIdx) -> bool {
@@ -251,7 +349,31 @@ impl TcpNet {
     }
 
     fn who(&self, p: ProcIdx) -> String {
-        format!("rank {p} on host {}", self.hosts[p as usize])
+        let host = self.hosts.get(p as usize).map_or("?", String::as_str);
+        format!("process {p} on host {host}")
+    }
+
+    /// The connection to `p` broke: fatal for a process of this job; for one of another job,
+    /// remembered (the runtime reports it) and its frames dropped from now on.
+    pub fn peer_failed(&mut self, p: ProcIdx, msg: String) {
+        if self.is_foreign(p) {
+            if let Some(lanes) = self.tx.get_mut(p as usize) {
+                lanes.clear();
+            }
+            if !self.is_lost(p) {
+                self.lost.push((p, msg));
+            }
+        } else {
+            self.fail(msg);
+        }
+    }
+
+    pub fn is_foreign(&self, p: ProcIdx) -> bool {
+        self.foreign.get(p as usize).copied().unwrap_or(false)
+    }
+
+    pub fn is_lost(&self, p: ProcIdx) -> bool {
+        self.lost.iter().any(|(q, _)| *q == p)
     }
 
     fn fail(&mut self, msg: String) {
@@ -337,7 +459,7 @@ impl TcpNet {
                 }
             };
             if dial {
-                match self.dial(addr, lane, deadline) {
+                match self.dial(p, addr, lane, deadline) {
                     Ok(Some(s)) => {
                         self.sh.links.lock().unwrap_or_else(|e| e.into_inner())[slot] = Link::Up;
                         self.install(p, lane, s);
@@ -347,7 +469,7 @@ impl TcpNet {
                     Ok(None) => {}
                     Err(e) => {
                         self.sh.links.lock().unwrap_or_else(|e| e.into_inner())[slot] = Link::Down;
-                        self.fail(format!("cannot connect to {} at {addr}: {e}", self.who(p)));
+                        self.peer_failed(p, format!("cannot connect to {} at {addr}: {e}", self.who(p)));
                         return false;
                     }
                 }
@@ -368,17 +490,18 @@ impl TcpNet {
     }
 
     /// Opens one authenticated connection; `None` when the peer's connection wins instead.
-    fn dial(&self, addr: SocketAddr, lane: usize, deadline: Instant) -> io::Result<Option<TcpStream>> {
+    fn dial(&self, p: ProcIdx, addr: SocketAddr, lane: usize, deadline: Instant) -> io::Result<Option<TcpStream>> {
         let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
         let mut s = connect_retrying(addr, deadline, left)?;
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(left))?;
         s.set_write_timeout(Some(left))?;
-        client_handshake_for(&mut s, &self.sh.secret, &TRANSPORT).map_err(|e| io::Error::other(e.to_string()))?;
+        let secret = self.dial_secret.get(p as usize).and_then(Option::as_ref).unwrap_or(&self.secret);
+        client_handshake_keyed(&mut s, secret, &TRANSPORT).map_err(|e| io::Error::other(e.to_string()))?;
         let mut id = [0u8; IDENT_LEN];
         id[..4].copy_from_slice(&IDENT_MAGIC);
         id[4..12].copy_from_slice(&self.sh.job.to_le_bytes());
-        id[12..16].copy_from_slice(&self.sh.me.to_le_bytes());
+        id[12..16].copy_from_slice(&self.sh.rank.to_le_bytes());
         id[16..20].copy_from_slice(&(lane as u32).to_le_bytes());
         s.write_all(&id)?;
         let mut verdict = [0u8; 1];
@@ -390,7 +513,7 @@ impl TcpNet {
                 Ok(Some(s))
             }
             USE_MINE => Ok(None),
-            _ => Err(io::Error::other("the peer refused the connection (not a process of this job?)")),
+            _ => Err(io::Error::other("the peer refused the connection (it does not know this process)")),
         }
     }
 
@@ -413,12 +536,15 @@ impl TcpNet {
             }
         }
         if let Some((p, e)) = failed {
-            self.fail(format!("lost the connection to {}: {e}", self.who(p as ProcIdx)));
+            self.peer_failed(p as ProcIdx, format!("lost the connection to {}: {e}", self.who(p as ProcIdx)));
         }
         busy
     }
 
     fn lane(&mut self, to: ProcIdx, lane: usize) -> Option<&mut Tx> {
+        if self.is_lost(to) {
+            return None;
+        }
         if !self.lanes_up(to) && !self.open(to) {
             return None;
         }
@@ -427,17 +553,24 @@ impl TcpNet {
 
     pub fn try_send(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> bool {
         // Lane 0 carries every frame but streamed data, which keeps messages in order.
+        if self.is_lost(to) {
+            // Gone with its job: what it was sent goes nowhere (the application is told).
+            return true;
+        }
         let Some(tx) = self.lane(to, 0) else { return false };
         match tx.try_send(h, payload) {
             Ok(ok) => ok,
             Err(e) => {
-                self.fail(format!("lost the connection to {}: {e}", self.who(to)));
+                self.peer_failed(to, format!("lost the connection to {}: {e}", self.who(to)));
                 false
             }
         }
     }
 
     pub fn send_start(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> Option<(u8, usize)> {
+        if self.is_lost(to) {
+            return Some((0, payload.len()));
+        }
         let n = self.cfg.stripes;
         self.lane(to, 0)?;
         for i in 0..n {
@@ -450,7 +583,7 @@ impl TcpNet {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    self.fail(format!("lost the connection to {}: {e}", self.who(to)));
+                    self.peer_failed(to, format!("lost the connection to {}: {e}", self.who(to)));
                     return None;
                 }
             }
@@ -459,11 +592,14 @@ impl TcpNet {
     }
 
     pub fn send_continue(&mut self, to: ProcIdx, lane: u8, rest: &[u8]) -> usize {
+        if self.is_lost(to) {
+            return rest.len();
+        }
         let Some(tx) = self.tx[to as usize].get_mut(lane as usize).and_then(Option::as_mut) else { return 0 };
         match tx.continue_frame(rest) {
             Ok(n) => n,
             Err(e) => {
-                self.fail(format!("lost the connection to {}: {e}", self.who(to)));
+                self.peer_failed(to, format!("lost the connection to {}: {e}", self.who(to)));
                 0
             }
         }
@@ -543,29 +679,50 @@ fn handshake(sh: &Shared, mut s: TcpStream, peer: SocketAddr) {
     {
         return;
     }
-    if let Err(e) = server_handshake_for(&mut s, &sh.secret, &TRANSPORT) {
-        reject(&format!("authentication failed ({e})"));
-        return;
-    }
+    let lookup = |k: &[u8; 8]| {
+        learn(|| {
+            let keys = sh.keys.lock().unwrap_or_else(|e| e.into_inner());
+            keys.iter().find(|key| key.id == *k).map(|key| key.secret.clone())
+        })
+    };
+    let secret = match server_handshake_keyed(&mut s, lookup, &TRANSPORT) {
+        Ok(sec) => sec,
+        Err(e) => {
+            reject(&format!("authentication failed ({e})"));
+            return;
+        }
+    };
     let mut id = [0u8; IDENT_LEN];
     if let Err(e) = s.read_exact(&mut id) {
         reject(&format!("no identification ({e})"));
         return;
     }
     let job = u64::from_le_bytes(id[4..12].try_into().expect("8 bytes"));
-    let from = u32::from_le_bytes(id[12..16].try_into().expect("4 bytes"));
+    let rank = u32::from_le_bytes(id[12..16].try_into().expect("4 bytes"));
     let lane = u32::from_le_bytes(id[16..20].try_into().expect("4 bytes")) as usize;
-    if id[..4] != IDENT_MAGIC || job != sh.job || from as usize >= sh.nprocs || from == sh.me || lane >= sh.stripes {
-        reject(&format!("bad identification (job {job:#x}, process {from}, lane {lane})"));
+    let admitted = || {
+        let keys = sh.keys.lock().unwrap_or_else(|e| e.into_inner());
+        keys.iter().any(|k| k.secret == secret && k.jobs.contains(&job))
+    };
+    let from = if id[..4] == IDENT_MAGIC && lane < sh.stripes && (job, rank) != (sh.job, sh.rank) {
+        learn(|| admitted().then(|| sh.index.lock().unwrap_or_else(|e| e.into_inner()).get(&(job, rank)).copied())?)
+    } else {
+        None
+    };
+    let Some(from) = from else {
+        reject(&format!("bad identification (job {job:#x}, rank {rank}, lane {lane})"));
         let _ = s.write_all(&[REFUSE]);
         return;
-    }
+    };
     let verdict = {
         let mut links = sh.links.lock().unwrap_or_else(|e| e.into_inner());
         let slot = from as usize * sh.stripes + lane;
+        if links.len() <= slot {
+            links.resize(slot + 1, Link::Down);
+        }
         match links[slot] {
             Link::Up => USE_MINE,
-            Link::Connecting if sh.me < from => USE_MINE,
+            Link::Connecting if (sh.job, sh.rank) < (job, rank) => USE_MINE,
             _ => {
                 links[slot] = Link::Up;
                 ACCEPT
@@ -580,6 +737,20 @@ fn handshake(sh: &Shared, mut s: TcpStream, peer: SocketAddr) {
     sh.incoming.lock().unwrap_or_else(|e| e.into_inner()).push((from, lane, s));
     sh.has_incoming.store(true, Ordering::Release);
     (sh.wake)();
+}
+
+/// `f` until it gives an answer, for at most [`LEARN_WAIT`].
+fn learn<T>(f: impl Fn() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + LEARN_WAIT;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// Hands what a receiving half reads to the engine: whole frames through `on_frame`, and the
