@@ -19,9 +19,10 @@ use crate::group::Group;
 use baton_abi::consts as c;
 use baton_pmi::auth::Secret;
 use baton_pmi::PmiClient;
+use baton_transport::inbox::Inbox;
 use baton_transport::shm::{Consumer, ProcCtl, Segment};
 use baton_transport::tcp::Rx;
-use baton_transport::wait::{futex_wait, futex_wake};
+use baton_transport::wait::{futex_wait, futex_wait_any, futex_wake};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -44,6 +45,10 @@ pub struct State {
     tcp_rx: Vec<(ProcIdx, Rx)>,
     /// Descriptors epoll reported readable in this pass (kept, so polling does not allocate).
     tcp_ready: Vec<u64>,
+    /// Readers of the rings other jobs' processes leased in our inbox: (sender, slot, reader).
+    inbox_cons: Vec<(ProcIdx, usize, Consumer)>,
+    /// The inbox generation last seen (a change means a lease started or closed).
+    inbox_gen: u64,
 }
 
 /// With more TCP connections than this, a progress pass asks epoll which ones have data
@@ -73,6 +78,50 @@ impl State {
             let me = fabric.me();
             engine.on_frame(fabric, me, &h, &data);
             did = true;
+        }
+        if fabric.inbox.is_some() {
+            did |= self.progress_inbox();
+        }
+        did
+    }
+
+    /// Adopts new leases of our inbox, reads every leased ring and frees closed ones.
+    fn progress_inbox(&mut self) -> bool {
+        let State { engine, fabric, inbox_cons, inbox_gen, .. } = self;
+        let Some(ib) = fabric.inbox.clone() else { return false };
+        let g = ib.generation();
+        if g != *inbox_gen {
+            let known: Vec<usize> = inbox_cons.iter().map(|(_, s, _)| *s).collect();
+            let mut all_known = true;
+            for l in ib.new_leases(&known) {
+                match fabric.foreign_ids.get(&(l.job, l.rank)) {
+                    Some(&p) => inbox_cons.push((p, l.slot, ib.reader(&l))),
+                    // A sender this process has not learnt of yet: look again next pass.
+                    None => all_known = false,
+                }
+            }
+            if all_known {
+                *inbox_gen = g;
+            }
+        }
+        let mut did = false;
+        let mut i = 0;
+        while i < inbox_cons.len() {
+            let (from, slot, cons) = &mut inbox_cons[i];
+            for _ in 0..64 {
+                let Some(h) = cons.next_frame() else { break };
+                engine.on_frame(fabric, *from, &h, cons.payload());
+                cons.consume();
+                did = true;
+            }
+            // Closed after its last frame: once that is read, the slot goes back to the pool.
+            if !cons.ready() && ib.is_closed(*slot) {
+                let slot = *slot;
+                inbox_cons.swap_remove(i);
+                ib.free(slot);
+                continue;
+            }
+            i += 1;
         }
         did
     }
@@ -125,6 +174,8 @@ impl State {
 
     fn frames_waiting(&self) -> bool {
         self.consumers.iter().any(|(_, c)| c.ready())
+            || self.inbox_cons.iter().any(|(_, _, c)| c.ready())
+            || self.fabric.inbox.as_ref().is_some_and(|ib| ib.generation() != self.inbox_gen)
             || !self.fabric.loopback.is_empty()
             || self.tcp_rx.iter().any(|(_, rx)| rx.has_buffered_frame())
     }
@@ -248,6 +299,8 @@ pub struct Mpi {
     pub dpm: crate::dpm::DpmState,
     /// The port of the job that spawned this one (`BATON_PARENT_PORT`).
     pub parent_port: Option<String>,
+    /// This process's inbox (also in the fabric), for sleeping on its doorbell.
+    inbox: std::sync::OnceLock<Arc<Inbox>>,
 }
 
 /// The process table: entries never move, so a [`ProcIdx`] stays valid for the process's life.
@@ -321,6 +374,8 @@ pub(crate) struct ProcInfo {
     pub local_rank: Option<u32>,
     pub addr: Option<std::net::SocketAddr>,
     pub machine: Option<String>,
+    /// Its inbox descriptor (processes of other jobs only).
+    pub inbox: Option<i32>,
 }
 
 /// Parses [`proc_value`]; anything malformed reads as "unknown", which start-up then reports.
@@ -332,6 +387,7 @@ pub(crate) fn parse_proc_value(v: &str) -> ProcInfo {
         local_rank: it.next().and_then(|s| s.parse().ok()),
         addr: it.next().and_then(|s| s.parse().ok()),
         machine: it.next().filter(|s| *s != "-").map(str::to_string),
+        inbox: it.next().and_then(|s| s.parse().ok()),
     }
 }
 
@@ -513,7 +569,7 @@ impl Mpi {
             Arc::new(Group::new(vec![me])),
             0,
         ));
-        let machine = machines[me as usize].clone();
+        let machine = machines[me as usize].clone().or_else(baton_transport::sys::machine_id);
         let mut table = ProcTable::default();
         for p in procs {
             table.push(p);
@@ -525,6 +581,8 @@ impl Mpi {
                 consumers,
                 tcp_rx: Vec::new(),
                 tcp_ready: Vec::new(),
+                inbox_cons: Vec::new(),
+                inbox_gen: 0,
             }),
             bell,
             policy: WaitPolicy::choose(sharing),
@@ -545,6 +603,7 @@ impl Mpi {
             machine,
             dpm: crate::dpm::DpmState::default(),
             parent_port: None,
+            inbox: std::sync::OnceLock::new(),
         })
     }
 
@@ -672,13 +731,25 @@ impl Mpi {
             let ctl = self.bell.ctl();
             ctl.sleepers.fetch_add(1, Ordering::SeqCst);
             let seq = ctl.bell.load(Ordering::SeqCst);
+            // Processes of other jobs ring our inbox's doorbell instead.
+            let inbox = self.inbox.get();
+            let seq2 = inbox.map(|ib| {
+                ib.ctl().sleepers.fetch_add(1, Ordering::SeqCst);
+                ib.ctl().bell.load(Ordering::SeqCst)
+            });
+            let unsleep = || {
+                ctl.sleepers.fetch_sub(1, Ordering::SeqCst);
+                if let Some(ib) = inbox {
+                    ib.ctl().sleepers.fetch_sub(1, Ordering::SeqCst);
+                }
+            };
             // A collective in flight may be able to move on with what has already arrived.
             self.progress_colls();
             let ready = {
                 let mut st = self.lock();
                 self.progress_locked(&mut st);
                 if let Some(v) = f(&mut st) {
-                    ctl.sleepers.fetch_sub(1, Ordering::SeqCst);
+                    unsleep();
                     drop(st);
                     self.policy.learn(start.map(|s| s.elapsed()).unwrap_or_default(), slept);
                     return v;
@@ -695,12 +766,17 @@ impl Mpi {
                 ready
             };
             if ready {
-                ctl.sleepers.fetch_sub(1, Ordering::SeqCst);
+                unsleep();
                 std::thread::yield_now();
                 continue;
             }
-            futex_wait(&ctl.bell, seq, Duration::from_millis(100));
-            ctl.sleepers.fetch_sub(1, Ordering::SeqCst);
+            match (inbox, seq2) {
+                (Some(ib), Some(s2)) => {
+                    futex_wait_any(&[(&ctl.bell, seq), (&ib.ctl().bell, s2)], Duration::from_millis(100))
+                }
+                _ => futex_wait(&ctl.bell, seq, Duration::from_millis(100)),
+            }
+            unsleep();
             slept = true;
         }
     }
@@ -845,6 +921,20 @@ impl Mpi {
     /// starts without), so that processes of other jobs can reach it.
     pub fn ensure_tcp(&self) -> Result<std::net::SocketAddr> {
         let mut st = self.lock();
+        if st.fabric.inbox.is_none() && transports_allowed().is_ok_and(|(shm, _)| shm) {
+            // Processes of other jobs on this machine send through rings leased here; without
+            // an inbox (creation failed) they use TCP.
+            let ring = FabricConfig::from_env().ring_size;
+            if let Ok(ib) = Inbox::create(self.job_id, self.me, ring) {
+                let ib = Arc::new(ib);
+                st.fabric.inbox = Some(ib.clone());
+                st.fabric.me_id = (self.job_id, self.me);
+                let _ = self.inbox.set(ib);
+                if FabricConfig::from_env().cma {
+                    baton_transport::cma::allow_peers();
+                }
+            }
+        }
         if let Some(a) = st.fabric.tcp.as_ref().and_then(TcpNet::listen_addr) {
             return Ok(a);
         }
@@ -873,7 +963,8 @@ impl Mpi {
         let addr = self.ensure_tcp()?;
         let machine = self.machine.clone().unwrap_or_else(|| "-".into());
         let pid = std::process::id();
-        Ok(format!("{} {} {pid} {} - {addr} {machine}", self.job_id, self.me, self.host))
+        let inbox = self.inbox.get().and_then(|ib| ib.raw_fd()).map_or_else(|| "-".to_string(), |fd| fd.to_string());
+        Ok(format!("{} {} {pid} {} - {addr} {machine} {inbox}", self.job_id, self.me, self.host))
     }
 
     /// Enters the processes described by [`Mpi::describe_self`] into the process table
@@ -905,7 +996,9 @@ impl Mpi {
                     p
                 }
             };
-            st.fabric.add_proc(p, info.pid, None);
+            // Same machine (and its inbox is reachable): shared memory; else TCP.
+            let near = info.machine.is_some() && info.machine == self.machine;
+            st.fabric.add_foreign(p, (job, rank), info.pid, info.inbox.filter(|_| near));
             let tcp = st.fabric.tcp.as_mut().ok_or_else(|| bad(d))?;
             tcp.add_peer(p, (job, rank), Some(addr), &info.node, Some(secret.clone()));
             tcp.trust(secret, job);
@@ -917,13 +1010,15 @@ impl Mpi {
     /// `MPI_Comm_disconnect`): everything queued goes out first.
     pub fn release_remote(&self, ps: &[ProcIdx]) {
         self.block(|st| (!st.engine.has_outgoing() && !st.fabric.busy()).then_some(()));
-        let mut st = self.lock();
         let ids: Vec<(ProcIdx, (u64, u32))> = ps.iter().map(|&p| (p, self.proc_id(p))).collect();
-        if let Some(t) = st.fabric.tcp.as_mut() {
-            for (p, id) in ids {
-                if id.0 != self.job_id {
-                    t.forget(p, id);
-                }
+        let mut st = self.lock();
+        for (p, id) in ids {
+            if id.0 == self.job_id {
+                continue;
+            }
+            st.fabric.release(p);
+            if let Some(t) = st.fabric.tcp.as_mut() {
+                t.forget(p, id);
             }
         }
     }

@@ -15,6 +15,7 @@
 
 pub mod cma;
 pub mod frame;
+pub mod inbox;
 pub mod mem;
 pub mod shm;
 pub mod sys;

@@ -23,7 +23,7 @@ use std::sync::Arc;
 const MAGIC: u64 = u64::from_le_bytes(*b"BATONSM1");
 const PAGE: usize = 4096;
 const CTL_BYTES: usize = 128;
-const RING_CTL_BYTES: usize = 128;
+pub(crate) const RING_CTL_BYTES: usize = 128;
 /// Bytes of a record before its payload.
 pub const RECORD_HEADER: usize = 56;
 const ALIGN: usize = 64;
@@ -54,7 +54,7 @@ fn stamp_for(key: u64, pos: u64) -> u64 {
     (z ^ (z >> 31)) | 1
 }
 
-fn random_key() -> u64 {
+pub(crate) fn random_key() -> u64 {
     let mut k = [0u8; 8];
     // SAFETY: getrandom fills the 8-byte buffer we own.
     let n = unsafe { libc::getrandom(k.as_mut_ptr() as *mut libc::c_void, 8, 0) };
@@ -112,7 +112,7 @@ fn segment_bytes(nprocs: usize, ring_size: usize) -> usize {
     rings_end(nprocs, ring_size) + nprocs * COLL_SLOT_BYTES
 }
 
-fn map(fd: RawFd, bytes: usize) -> io::Result<*mut u8> {
+pub(crate) fn map(fd: RawFd, bytes: usize) -> io::Result<*mut u8> {
     // SAFETY: a fresh shared mapping of `bytes` of the memfd; failure is checked.
     let p =
         unsafe { libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
@@ -294,13 +294,15 @@ fn round_up(n: usize) -> usize {
 
 /// The sending end of the ring from this process to one peer.
 pub struct Producer {
-    seg: Arc<Segment>,
+    /// Keeps the mapping that holds the ring and `ctl` alive.
+    _keep: Arc<dyn Send + Sync>,
+    /// The peer's doorbell.
+    ctl: *const ProcCtl,
     tail: *const AtomicU64,
     data: *mut u8,
     size: usize,
     head: u64,
     tail_cache: u64,
-    peer: usize,
     key: u64,
 }
 
@@ -309,7 +311,7 @@ unsafe impl Send for Producer {}
 
 /// The receiving end of the ring from one peer to this process.
 pub struct Consumer {
-    _seg: Arc<Segment>,
+    _keep: Arc<dyn Send + Sync>,
     tail_pub: *const AtomicU64,
     data: *mut u8,
     size: usize,
@@ -325,16 +327,27 @@ unsafe impl Send for Consumer {}
 impl Producer {
     pub fn new(seg: &Arc<Segment>, me: usize, peer: usize) -> Producer {
         let base = seg.ring_base(me, peer);
+        // SAFETY: the ring and the peer's control block lie in `seg`'s mapping, kept alive.
+        unsafe { Producer::raw(seg.clone(), base, seg.ring_size, seg.ctl(peer), seg.stamp_key()) }
+    }
+
+    /// A producer on the ring at `base` (control bytes, then `size` bytes of data) whose
+    /// consumer sleeps on `ctl`, with stamp key `key`.
+    ///
+    /// # Safety
+    /// `base` and `ctl` must point into a shared mapping that `keep` keeps alive, laid out as
+    /// above, with a single producer.
+    pub unsafe fn raw(keep: Arc<dyn Send + Sync>, base: *mut u8, size: usize, ctl: &ProcCtl, key: u64) -> Producer {
         Producer {
-            seg: seg.clone(),
+            _keep: keep,
+            ctl,
             tail: base as *const AtomicU64,
-            // SAFETY: the data area follows the ring's control bytes.
+            // SAFETY: the data area follows the ring's control bytes (caller's contract).
             data: unsafe { base.add(RING_CTL_BYTES) },
-            size: seg.ring_size,
+            size,
             head: 0,
             tail_cache: 0,
-            peer,
-            key: seg.stamp_key(),
+            key,
         }
     }
 
@@ -406,7 +419,8 @@ impl Producer {
     /// Wakes the peer if it sleeps. Call after pushing.
     pub fn ring_doorbell(&self) {
         // No fence needed: the stamp store and this load are both SeqCst (see write_record).
-        let ctl = self.seg.ctl(self.peer);
+        // SAFETY: `ctl` lies in the mapping `_keep` keeps alive.
+        let ctl = unsafe { &*self.ctl };
         if ctl.sleepers.load(Ordering::SeqCst) != 0 {
             ctl.bell.fetch_add(1, Ordering::SeqCst);
             crate::wait::futex_wake(&ctl.bell);
@@ -417,15 +431,24 @@ impl Producer {
 impl Consumer {
     pub fn new(seg: &Arc<Segment>, peer: usize, me: usize) -> Consumer {
         let base = seg.ring_base(peer, me);
+        // SAFETY: the ring lies in `seg`'s mapping, kept alive.
+        unsafe { Consumer::raw(seg.clone(), base, seg.ring_size, seg.stamp_key()) }
+    }
+
+    /// A consumer of the ring at `base` (see [`Producer::raw`]), reading from position 0.
+    ///
+    /// # Safety
+    /// As for [`Producer::raw`], with a single consumer.
+    pub unsafe fn raw(keep: Arc<dyn Send + Sync>, base: *mut u8, size: usize, key: u64) -> Consumer {
         Consumer {
-            _seg: seg.clone(),
+            _keep: keep,
             tail_pub: base as *const AtomicU64,
-            // SAFETY: the data area follows the ring's control bytes.
+            // SAFETY: the data area follows the ring's control bytes (caller's contract).
             data: unsafe { base.add(RING_CTL_BYTES) },
-            size: seg.ring_size,
+            size,
             tail: 0,
             cur: 0,
-            key: seg.stamp_key(),
+            key,
         }
     }
 

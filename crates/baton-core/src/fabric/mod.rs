@@ -1,7 +1,8 @@
 //! The engine's view of the transports: endpoints per process, opened on first use.
 //!
 //! A process is reached through the loopback queue (itself), a shared-memory ring (another
-//! process of the job on this host) or TCP ([`tcp`]: another host, or any peer under
+//! process of the job on this host, or a leased ring of its inbox for a process of another job
+//! on this machine, see `baton_transport::inbox`) or TCP ([`tcp`]: another host, or any peer under
 //! `BATON_TRANSPORTS=tcp`). The fabric chooses per peer, applies that transport's eager
 //! threshold and knows whether single-copy reads of that peer work (detected at the first
 //! attempt).
@@ -11,6 +12,7 @@ pub mod tcp;
 use crate::engine::{Net, ProcIdx};
 use baton_transport::cma;
 use baton_transport::frame::Header;
+use baton_transport::inbox::Inbox;
 use baton_transport::mem::UserBuf;
 use baton_transport::shm::{Consumer, Producer, Segment};
 use std::collections::VecDeque;
@@ -53,7 +55,12 @@ pub fn parse_size(s: &str) -> Option<usize> {
 enum Endpoint {
     Unopened,
     Loopback,
-    Shm { prod: Producer, cma_ok: bool },
+    /// A ring of the job segment, or one leased in the peer's inbox (`lease`).
+    Shm {
+        prod: Producer,
+        cma_ok: bool,
+        lease: Option<(Arc<Inbox>, usize)>,
+    },
     Tcp,
 }
 
@@ -69,6 +76,14 @@ pub struct Fabric {
     pub loopback: VecDeque<(Header, Vec<u8>)>,
     /// Connections to other hosts, when this process listens for them.
     pub tcp: Option<TcpNet>,
+    /// This process's inbox, once it has met other jobs.
+    pub inbox: Option<Arc<Inbox>>,
+    /// Per process of another job on this machine: its identity and inbox descriptor.
+    inbox_of: Vec<Option<((u64, u32), i32)>>,
+    /// Processes of other jobs by (job, rank), for reading their leases in our inbox.
+    pub foreign_ids: std::collections::HashMap<(u64, u32), ProcIdx>,
+    /// (job, rank) of this process.
+    pub me_id: (u64, u32),
 }
 
 impl Fabric {
@@ -82,6 +97,38 @@ impl Fabric {
             eps: Vec::new(),
             loopback: VecDeque::new(),
             tcp: None,
+            inbox: None,
+            inbox_of: Vec::new(),
+            foreign_ids: std::collections::HashMap::new(),
+            me_id: (0, me),
+        }
+    }
+
+    /// Records process `p` of another job: `inbox` is its inbox descriptor when it runs on
+    /// this machine (then its frames go through a ring leased there).
+    pub fn add_foreign(&mut self, p: ProcIdx, id: (u64, u32), pid: i32, inbox: Option<i32>) {
+        self.add_proc(p, pid, None);
+        let i = p as usize;
+        if self.inbox_of.len() <= i {
+            self.inbox_of.resize(i + 1, None);
+        }
+        self.inbox_of[i] = inbox.map(|fd| (id, fd));
+        self.eps[i] = Endpoint::Unopened;
+        self.foreign_ids.insert(id, p);
+    }
+
+    /// Ends the use of `p` (after `MPI_Comm_disconnect`): a leased ring is handed back once
+    /// its owner has read it.
+    pub fn release(&mut self, p: ProcIdx) {
+        let i = p as usize;
+        if let Some(Endpoint::Shm { lease: Some((ib, slot)), .. }) = self.eps.get(i) {
+            ib.close(*slot);
+        }
+        if let Some(ep) = self.eps.get_mut(i) {
+            *ep = Endpoint::Unopened;
+        }
+        if let Some(x) = self.inbox_of.get_mut(i) {
+            *x = None;
         }
     }
 
@@ -128,8 +175,9 @@ impl Fabric {
             } else {
                 match (&self.seg, self.my_slot(), self.shm_slot[i]) {
                     (Some(seg), Some(me), Some(peer)) => {
-                        Endpoint::Shm { prod: Producer::new(seg, me, peer), cma_ok: self.cfg.cma }
+                        Endpoint::Shm { prod: Producer::new(seg, me, peer), cma_ok: self.cfg.cma, lease: None }
                     }
+                    _ if self.inbox_of.get(i).is_some_and(Option::is_some) => self.lease(to),
                     // Whether TCP reaches it was checked at start-up; a failure to connect is
                     // reported through `TcpNet::fatal`.
                     _ => Endpoint::Tcp,
@@ -230,9 +278,34 @@ impl Net for Fabric {
 }
 
 impl Fabric {
+    /// Leases a ring in `to`'s inbox; TCP if that fails (another pid namespace, no slot free).
+    fn lease(&mut self, to: ProcIdx) -> Endpoint {
+        let i = to as usize;
+        let Some(((job, rank), fd)) = self.inbox_of[i] else { return Endpoint::Tcp };
+        let claimed = Inbox::attach(self.pids[i], fd, job, rank)
+            .ok()
+            .map(Arc::new)
+            .and_then(|ib| ib.claim(self.me_id.0, self.me_id.1).map(|(slot, prod)| (ib, slot, prod)));
+        match claimed {
+            Some((ib, slot, prod)) => Endpoint::Shm { prod, cma_ok: self.cfg.cma, lease: Some((ib, slot)) },
+            None => {
+                self.inbox_of[i] = None;
+                Endpoint::Tcp
+            }
+        }
+    }
+
     /// Whether `to` is reached over TCP (decided by the process table, before any connection).
     fn on_tcp(&self, to: ProcIdx) -> bool {
-        self.shm_slot.get(to as usize).is_none_or(|s| s.is_none() || self.seg.is_none())
+        let i = to as usize;
+        match self.eps.get(i) {
+            Some(Endpoint::Tcp) => true,
+            Some(Endpoint::Shm { .. }) | Some(Endpoint::Loopback) => false,
+            _ => {
+                self.inbox_of.get(i).is_none_or(Option::is_none)
+                    && self.shm_slot.get(i).is_none_or(|s| s.is_none() || self.seg.is_none())
+            }
+        }
     }
 
     /// Frames accepted but not yet handed to the kernel (a socket was full).
