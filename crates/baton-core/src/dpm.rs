@@ -49,6 +49,11 @@ pub struct DpmState {
     /// Intercommunicators from accept/connect/spawn/join that include each process of another
     /// job; its connections end when the last of them is disconnected.
     uses: Mutex<HashMap<ProcIdx, usize>>,
+    /// Context id and remote group of each intercommunicator to another job, to tell which
+    /// receives a vanished process leaves hanging.
+    comms: Mutex<Vec<(u64, Arc<Group>)>>,
+    /// Processes of other jobs found gone (crashed, or ended without disconnecting).
+    pub lost: Mutex<Vec<ProcIdx>>,
 }
 
 struct OpenPort {
@@ -207,6 +212,22 @@ impl DpmState {
         })
     }
 
+    /// Processes of other jobs in use by some intercommunicator.
+    pub fn in_use(&self) -> Vec<ProcIdx> {
+        self.uses.lock().unwrap_or_else(|e| e.into_inner()).keys().copied().collect()
+    }
+
+    /// Whether a receive on context `ctx` from rank `src` could only (or also) be satisfied
+    /// by `p`.
+    pub fn may_need(&self, p: ProcIdx, ctx: u64, src: i32) -> bool {
+        let comms = self.comms.lock().unwrap_or_else(|e| e.into_inner());
+        comms.iter().any(|(c, g)| {
+            (ctx & !1) == *c
+                && g.procs.contains(&p)
+                && (src == c::MPI_ANY_SOURCE || g.procs.get(src as usize) == Some(&p))
+        })
+    }
+
     fn use_procs(&self, ps: &[ProcIdx]) {
         let mut u = self.uses.lock().unwrap_or_else(|e| e.into_inner());
         for &p in ps {
@@ -268,7 +289,9 @@ fn finish(mpi: &Mpi, call: &str, comm: &Comm, root: i32, outcome: Option<Outcome
     let (ctx, secret, descs) = outcome?;
     let remote = mpi.add_remote(&descs, &secret).map_err(|e| MpiError::new(e.class, format!("{call}: {}", e.msg)))?;
     mpi.dpm.use_procs(&remote);
-    Ok(Comm::new_inter(ctx, comm.group.clone(), comm.rank, Arc::new(Group::new(remote))))
+    let remote = Arc::new(Group::new(remote));
+    mpi.dpm.comms.lock().unwrap_or_else(|e| e.into_inner()).push((ctx & !1, remote.clone()));
+    Ok(Comm::new_inter(ctx, comm.group.clone(), comm.rank, remote))
 }
 
 fn check_root(call: &str, root: i32, comm: &Comm) -> Result<()> {
@@ -388,8 +411,16 @@ fn connect_root(p: &PortName, descs: &[String]) -> io::Result<(u64, Secret, Vec<
 pub fn disconnect(mpi: &Mpi, comm: &Comm) {
     match &comm.local {
         Some(local) => {
+            // Both groups must arrive: unless the other side is gone.
+            let gone = {
+                let lost = mpi.dpm.lost.lock().unwrap_or_else(|e| e.into_inner());
+                comm.peers().procs.iter().any(|p| lost.contains(p))
+            };
             mpi.barrier(local);
-            mpi.leader_swap(comm, Vec::new());
+            if !gone {
+                mpi.leader_swap(comm, Vec::new());
+            }
+            mpi.dpm.comms.lock().unwrap_or_else(|e| e.into_inner()).retain(|(c, _)| *c != comm.ctx);
             let idle = mpi.dpm.unuse_procs(&comm.peers().procs);
             mpi.release_remote(&idle);
         }

@@ -662,7 +662,10 @@ impl Engine {
                     self.send_control(net, from, Header::control(Kind::Fin, h.id, 0));
                     self.finish(id);
                 } else {
-                    self.get_mut(id).unwrap().proto = Proto::RecvStream { sink, got: 0, total: h.len };
+                    let r = self.get_mut(id).unwrap();
+                    r.proto = Proto::RecvStream { sink, got: 0, total: h.len };
+                    // The sender, should it vanish before the data arrives (see `fail_peer`).
+                    r.to = from;
                     self.send_control(net, from, Header::control(Kind::Cts, h.id, id.wire()));
                 }
             }
@@ -758,6 +761,48 @@ impl Engine {
         }
         self.finish(id);
         true
+    }
+
+    /// Process `p` is gone (its job ended or it crashed): completes with `error` every send to
+    /// it, every receive of a message it was streaming, and every posted receive that
+    /// `can_match(ctx, src)` says only it (or anyone) could satisfy; drops frames queued for it.
+    /// Returns whether anything failed.
+    pub fn fail_peer(&mut self, p: ProcIdx, can_match: impl Fn(u64, i32) -> bool, error: i32) -> bool {
+        if let Some(q) = self.pending.get_mut(p as usize) {
+            self.queued -= q.len();
+            q.clear();
+        }
+        let mut failed = Vec::new();
+        for (i, r) in self.slots.iter().enumerate() {
+            let Some(r) = r else { continue };
+            let involved = matches!(
+                r.proto,
+                Proto::SendQueued { .. }
+                    | Proto::SendWaitAck
+                    | Proto::SendRdv { .. }
+                    | Proto::SendStream { .. }
+                    | Proto::RecvStream { .. }
+            );
+            if !r.complete && r.to == p && involved {
+                failed.push(ReqId { idx: i as u32, gen: r.gen });
+            }
+        }
+        self.posted.retain(|x| {
+            let hit = can_match(x.ctx, x.src);
+            if hit {
+                failed.push(x.req);
+            }
+            !hit
+        });
+        self.streaming.retain(|id| !failed.contains(id));
+        for &id in &failed {
+            if let Some(r) = self.get_mut(id) {
+                r.status.error = error;
+                r.proto = Proto::Idle;
+            }
+            self.finish(id);
+        }
+        !failed.is_empty()
     }
 
     /// Frames queued behind a full ring, or data still to stream.

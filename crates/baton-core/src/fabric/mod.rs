@@ -62,6 +62,8 @@ enum Endpoint {
         lease: Option<(Arc<Inbox>, usize)>,
     },
     Tcp,
+    /// A process of another job that is gone: what it is sent goes nowhere.
+    Dead,
 }
 
 pub struct Fabric {
@@ -115,6 +117,24 @@ impl Fabric {
         self.inbox_of[i] = inbox.map(|fd| (id, fd));
         self.eps[i] = Endpoint::Unopened;
         self.foreign_ids.insert(id, p);
+    }
+
+    /// `p` (of another job) is gone: frames to it are dropped from now on.
+    pub fn mark_dead(&mut self, p: ProcIdx) {
+        if let Some(ep) = self.eps.get_mut(p as usize) {
+            *ep = Endpoint::Dead;
+        }
+    }
+
+    /// Whether `p` runs on this machine as a process of another job (its pid means something).
+    pub fn is_near_foreign(&self, p: ProcIdx) -> bool {
+        let i = p as usize;
+        self.inbox_of.get(i).is_some_and(Option::is_some)
+            || matches!(self.eps.get(i), Some(Endpoint::Shm { lease: Some(_), .. }))
+    }
+
+    pub fn pid(&self, p: ProcIdx) -> i32 {
+        self.pids.get(p as usize).copied().unwrap_or(0)
     }
 
     /// Ends the use of `p` (after `MPI_Comm_disconnect`): a leased ring is handed back once
@@ -203,6 +223,7 @@ impl Net for Fabric {
                 ok
             }
             Endpoint::Tcp => self.tcp.as_mut().is_some_and(|t| t.try_send(to, h, payload)),
+            Endpoint::Dead => true,
             Endpoint::Unopened => unreachable!(),
         }
     }
@@ -227,6 +248,7 @@ impl Net for Fabric {
                 fill(&mut v);
                 self.tcp.as_mut().is_some_and(|t| t.try_send(to, h, &v))
             }
+            Endpoint::Dead => true,
             Endpoint::Unopened => unreachable!(),
         }
     }
@@ -238,11 +260,15 @@ impl Net for Fabric {
     fn send_start(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> Option<(u8, usize)> {
         match self.endpoint(to) {
             Endpoint::Tcp => self.tcp.as_mut()?.send_start(to, h, payload),
+            Endpoint::Dead => Some((0, payload.len())),
             _ => self.try_send(to, h, payload).then_some((0, payload.len())),
         }
     }
 
     fn send_continue(&mut self, to: ProcIdx, lane: u8, rest: &[u8]) -> usize {
+        if matches!(self.eps.get(to as usize), Some(Endpoint::Dead)) {
+            return rest.len();
+        }
         self.tcp.as_mut().map_or(0, |t| t.send_continue(to, lane, rest))
     }
 
