@@ -9,7 +9,7 @@ use std::process::exit;
 use std::time::Duration;
 
 use baton_pmi::auth::Secret;
-use baton_pmi::{PmiClient, PmiErrorKind};
+use baton_pmi::{PmiClient, PmiErrorKind, SpawnCmd};
 
 fn check(cond: bool, what: &str) {
     if !cond {
@@ -77,6 +77,187 @@ fn print_pid(c: &PmiClient) {
     std::io::stdout().flush().unwrap();
 }
 
+/// CLOCK_MONOTONIC in nanoseconds: comparable between processes of a host.
+fn mono_ns() -> u128 {
+    // SAFETY: an all-zero timespec is valid and ts is a valid out-pointer.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128
+}
+
+/// `PROG|N|KEY=VALUE;KEY=VALUE|ARG ARG`: `self` is this program, `\n` in
+/// an info value a newline.
+fn parse_cmd(spec: &str) -> SpawnCmd {
+    let mut parts = spec.splitn(4, '|');
+    let mut program = parts.next().unwrap_or_default().to_owned();
+    if program == "self" {
+        program = std::env::current_exe().unwrap().to_str().unwrap().to_owned();
+    }
+    let maxprocs = parts.next().unwrap_or("1").parse().unwrap();
+    let info = parts
+        .next()
+        .unwrap_or_default()
+        .split(';')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap();
+            (k.to_owned(), v.replace("\\n", "\n"))
+        })
+        .collect();
+    let args = parts.next().unwrap_or_default().split(' ').filter(|a| !a.is_empty()).map(str::to_owned).collect();
+    SpawnCmd { program, args, maxprocs, info }
+}
+
+/// The processes mpiexec (this rank's parent) has forked and not reaped.
+fn launcher_children() -> Vec<i32> {
+    // SAFETY: getppid has no preconditions.
+    let ppid = unsafe { libc::getppid() };
+    let mut pids = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{ppid}/task")).unwrap().flatten() {
+        let list = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        pids.extend(list.split_whitespace().map(|p| p.parse::<i32>().unwrap()));
+    }
+    pids
+}
+
+/// Rank 0 runs the steps: `spawn:CMD[+CMD...]` (one request, commands as
+/// in `parse_cmd`), `pid`, `wait-stdin` (one line), `exit:N` (without
+/// finalizing), `children` (waits up to 3 s for mpiexec to have no child
+/// but the ranks of the first job, and prints how many others it has).
+fn parent(c: &mut PmiClient, steps: &[String]) {
+    if c.rank() != 0 {
+        return;
+    }
+    for (i, step) in steps.iter().enumerate() {
+        if let Some(spec) = step.strip_prefix("spawn:") {
+            let cmds: Vec<SpawnCmd> = spec.split('+').map(parse_cmd).collect();
+            match c.spawn(&cmds, &format!("port-{i}")) {
+                Ok((job, size)) => println!("spawned job {job} size {size}"),
+                Err(e) => {
+                    check(e.kind() == PmiErrorKind::Launcher, "spawn refusals come from the launcher");
+                    println!("spawn error: {}", e.message());
+                }
+            }
+        } else if step == "children" {
+            let deadline = std::time::Instant::now() + Duration::from_secs(3);
+            let others = loop {
+                let others = launcher_children().len().saturating_sub(c.size() as usize);
+                if others == 0 || std::time::Instant::now() > deadline {
+                    break others;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            };
+            println!("other children {others}");
+        } else if step == "pid" {
+            print_pid(c);
+        } else if step == "wait-stdin" {
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).unwrap();
+        } else if let Some(code) = step.strip_prefix("exit:") {
+            exit(code.parse().unwrap());
+        } else {
+            eprintln!("pmi_probe: unknown step '{step}'");
+            exit(2);
+        }
+    }
+}
+
+/// Open descriptors and threads of mpiexec (this rank's parent).
+fn launcher_usage() -> (usize, usize) {
+    // SAFETY: getppid has no preconditions.
+    let ppid = unsafe { libc::getppid() };
+    let count = |what: &str| std::fs::read_dir(format!("/proc/{ppid}/{what}")).unwrap().count();
+    (count("fd"), count("task"))
+}
+
+/// `count` spawn requests of 1-4 quiet children each, then reports
+/// mpiexec's descriptors and threads before and after (once they settle).
+fn spawn_loop(c: &mut PmiClient, count: usize) {
+    let before = launcher_usage();
+    let me = std::env::current_exe().unwrap().to_str().unwrap().to_owned();
+    for i in 0..count {
+        let cmd = SpawnCmd {
+            program: me.clone(),
+            args: vec!["child-quiet".into()],
+            maxprocs: 1 + i as u32 % 4,
+            info: vec![],
+        };
+        c.spawn(&[cmd], "loop").unwrap();
+    }
+    let peak = launcher_usage();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut after = launcher_usage();
+    while (after.0 > before.0 || after.1 > before.1) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        after = launcher_usage();
+    }
+    println!("loop {count} fds {} {} {} threads {} {} {}", before.0, peak.0, after.0, before.1, peak.1, after.1);
+}
+
+/// `reps` times: spawn `n` children that print when they started.
+fn spawn_time(c: &mut PmiClient, n: u32, reps: usize) {
+    let me = std::env::current_exe().unwrap().to_str().unwrap().to_owned();
+    for _ in 0..reps {
+        let cmd = SpawnCmd { program: me.clone(), args: vec!["child-time".into()], maxprocs: n, info: vec![] };
+        let t0 = mono_ns();
+        let (job, _) = c.spawn(&[cmd], "time").unwrap();
+        let t1 = mono_ns();
+        println!("request {job} {t0} {t1}");
+        // Let the children finish so the next request is timed alone.
+        std::thread::sleep(Duration::from_millis(150));
+    }
+}
+
+/// A spawned process: reports what the launcher told it.
+fn child(mode: &str) {
+    let started = mono_ns();
+    let port = std::env::var("BATON_PARENT_PORT");
+    check(port.is_ok(), "BATON_PARENT_PORT set in a spawned process");
+    let job_env = std::env::var("BATON_JOB_ID").unwrap_or_default();
+    let mut c = init();
+    check(c.job_id().to_string() == job_env, "job id");
+    match mode {
+        "child-time" => {
+            println!("started {} {} {started}", c.job_id(), c.rank());
+        }
+        "child-quiet" => {}
+        "child-abort" => {
+            c.fence().unwrap();
+            let e = c.abort(7, "boom");
+            eprintln!("pmi_probe: abort returned {e:?}");
+            exit(96);
+        }
+        "child-sleep" => {
+            c.fence().unwrap();
+            println!("child rank {} pid {}", c.rank(), std::process::id());
+            std::io::stdout().flush().unwrap();
+            std::thread::sleep(Duration::from_secs(30));
+        }
+        _ => {
+            c.fence().unwrap();
+            let env = |n: &str| std::env::var(n).unwrap_or_default();
+            println!(
+                "child job {} rank {} size {} appnum {} port {} universe {} local {}/{} node {} cwd {} foo {} argv0 {} args {}",
+                c.job_id(),
+                c.rank(),
+                c.size(),
+                c.appnum(),
+                port.unwrap_or_default(),
+                c.universe_size(),
+                env("BATON_LOCAL_RANK"),
+                env("BATON_LOCAL_SIZE"),
+                env("BATON_NODE"),
+                std::env::current_dir().unwrap().display(),
+                env("FOO"),
+                std::env::args().next().unwrap_or_default(),
+                std::env::args().skip(1).collect::<Vec<_>>().join(","),
+            );
+        }
+    }
+    c.finalize().unwrap();
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mode = args.first().map(String::as_str).unwrap_or("");
@@ -91,10 +272,25 @@ fn main() {
         }
         return;
     }
+    if mode.starts_with("child") {
+        child(mode);
+        return;
+    }
     let mut c = init();
     let rank = c.rank();
     match mode {
         "kv" => kv(&mut c),
+        "parent" => parent(&mut c, &args[1..]),
+        "spawn-loop" => {
+            if rank == 0 {
+                spawn_loop(&mut c, arg(1).parse().unwrap());
+            }
+        }
+        "spawn-time" => {
+            if rank == 0 {
+                spawn_time(&mut c, arg(1).parse().unwrap(), arg(2).parse().unwrap());
+            }
+        }
         "badauth" => {
             let addr = std::env::var("BATON_PMI_ADDR").unwrap();
             if rank == 0 {

@@ -9,7 +9,9 @@
 //! tree and talks to over [`link`]s. Either way everything that can happen
 //! — a rank exiting, a PMI or tree event, a signal to mpiexec, output
 //! reaching EOF — becomes an [`Event`] on one channel consumed by
-//! [`Job::run`], which decides the job's fate.
+//! [`Job::run`], which decides the job's fate. In a single-host job
+//! `MPI_Comm_spawn` starts further jobs, driven by the same loop
+//! ([`comm_spawn`]).
 
 /// `eprintln!` as one write (see `sys::say_line`).
 macro_rules! say {
@@ -17,6 +19,7 @@ macro_rules! say {
 }
 
 mod cli;
+mod comm_spawn;
 mod hosts;
 mod link;
 mod output;
@@ -25,7 +28,7 @@ mod root;
 mod spawn;
 mod sys;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -42,14 +45,21 @@ const KILL_GRACE: Duration = Duration::from_millis(1000);
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 /// Exit status when a host could not be started or was lost.
 const HOST_FAILURE_STATUS: i32 = 255;
+/// The answer to a spawn request in a job run through proxies.
+const SPAWN_MULTIHOST_MSG: &str = "MPI_Comm_spawn is not supported yet in jobs started on several hosts (see README)";
+
+/// Which job of this mpiexec something belongs to: 0 is the job of the
+/// command line, 1, 2, ... those started by `MPI_Comm_spawn`, in order.
+pub type JobNo = u32;
 
 /// Everything the job's main loop (or a proxy's) reacts to.
 pub enum Event {
-    Pmi(ServerEvent),
+    Pmi(JobNo, ServerEvent),
     /// A child was reaped: pid and raw wait status.
     Exited(i32, i32),
     Signal(i32),
-    OutputDone,
+    /// That job's output pipes have all reached end of file.
+    OutputDone(JobNo),
     Link(link::LinkEvent),
     /// A chunk of mpiexec's stdin for rank 0 on another host; empty: EOF.
     Stdin(Vec<u8>),
@@ -158,7 +168,7 @@ fn launch_single(opts: &cli::Options, node: String, universe_size: u32) -> Resul
 
     let pmi_tx = tx.clone();
     let server = PmiServer::start(ServerConfig::whole_job(size, job_id, secret.clone()), move |e| {
-        let _ = pmi_tx.send(Event::Pmi(e));
+        let _ = pmi_tx.send(Event::Pmi(0, e));
     })
     .map_err(|e| (format!("cannot open the bootstrap socket: {e}"), 1))?;
     let memfd =
@@ -173,7 +183,8 @@ fn launch_single(opts: &cli::Options, node: String, universe_size: u32) -> Resul
                 rank,
                 appnum: appnum as u32,
                 local_rank: rank,
-                program: seg.program.clone(),
+                program: seg.program.clone().into(),
+                arg0: None,
                 args: seg.args.clone(),
                 env,
                 wdir: segment_wdir(opts, seg),
@@ -193,6 +204,7 @@ fn launch_single(opts: &cli::Options, node: String, universe_size: u32) -> Resul
         tag_output: opts.tag_output,
         stdin_for_rank0: sys::may_read_stdin(),
         where_: String::new(),
+        parent_port: None,
     };
     let spawned = spawn::spawn(&specs, &host_env, &memfd);
 
@@ -206,16 +218,17 @@ fn launch_single(opts: &cli::Options, node: String, universe_size: u32) -> Resul
             .name("output".into())
             .spawn(move || {
                 output::forward(sources, output::emit_local);
-                let _ = out_tx.send(Event::OutputDone);
+                let _ = out_tx.send(Event::OutputDone(0));
             })
             .map_err(|e| (format!("cannot start the output thread: {e}"), 1))?;
     } else {
-        let _ = tx.send(Event::OutputDone);
+        let _ = tx.send(Event::OutputDone(0));
     }
     if let Some(pipe) = spawned.stdin {
         let _ = thread::Builder::new().name("stdin".into()).spawn(move || output::forward_stdin(pipe));
     }
-    drop(tx);
+    let spawner =
+        comm_spawn::Spawner::new(tx, server, secret, opts.genv.clone(), universe_size, node.clone(), opts.tag_output);
 
     let ranks: Vec<Rank> = spawned
         .pids
@@ -223,14 +236,14 @@ fn launch_single(opts: &cli::Options, node: String, universe_size: u32) -> Resul
         .map(|&(_, pid)| Rank { pid, node: 0, connected: false, finalized: false, exited: false })
         .collect();
     let mut job = Job::new(ranks, vec![node], opts.timeout, None);
+    job.spawner = Some(spawner);
     if let Some((_, msg, status)) = spawned.error {
         job.fail(status, &msg);
     }
-    // The memfd stays open in mpiexec until exit, so ranks started later
-    // (spawn) could still receive it; dropping it is harmless either way.
-    let status = job.run(&rx);
+    // The ranks hold the memfd now; mpiexec's copy would only pin the
+    // memory of a job that has ended.
     drop(memfd);
-    Ok(status)
+    Ok(job.run(&rx))
 }
 
 /// The job's state machine, driven by [`Event`]s. With `tree` the ranks
@@ -251,6 +264,57 @@ struct Job {
     timeout: Option<Duration>,
     output_done: bool,
     drain_until: Option<Instant>,
+    /// Single-host jobs: what starting a spawned job takes; `None` in a
+    /// job run through proxies.
+    spawner: Option<comm_spawn::Spawner>,
+    /// Jobs started by `MPI_Comm_spawn` that are not over yet.
+    spawned: BTreeMap<JobNo, comm_spawn::SpawnedJob>,
+    /// A spawned rank's pid: its job and index.
+    spawned_pids: HashMap<i32, (JobNo, usize)>,
+}
+
+/// What a rank's exit means for its job.
+enum Verdict {
+    /// Nothing to report.
+    Fine,
+    /// A non-zero exit after finalize: reported, the rest carries on.
+    Late(i32, String),
+    /// The job ends with this status, for this reason.
+    Fail(i32, String),
+}
+
+/// Marks rank `idx` of `ranks` exited with raw wait `status` and judges it;
+/// `None` if it had already been seen to exit. `names` are the host names.
+fn judge_exit(ranks: &mut [Rank], idx: usize, status: i32, names: &[String]) -> Option<Verdict> {
+    let r = ranks.get_mut(idx)?;
+    if r.exited {
+        return None;
+    }
+    r.exited = true;
+    let r = &ranks[idx];
+    let who = format!("rank {idx} (pid {} on {})", r.pid, names[r.node]);
+    let verdict = if libc::WIFSIGNALED(status) {
+        let sig = libc::WTERMSIG(status);
+        Verdict::Fail(128 + sig, format!("{who} was killed by signal {sig} ({})", sys::signal_name(sig)))
+    } else if libc::WIFEXITED(status) {
+        let code = libc::WEXITSTATUS(status);
+        if code != 0 {
+            if r.finalized {
+                Verdict::Late(code, format!("{who} exited with status {code} after MPI_Finalize"))
+            } else if r.connected {
+                Verdict::Fail(code, format!("{who} exited with status {code} before MPI_Finalize"))
+            } else {
+                Verdict::Fail(code, format!("{who} exited with status {code}"))
+            }
+        } else if r.connected && !r.finalized && ranks.iter().any(|r| !r.exited) {
+            Verdict::Fail(1, format!("{who} exited without calling MPI_Finalize"))
+        } else {
+            Verdict::Fine
+        }
+    } else {
+        Verdict::Fine
+    };
+    Some(verdict)
 }
 
 impl Job {
@@ -267,13 +331,16 @@ impl Job {
             timeout,
             output_done: false,
             drain_until: None,
+            spawner: None,
+            spawned: BTreeMap::new(),
+            spawned_pids: HashMap::new(),
         }
     }
 
     fn run(&mut self, rx: &mpsc::Receiver<Event>) -> i32 {
         let timeout_at = self.timeout.map(|t| Instant::now() + t);
         loop {
-            let all_exited = self.ranks.iter().all(|r| r.exited);
+            let all_exited = self.ranks.iter().all(|r| r.exited) && self.spawned.is_empty();
             if all_exited {
                 if self.failure.is_some() && self.drain_until.is_none() {
                     // Take out anything the ranks left behind in their groups.
@@ -288,10 +355,16 @@ impl Job {
             }
             let now = Instant::now();
             let tree_deadline = self.tree.as_ref().and_then(root::Tree::next_deadline);
-            let next = [self.kill_at, self.drain_until, timeout_at.filter(|_| self.failure.is_none()), tree_deadline]
-                .into_iter()
-                .flatten()
-                .min();
+            let next = [
+                self.kill_at,
+                self.drain_until,
+                timeout_at.filter(|_| self.failure.is_none()),
+                tree_deadline,
+                self.spawned_deadline(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             let event = match next {
                 Some(t) => match rx.recv_timeout(t.saturating_duration_since(now)) {
                     Ok(e) => Some(e),
@@ -307,6 +380,7 @@ impl Job {
                 Some(e) => self.handle(e),
                 None => self.tick(timeout_at),
             }
+            self.retire_spawned();
         }
         self.failure.or(self.late_status).unwrap_or(0)
     }
@@ -324,6 +398,7 @@ impl Job {
         if self.tree.is_some() {
             self.tree_tick();
         }
+        self.spawned_tick(now);
     }
 
     fn handle(&mut self, event: Event) {
@@ -331,8 +406,11 @@ impl Job {
             Event::Exited(pid, status) => {
                 if self.tree.is_some() {
                     self.tree_process_exited(pid, status);
-                } else if let Some(&idx) = self.by_pid.get(&pid) {
+                } else if let Some(idx) = self.by_pid.remove(&pid) {
+                    // Removed: spawned jobs may be given the pid again.
                     self.rank_exited(idx, status);
+                } else if let Some((no, idx)) = self.spawned_pids.remove(&pid) {
+                    self.spawned_rank_exited(no, idx, status);
                 }
             }
             Event::Signal(sig) => {
@@ -351,70 +429,71 @@ impl Job {
                     self.tree_failed();
                 }
             }
-            Event::OutputDone => self.output_done = true,
+            Event::OutputDone(0) => self.output_done = true,
+            Event::OutputDone(no) => self.spawned_output_done(no),
             Event::Link(ev) => self.tree_link_event(ev),
             Event::Stdin(data) => self.tree_stdin(data),
-            Event::Pmi(ServerEvent::Connected { rank }) => {
+            Event::Pmi(0, ev) => self.pmi_event(ev),
+            Event::Pmi(no, ev) => self.spawned_pmi_event(no, ev),
+        }
+    }
+
+    /// An event of the first job's bootstrap server.
+    fn pmi_event(&mut self, ev: ServerEvent) {
+        match ev {
+            ServerEvent::Connected { rank } => {
                 if let Some(r) = self.ranks.get_mut(rank as usize) {
                     r.connected = true;
                 }
             }
-            Event::Pmi(ServerEvent::Finalized { rank }) => {
+            ServerEvent::Finalized { rank } => {
                 if let Some(r) = self.ranks.get_mut(rank as usize) {
                     r.finalized = true;
                 }
             }
-            Event::Pmi(ServerEvent::Abort { rank, code, msg }) => self.abort(rank, code, &msg),
-            Event::Pmi(ServerEvent::Rejected { peer, .. }) => {
-                say!("mpiexec: rejected an unauthenticated bootstrap connection from {peer}");
-            }
-            // Only delegated servers (proxies) produce it.
-            Event::Pmi(ServerEvent::FenceReady { .. }) => {}
-            Event::Pmi(ServerEvent::ProtocolError { peer, reason }) => {
-                // Once the job is failing, broken connections are expected.
-                if self.failure.is_none() {
-                    say!("mpiexec: closed a bootstrap connection from {peer}: {reason}");
-                }
-            }
+            ServerEvent::Abort { rank, code, msg } => self.abort("", rank, code, &msg),
+            ServerEvent::Spawn { rank, cmds, parent_port } => self.spawn_request(0, rank, &cmds, &parent_port),
+            other => self.server_notice(other),
         }
     }
 
-    fn abort(&mut self, rank: u32, code: i32, msg: &str) {
+    /// Bootstrap events that read the same whichever job they come from.
+    fn server_notice(&mut self, ev: ServerEvent) {
+        match ev {
+            ServerEvent::Rejected { peer, .. } => {
+                say!("mpiexec: rejected an unauthenticated bootstrap connection from {peer}");
+            }
+            // Once the job is failing, broken connections are expected.
+            ServerEvent::ProtocolError { peer, reason } if self.failure.is_none() => {
+                say!("mpiexec: closed a bootstrap connection from {peer}: {reason}");
+            }
+            // Only delegated servers (proxies) produce FenceReady; the rest
+            // are handled by the callers.
+            _ => {}
+        }
+    }
+
+    /// MPI_Abort from any rank of any job ends everything. `prefix` names
+    /// a spawned job.
+    fn abort(&mut self, prefix: &str, rank: u32, code: i32, msg: &str) {
         let status = if (0..=255).contains(&code) { code } else { 1 };
-        self.fail(status, &format!("rank {rank} called MPI_Abort (code {code}): {msg}"));
+        self.fail(status, &format!("{prefix}rank {rank} called MPI_Abort (code {code}): {msg}"));
     }
 
     /// Rank `idx` ended with raw wait `status`; decides whether that ends
     /// the job.
     fn rank_exited(&mut self, idx: usize, status: i32) {
-        let Some(r) = self.ranks.get_mut(idx) else { return };
-        if r.exited {
-            return;
-        }
-        r.exited = true;
+        let Some(verdict) = judge_exit(&mut self.ranks, idx, status, &self.names) else { return };
         if self.failure.is_some() {
             return;
         }
-        let r = &self.ranks[idx];
-        let who = format!("rank {idx} (pid {} on {})", r.pid, self.names[r.node]);
-        if libc::WIFSIGNALED(status) {
-            let sig = libc::WTERMSIG(status);
-            let msg = format!("{who} was killed by signal {sig} ({})", sys::signal_name(sig));
-            self.fail(128 + sig, &msg);
-        } else if libc::WIFEXITED(status) {
-            let code = libc::WEXITSTATUS(status);
-            if code != 0 {
-                if r.finalized {
-                    say!("mpiexec: {who} exited with status {code} after MPI_Finalize");
-                    self.late_status.get_or_insert(code);
-                } else if r.connected {
-                    self.fail(code, &format!("{who} exited with status {code} before MPI_Finalize"));
-                } else {
-                    self.fail(code, &format!("{who} exited with status {code}"));
-                }
-            } else if r.connected && !r.finalized && self.ranks.iter().any(|r| !r.exited) {
-                self.fail(1, &format!("{who} exited without calling MPI_Finalize"));
+        match verdict {
+            Verdict::Fine => {}
+            Verdict::Late(code, msg) => {
+                say!("mpiexec: {msg}");
+                self.late_status.get_or_insert(code);
             }
+            Verdict::Fail(status, msg) => self.fail(status, &msg),
         }
     }
 
@@ -434,13 +513,15 @@ impl Job {
     }
 
     /// Sends `sig` to the process group of every rank still running (or of
-    /// every rank, to catch their leftover descendants, with `all`).
+    /// every rank, to catch their leftover descendants, with `all`), of
+    /// every job.
     fn signal_all(&self, sig: i32, all: bool) {
         if let Some(tree) = &self.tree {
             tree.signal_all(sig, all);
             return;
         }
-        for r in self.ranks.iter().filter(|r| all || !r.exited) {
+        let spawned = self.spawned.values().flat_map(|j| j.ranks.iter());
+        for r in self.ranks.iter().chain(spawned).filter(|r| all || !r.exited) {
             sys::kill_group(r.pid, sig);
         }
     }

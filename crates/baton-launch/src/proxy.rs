@@ -224,7 +224,7 @@ fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, Stri
         ..ServerConfig::whole_job(spec.size, spec.job_id, rank_secret.clone())
     };
     let server = PmiServer::start(cfg, move |e| {
-        let _ = pmi_tx.send(Event::Pmi(e));
+        let _ = pmi_tx.send(Event::Pmi(0, e));
     })
     .map_err(|e| format!("cannot open the bootstrap socket: {e}"))?;
     let memfd =
@@ -307,6 +307,7 @@ fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, Stri
         tag_output: proxy.spec.tag_output,
         stdin_for_rank0: proxy.spec.forward_stdin,
         where_: format!(" on host {name}"),
+        parent_port: None,
     };
     let spawned = spawn::spawn(&specs, &host_env, &memfd);
     sys::start_reaper(tx.clone());
@@ -335,7 +336,7 @@ fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, Stri
                         out_link.send(&TreeMsg::Output { stderr, data: piece.to_vec() });
                     }
                 });
-                let _ = out_tx.send(Event::OutputDone);
+                let _ = out_tx.send(Event::OutputDone(0));
             })
             .map_err(|e| format!("cannot start the output thread: {e}"))?;
     }
@@ -395,7 +396,8 @@ fn rank_specs(spec: &LaunchSpec, mine: &[u32]) -> Vec<spawn::RankSpec> {
             rank,
             appnum: appnum as u32,
             local_rank: local_rank as u32,
-            program: seg.program.clone(),
+            program: seg.program.clone().into(),
+            arg0: None,
             args: seg.args.clone(),
             env,
             wdir,
@@ -548,7 +550,7 @@ impl Proxy {
     /// Handles one event; `Some(status)` ends the proxy.
     fn handle(&mut self, event: Event) -> Option<i32> {
         match event {
-            Event::Pmi(ev) => self.pmi_event(ev),
+            Event::Pmi(_, ev) => self.pmi_event(ev),
             Event::Exited(pid, status) => {
                 if let Some(&i) = self.by_pid.get(&pid) {
                     let r = &mut self.ranks[i];
@@ -581,7 +583,7 @@ impl Proxy {
                 self.kill_everything();
                 return Some(128 + sig);
             }
-            Event::OutputDone => self.output_done = true,
+            Event::OutputDone(_) => self.output_done = true,
             Event::Stdin(_) => {}
             Event::Link(ev) => return self.link_event(ev),
         }
@@ -610,6 +612,9 @@ impl Proxy {
             ServerEvent::ProtocolError { peer, reason } => {
                 let msg = format!("closed a bootstrap connection from {peer} on host {}: {reason}", self.name);
                 self.parent.send(&TreeMsg::Log { msg });
+            }
+            ServerEvent::Spawn { rank, .. } => {
+                self.server.answer(rank, Err(crate::SPAWN_MULTIHOST_MSG.into()));
             }
             ServerEvent::FenceReady { epoch, kvs } => {
                 if epoch != self.fence_epoch {

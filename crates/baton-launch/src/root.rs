@@ -514,7 +514,7 @@ impl Job {
                 }
                 self.fail(status, &msg);
             }
-            TreeMsg::Abort { rank, code, msg } => self.abort(rank, code, &msg),
+            TreeMsg::Abort { rank, code, msg } => self.abort("", rank, code, &msg),
             TreeMsg::Log { msg } => say!("mpiexec: {msg}"),
             TreeMsg::NodeFailed { node: lost, status, msg } => {
                 let t = self.tree.as_ref().expect("tree mode");

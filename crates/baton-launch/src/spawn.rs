@@ -20,7 +20,11 @@ pub struct RankSpec {
     pub rank: u32,
     pub appnum: u32,
     pub local_rank: u32,
-    pub program: String,
+    /// Searched in `PATH` unless it contains a `/`.
+    pub program: OsString,
+    /// `argv[0]` and the name in error messages, when `program` is a path
+    /// mpiexec resolved itself (spawned jobs): the command as the user wrote it.
+    pub arg0: Option<String>,
     pub args: Vec<String>,
     /// Variables set on top of the base environment, later ones winning.
     pub env: Vec<(OsString, OsString)>,
@@ -45,6 +49,8 @@ pub struct HostEnv {
     pub stdin_for_rank0: bool,
     /// Appended to error messages, e.g. " on host h2".
     pub where_: String,
+    /// `BATON_PARENT_PORT`, for the ranks of a spawned job.
+    pub parent_port: Option<String>,
 }
 
 /// The ranks started so far and what to forward.
@@ -62,6 +68,8 @@ pub fn spawn(specs: &[RankSpec], host: &HostEnv, memfd: &OwnedFd) -> Spawned {
     let mut out = Spawned { pids: Vec::new(), sources: Vec::new(), stdin: None, error: None };
     let parent = std::process::id() as i32;
     let memfd = memfd.as_raw_fd();
+    // Spawned jobs are started while the reaper runs.
+    let _gate = sys::spawn_lock();
     for spec in specs {
         if let Some(dir) = &spec.wdir {
             if !dir.is_dir() {
@@ -71,6 +79,9 @@ pub fn spawn(specs: &[RankSpec], host: &HostEnv, memfd: &OwnedFd) -> Spawned {
             }
         }
         let mut cmd = Command::new(&spec.program);
+        if let Some(name) = &spec.arg0 {
+            cmd.arg0(name);
+        }
         cmd.args(&spec.args);
         if host.clear_env {
             cmd.env_clear();
@@ -89,6 +100,12 @@ pub fn spawn(specs: &[RankSpec], host: &HostEnv, memfd: &OwnedFd) -> Spawned {
             .env(ev::LOCAL_RANK, spec.local_rank.to_string())
             .env(ev::LOCAL_SIZE, host.local_size.to_string())
             .env(ev::NODE, &host.node);
+        match &host.parent_port {
+            Some(port) => cmd.env(ev::PARENT_PORT, port),
+            // Inherited from an enclosing job, it would make a rank of the
+            // first job believe it had been spawned.
+            None => cmd.env_remove(ev::PARENT_PORT),
+        };
         if let Some(dir) = &spec.wdir {
             cmd.current_dir(dir);
         }
@@ -117,7 +134,8 @@ pub fn spawn(specs: &[RankSpec], host: &HostEnv, memfd: &OwnedFd) -> Spawned {
             }
             Err(e) => {
                 let status = if e.kind() == io::ErrorKind::NotFound { 127 } else { 126 };
-                let msg = format!("cannot run '{}'{}: {}", spec.program, host.where_, sys::describe_io_error(&e));
+                let name = spec.arg0.clone().unwrap_or_else(|| spec.program.to_string_lossy().into_owned());
+                let msg = format!("cannot run '{name}'{}: {}", host.where_, sys::describe_io_error(&e));
                 out.error = Some((spec.rank, msg, status));
                 return out;
             }

@@ -2,11 +2,15 @@
 //! catching, reaping, the job memfd, interface addresses, and the child-side
 //! setup between fork and exec. Most of the launcher's `unsafe` lives here.
 
+use std::ffi::CString;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::Sender;
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
 
 use crate::Event;
@@ -186,18 +190,77 @@ pub fn child_setup(parent: i32, memfd: Option<RawFd>) -> io::Result<()> {
     Ok(())
 }
 
-/// Reaps every child and reports it as [`Event::Exited`]; ends when no
-/// child is left.
+/// Held while children are forked and while the reaper reaps. std's
+/// `Command::spawn` reaps a child whose exec failed itself and panics if
+/// that child's status is gone, so the reaper must never reap one while a
+/// spawn is under way; children forked after the reaper started (spawned
+/// jobs) need that. The flag is set while the reaper sleeps for lack of
+/// children.
+static SPAWN_GATE: Mutex<bool> = Mutex::new(false);
+/// Wakes a sleeping reaper once a child exists again.
+static REAPER_WAKE: Condvar = Condvar::new();
+
+/// Exclusion from the reaper while forking; see [`spawn_lock`].
+pub struct SpawnLock(MutexGuard<'static, bool>);
+
+/// To be held around every fork that the reaper may run concurrently with.
+pub fn spawn_lock() -> SpawnLock {
+    SpawnLock(SPAWN_GATE.lock().unwrap_or_else(PoisonError::into_inner))
+}
+
+impl Drop for SpawnLock {
+    fn drop(&mut self) {
+        // There may be children now; the reaper looks again.
+        *self.0 = false;
+        REAPER_WAKE.notify_all();
+    }
+}
+
+/// `waitid` on any exited child without reaping it: its pid, or the error.
+fn peek_exited(flags: i32) -> io::Result<i32> {
+    // SAFETY: an all-zero siginfo_t is a valid out-buffer for waitid.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: info is a valid out-pointer for the duration of the call.
+    if unsafe { libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::WNOWAIT | flags) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: waitid succeeded, so info holds a SIGCHLD-style record (or
+    // all zeros with WNOHANG and nothing to report: pid 0).
+    Ok(unsafe { info.si_pid() })
+}
+
+/// Reaps every child and reports it as [`Event::Exited`]. While mpiexec
+/// has no child it sleeps until a [`SpawnLock`] is released, since spawned
+/// jobs may start children later.
 pub fn start_reaper(tx: Sender<Event>) {
     let spawned = thread::Builder::new().name("reaper".into()).spawn(move || loop {
+        // Looking without reaping lets the status be taken under the gate.
+        let pid = match peek_exited(0) {
+            Ok(pid) => pid,
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {
+                let mut idle = SPAWN_GATE.lock().unwrap_or_else(PoisonError::into_inner);
+                // Under the gate nobody forks: no child now means none until
+                // the next SpawnLock is dropped.
+                if let Err(e) = peek_exited(libc::WNOHANG) {
+                    if e.raw_os_error() == Some(libc::ECHILD) {
+                        *idle = true;
+                        while *idle {
+                            idle = REAPER_WAKE.wait(idle).unwrap_or_else(PoisonError::into_inner);
+                        }
+                    }
+                }
+                continue;
+            }
+            Err(_) => return,
+        };
+        let gate = SPAWN_GATE.lock().unwrap_or_else(PoisonError::into_inner);
         let mut status = 0;
         // SAFETY: status is a valid out-pointer.
-        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
-        if pid > 0 {
-            if tx.send(Event::Exited(pid, status)).is_err() {
-                return;
-            }
-        } else if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+        let reaped = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        drop(gate);
+        // Anything else: std already reaped it (a failed exec).
+        if reaped == pid && pid > 0 && tx.send(Event::Exited(pid, status)).is_err() {
             return;
         }
     });
@@ -205,6 +268,16 @@ pub fn start_reaper(tx: Sender<Event>) {
         say!("mpiexec: cannot start the reaper thread");
         std::process::exit(1);
     }
+}
+
+/// Whether `path` is a file this process could execute.
+pub fn is_executable(path: &Path) -> bool {
+    if !path.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else { return false };
+    // SAFETY: c is a valid NUL-terminated string for the call's duration.
+    unsafe { libc::access(c.as_ptr(), libc::X_OK) == 0 }
 }
 
 /// Rank 0 reads mpiexec's stdin unless that would stop mpiexec: reading a

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::auth::{client_handshake, Secret};
 use crate::error::{PmiError, PmiErrorKind};
-use crate::wire::{self, Msg, MAX_KEY_LEN, MAX_VALUE_LEN};
+use crate::wire::{self, Msg, SpawnCmd, MAX_KEY_LEN, MAX_VALUE_LEN};
 
 /// Names of the environment variables the launcher sets for every rank.
 pub mod env_names {
@@ -25,6 +25,9 @@ pub mod env_names {
     /// Name of the rank's host as given to mpiexec; ranks with equal values
     /// share memory (network namespaces may share one hostname).
     pub const NODE: &str = "BATON_NODE";
+    /// Set only in ranks started by `MPI_Comm_spawn`: the port name their
+    /// parents passed with the spawn request, to connect back to.
+    pub const PARENT_PORT: &str = "BATON_PARENT_PORT";
 }
 
 /// How long `abort` waits to be killed by the launcher before giving up.
@@ -230,6 +233,25 @@ impl PmiClient {
             ));
         }
         Ok(self.store.get(&(rank, key.to_owned())).cloned())
+    }
+
+    /// Asks the launcher to start a new job running `cmds` (ranks numbered
+    /// consecutively over the commands, `BATON_APPNUM` = command index), and
+    /// to give its ranks `parent_port` in `BATON_PARENT_PORT`. Returns the
+    /// new job's id and size once all its processes have been started; the
+    /// launcher starts all of them or none. A refusal is an error of kind
+    /// [`PmiErrorKind::Launcher`] whose [`PmiError::message`] is the
+    /// launcher's explanation, fit to show the user.
+    ///
+    /// Not collective: only the calling rank talks to the launcher.
+    pub fn spawn(&mut self, cmds: &[SpawnCmd], parent_port: &str) -> Result<(u64, u32), PmiError> {
+        self.check_open()?;
+        let msg = Msg::Spawn { cmds: cmds.to_vec(), parent_port: parent_port.to_owned() };
+        wire::send(&mut self.stream, &msg)?;
+        match wire::recv(&mut self.stream)? {
+            Msg::SpawnDone { job_id, size } => Ok((job_id, size)),
+            other => Err(unexpected(other)),
+        }
     }
 
     /// Asks the launcher to end the whole job with `code`, printing `msg`.

@@ -37,6 +37,12 @@ impl PmiError {
         self.kind
     }
 
+    /// The message without the "bootstrap: " prefix of `Display`; for a
+    /// [`PmiErrorKind::Launcher`] error, the launcher's words verbatim.
+    pub fn message(&self) -> &str {
+        &self.msg
+    }
+
     pub(crate) fn io(context: &str, err: std::io::Error) -> PmiError {
         PmiError::new(PmiErrorKind::Io, format!("{context}: {err}"))
     }

@@ -3,7 +3,7 @@
 //!
 //! * [`PmiClient`] — used by the MPI library inside each rank: reads the
 //!   `BATON_*` environment, connects to the launcher, and offers
-//!   put / fence / get, abort and finalize.
+//!   put / fence / get, spawn, abort and finalize.
 //! * [`server::PmiServer`] — used by `mpiexec`: accepts the ranks'
 //!   connections and runs the fence collective, reporting
 //!   [`server::ServerEvent`]s to the launcher.
@@ -24,3 +24,4 @@ pub mod wire;
 
 pub use client::{env_names, PmiClient};
 pub use error::{PmiError, PmiErrorKind};
+pub use wire::SpawnCmd;

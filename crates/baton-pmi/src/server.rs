@@ -13,16 +13,27 @@
 //! last local arrival produces [`ServerEvent::FenceReady`] with the local
 //! puts, and the ranks wait until [`PmiServer::complete_fence`] brings the
 //! whole job's key-values for that epoch.
+//!
+//! A spawn request is handed to the launcher as [`ServerEvent::Spawn`]; the
+//! requesting rank's thread then waits for [`PmiServer::answer`]. Each rank
+//! has its own answer slot, so several ranks may spawn at once.
+//!
+//! Dropping the [`PmiServer`] stops accepting connections and releases the
+//! listening socket; the threads of connections still open end when their
+//! peers close them. A launcher that starts a job per spawn request relies
+//! on this to keep its threads and descriptors bounded.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::Duration;
 
 use crate::auth::{server_handshake, Secret};
 use crate::error::{PmiError, PmiErrorKind};
-use crate::wire::{self, KeyValue, Msg};
+use crate::wire::{self, KeyValue, Msg, SpawnCmd};
 
 /// A silent or slow peer gets this long to finish authenticating.
 const AUTH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -64,6 +75,20 @@ pub enum ServerEvent {
     /// Delegated fences only: every local rank entered fence `epoch`; these
     /// are their puts. Answer with [`PmiServer::complete_fence`].
     FenceReady { epoch: u64, kvs: Vec<KeyValue> },
+    /// The rank asks for a new job running `cmds` (`MPI_Comm_spawn`). It
+    /// waits until [`PmiServer::answer`] is called for it.
+    Spawn { rank: u32, cmds: Vec<SpawnCmd>, parent_port: String },
+}
+
+/// What [`PmiServer::answer`] gives a spawning rank: the new job's id and
+/// size, or why it was refused.
+pub type SpawnAnswer = Result<(u64, u32), String>;
+
+/// Where a rank stands with its spawn request.
+enum SpawnSlot {
+    Idle,
+    Waiting,
+    Answered(SpawnAnswer),
 }
 
 type Callback = dyn Fn(ServerEvent) + Send + Sync;
@@ -85,19 +110,25 @@ struct Shared {
     connected: Mutex<Vec<bool>>,
     fence: Mutex<FenceState>,
     fence_done: Condvar,
+    /// Indexed by rank.
+    spawns: Mutex<Vec<SpawnSlot>>,
+    spawn_answered: Condvar,
+    /// Set when the server is dropped: the accept loop ends.
+    closing: AtomicBool,
 }
 
 /// The listening bootstrap server of one job. It runs on background threads
-/// for the life of the process.
+/// until it is dropped.
 pub struct PmiServer {
     addr: SocketAddr,
     shared: Arc<Shared>,
+    listener: Arc<TcpListener>,
 }
 
 impl PmiServer {
     /// Binds `127.0.0.1:0` and starts accepting connections.
     pub fn start(cfg: ServerConfig, on_event: impl Fn(ServerEvent) + Send + Sync + 'static) -> io::Result<PmiServer> {
-        let listener = TcpListener::bind(("127.0.0.1", 0))?;
+        let listener = Arc::new(TcpListener::bind(("127.0.0.1", 0))?);
         let addr = listener.local_addr()?;
         let mut is_local = vec![cfg.local_ranks.is_none(); cfg.size as usize];
         for &r in cfg.local_ranks.iter().flatten() {
@@ -114,16 +145,34 @@ impl PmiServer {
         let local_count = is_local.iter().filter(|&&l| l).count() as u32;
         let shared = Arc::new(Shared {
             connected: Mutex::new(vec![false; cfg.size as usize]),
+            spawns: Mutex::new((0..cfg.size).map(|_| SpawnSlot::Idle).collect()),
             is_local,
             local_count,
             cfg,
             on_event: Box::new(on_event),
             fence: Mutex::new(FenceState { epoch: 0, arrived: 0, kvs: Vec::new(), answer: Arc::new(Vec::new()) }),
             fence_done: Condvar::new(),
+            spawn_answered: Condvar::new(),
+            closing: AtomicBool::new(false),
         });
-        let for_accept = Arc::clone(&shared);
-        thread::Builder::new().name("pmi-accept".into()).spawn(move || accept_loop(listener, for_accept))?;
-        Ok(PmiServer { addr, shared })
+        let (for_accept, accepting) = (Arc::clone(&shared), Arc::clone(&listener));
+        thread::Builder::new().name("pmi-accept".into()).spawn(move || accept_loop(&accepting, &for_accept))?;
+        Ok(PmiServer { addr, shared, listener })
+    }
+
+    /// Answers `rank`'s pending spawn request: `Ok((job_id, size))` becomes
+    /// `SpawnDone`, `Err(msg)` an `Error` with `msg`. Returns false (and
+    /// does nothing) when that rank is not waiting for an answer.
+    pub fn answer(&self, rank: u32, result: SpawnAnswer) -> bool {
+        let mut slots = self.shared.spawns.lock().unwrap();
+        match slots.get_mut(rank as usize) {
+            Some(slot @ SpawnSlot::Waiting) => {
+                *slot = SpawnSlot::Answered(result);
+                self.shared.spawn_answered.notify_all();
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Ends fence `epoch` (delegated mode) with the job's key-values: every
@@ -145,10 +194,32 @@ impl PmiServer {
     }
 }
 
-fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
-    for conn in listener.incoming() {
-        let Ok(stream) = conn else { continue };
-        let shared = Arc::clone(&shared);
+impl Drop for PmiServer {
+    fn drop(&mut self) {
+        self.shared.closing.store(true, Ordering::SeqCst);
+        // SAFETY: the descriptor belongs to self.listener, which is alive.
+        // On Linux, shutting down a listening socket wakes a blocked
+        // accept() with an error; the accept thread then sees `closing`.
+        unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RD) };
+        // Nobody is left to answer a rank still waiting on a spawn.
+        let mut slots = self.shared.spawns.lock().unwrap();
+        for slot in slots.iter_mut() {
+            if matches!(slot, SpawnSlot::Waiting) {
+                *slot = SpawnSlot::Answered(Err("the launcher stopped serving this job".into()));
+            }
+        }
+        self.shared.spawn_answered.notify_all();
+    }
+}
+
+fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
+    loop {
+        let conn = listener.accept();
+        if shared.closing.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok((stream, _)) = conn else { continue };
+        let shared = Arc::clone(shared);
         let spawned = thread::Builder::new().name("pmi-conn".into()).spawn(move || serve(stream, &shared));
         if spawned.is_err() {
             // Out of threads: the connection is dropped and the rank's
@@ -221,6 +292,13 @@ fn session(stream: &mut TcpStream, shared: &Shared) -> Result<(), PmiError> {
                 (shared.on_event)(ServerEvent::Abort { rank, code, msg });
                 wire::send(stream, &Msg::AbortAck)?;
             }
+            Msg::Spawn { cmds, parent_port } if !finalized => {
+                let reply = match spawn(shared, rank, cmds, parent_port) {
+                    Ok((job_id, size)) => Msg::SpawnDone { job_id, size },
+                    Err(msg) => Msg::Error { msg },
+                };
+                wire::send(stream, &reply)?;
+            }
             Msg::Finalize if !finalized => {
                 finalized = true;
                 (shared.on_event)(ServerEvent::Finalized { rank });
@@ -230,6 +308,28 @@ fn session(stream: &mut TcpStream, shared: &Shared) -> Result<(), PmiError> {
         }
     }
     Ok(())
+}
+
+/// Hands the request to the launcher and blocks until it answers.
+fn spawn(shared: &Shared, rank: u32, cmds: Vec<SpawnCmd>, parent_port: String) -> SpawnAnswer {
+    // Waiting is recorded before the launcher can see the event, so an
+    // answer that comes at once is not lost.
+    shared.spawns.lock().unwrap()[rank as usize] = SpawnSlot::Waiting;
+    if shared.closing.load(Ordering::SeqCst) {
+        shared.spawns.lock().unwrap()[rank as usize] = SpawnSlot::Idle;
+        return Err("the launcher stopped serving this job".into());
+    }
+    (shared.on_event)(ServerEvent::Spawn { rank, cmds, parent_port });
+    let mut slots = shared.spawns.lock().unwrap();
+    loop {
+        match std::mem::replace(&mut slots[rank as usize], SpawnSlot::Idle) {
+            SpawnSlot::Answered(result) => return result,
+            pending => {
+                slots[rank as usize] = pending;
+                slots = shared.spawn_answered.wait(slots).unwrap();
+            }
+        }
+    }
 }
 
 /// Joins the fence and blocks until every rank has; returns the encoded
@@ -416,5 +516,87 @@ mod tests {
         for t in threads {
             assert_eq!(t.join().unwrap(), (Some(vec![0]), Some(vec![2])));
         }
+    }
+
+    fn cmd(program: &str, maxprocs: u32) -> SpawnCmd {
+        SpawnCmd { program: program.into(), args: vec!["a".into()], maxprocs, info: vec![("wdir".into(), "/".into())] }
+    }
+
+    #[test]
+    fn concurrent_spawns_each_get_their_own_answer() {
+        let n = 3;
+        let (server, secret, rx) = start(n);
+        let addr = server.addr().to_string();
+        let threads: Vec<_> = (0..n)
+            .map(|rank| {
+                let (addr, secret) = (addr.clone(), secret.clone());
+                thread::spawn(move || {
+                    let mut c = PmiClient::connect(&addr, &secret, rank, 42).unwrap();
+                    let r = c.spawn(&[cmd(&format!("prog{rank}"), rank + 1)], &format!("port{rank}"));
+                    // The connection stays usable after either answer.
+                    c.fence().unwrap();
+                    c.finalize().unwrap();
+                    r
+                })
+            })
+            .collect();
+        let mut asked = Vec::new();
+        while asked.len() < n as usize {
+            if let ServerEvent::Spawn { rank, cmds, parent_port } = rx.recv_timeout(Duration::from_secs(5)).unwrap() {
+                assert_eq!(cmds, vec![cmd(&format!("prog{rank}"), rank + 1)]);
+                assert_eq!(parent_port, format!("port{rank}"));
+                asked.push(rank);
+            }
+        }
+        // Nobody is answered before the launcher decides, and answers in
+        // any order reach the right rank.
+        assert!(!server.answer(n, Ok((1, 1))), "rank outside the job");
+        for &rank in asked.iter().rev() {
+            let result =
+                if rank == 1 { Err(format!("no room for rank {rank}")) } else { Ok((100 + u64::from(rank), rank)) };
+            assert!(server.answer(rank, result));
+            assert!(!server.answer(rank, Ok((0, 0))), "answered twice");
+        }
+        for (rank, t) in threads.into_iter().enumerate() {
+            let got = t.join().unwrap();
+            if rank == 1 {
+                let e = got.unwrap_err();
+                assert_eq!(e.kind(), PmiErrorKind::Launcher);
+                assert_eq!(e.message(), "no room for rank 1");
+            } else {
+                assert_eq!(got.unwrap(), (100 + rank as u64, rank as u32));
+            }
+        }
+    }
+
+    #[test]
+    fn dropping_the_server_answers_waiting_spawns_and_stops_accepting() {
+        let (server, secret, rx) = start(2);
+        let addr = server.addr().to_string();
+        let waiter = {
+            let (addr, secret) = (addr.clone(), secret.clone());
+            thread::spawn(move || {
+                let mut c = PmiClient::connect(&addr, &secret, 0, 42).unwrap();
+                c.spawn(&[cmd("x", 1)], "p")
+            })
+        };
+        loop {
+            if let ServerEvent::Spawn { .. } = rx.recv_timeout(Duration::from_secs(5)).unwrap() {
+                break;
+            }
+        }
+        drop(server);
+        let e = waiter.join().unwrap().unwrap_err();
+        assert_eq!(e.kind(), PmiErrorKind::Launcher);
+        assert!(e.message().contains("stopped serving"), "{e}");
+        assert!(PmiClient::connect(&addr, &secret, 1, 42).is_err(), "still accepting after drop");
+    }
+
+    #[test]
+    fn spawn_after_finalize_is_refused_locally() {
+        let (server, secret, _rx) = start(1);
+        let mut c = PmiClient::connect(&server.addr().to_string(), &secret, 0, 42).unwrap();
+        c.finalize().unwrap();
+        assert_eq!(c.spawn(&[cmd("x", 1)], "p").unwrap_err().kind(), PmiErrorKind::Usage);
     }
 }

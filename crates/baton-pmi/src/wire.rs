@@ -34,6 +34,14 @@ const TAG_ABORT_ACK: u8 = 6;
 const TAG_FINALIZE: u8 = 7;
 const TAG_FINALIZE_ACK: u8 = 8;
 const TAG_ERROR: u8 = 9;
+const TAG_SPAWN: u8 = 10;
+const TAG_SPAWN_DONE: u8 = 11;
+
+/// Most commands one spawn request may carry, and most arguments or info
+/// entries one command may carry. The frame limit bounds the bytes anyway;
+/// these keep a hostile request from making the decoder build millions of
+/// empty strings.
+pub const MAX_SPAWN_ITEMS: usize = 1 << 16;
 
 /// A key-value published by one rank.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,8 +51,21 @@ pub struct KeyValue {
     pub value: Vec<u8>,
 }
 
+/// One command of a spawn request (one entry of `MPI_Comm_spawn_multiple`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpawnCmd {
+    /// As the user wrote it: a path (containing `/`) or a name to search.
+    pub program: String,
+    /// Arguments after the program name (argv[1..]).
+    pub args: Vec<String>,
+    pub maxprocs: u32,
+    /// The command's `MPI_Info`, as key/value pairs in the caller's order.
+    pub info: Vec<(String, String)>,
+}
+
 /// Every message of the protocol. Client-to-launcher messages are `Hello`,
-/// `Fence`, `Abort` and `Finalize`; the others are the launcher's answers.
+/// `Fence`, `Abort`, `Finalize` and `Spawn`; the others are the launcher's
+/// answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Msg {
     /// First message of a client: who it claims to be.
@@ -76,6 +97,16 @@ pub enum Msg {
     /// The launcher refused the request.
     Error {
         msg: String,
+    },
+    /// Start a new job running `cmds`; its ranks are told `parent_port`.
+    Spawn {
+        cmds: Vec<SpawnCmd>,
+        parent_port: String,
+    },
+    /// The spawned job has been started: its id and number of ranks.
+    SpawnDone {
+        job_id: u64,
+        size: u32,
     },
 }
 
@@ -122,6 +153,29 @@ impl Msg {
                 out.push(TAG_ERROR);
                 put_bytes(&mut out, msg.as_bytes());
             }
+            Msg::Spawn { cmds, parent_port } => {
+                out.push(TAG_SPAWN);
+                put_u32(&mut out, len_u32(cmds.len()));
+                for c in cmds {
+                    put_bytes(&mut out, c.program.as_bytes());
+                    put_u32(&mut out, len_u32(c.args.len()));
+                    for a in &c.args {
+                        put_bytes(&mut out, a.as_bytes());
+                    }
+                    put_u32(&mut out, c.maxprocs);
+                    put_u32(&mut out, len_u32(c.info.len()));
+                    for (k, v) in &c.info {
+                        put_bytes(&mut out, k.as_bytes());
+                        put_bytes(&mut out, v.as_bytes());
+                    }
+                }
+                put_bytes(&mut out, parent_port.as_bytes());
+            }
+            Msg::SpawnDone { job_id, size } => {
+                out.push(TAG_SPAWN_DONE);
+                out.extend_from_slice(&job_id.to_le_bytes());
+                put_u32(&mut out, *size);
+            }
         }
         out
     }
@@ -160,6 +214,29 @@ impl Msg {
             TAG_FINALIZE => Msg::Finalize,
             TAG_FINALIZE_ACK => Msg::FinalizeAck,
             TAG_ERROR => Msg::Error { msg: r.string()? },
+            TAG_SPAWN => {
+                // A command is at least four u32 fields (program length,
+                // argument count, maxprocs, info count).
+                let n = r.bounded_count(16)?;
+                let mut cmds = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let program = r.string()?;
+                    let nargs = r.bounded_count(4)?;
+                    let mut args = Vec::with_capacity(nargs);
+                    for _ in 0..nargs {
+                        args.push(r.string()?);
+                    }
+                    let maxprocs = r.u32()?;
+                    let ninfo = r.bounded_count(8)?;
+                    let mut info = Vec::with_capacity(ninfo);
+                    for _ in 0..ninfo {
+                        info.push((r.string()?, r.string()?));
+                    }
+                    cmds.push(SpawnCmd { program, args, maxprocs, info });
+                }
+                Msg::Spawn { cmds, parent_port: r.string()? }
+            }
+            TAG_SPAWN_DONE => Msg::SpawnDone { job_id: r.u64()?, size: r.u32()? },
             tag => return Err(PmiError::protocol(format!("unknown message tag {tag}"))),
         };
         if !r.buf.is_empty() {
@@ -230,6 +307,15 @@ impl<'a> Cursor<'a> {
         let n = self.u32()? as usize;
         if n.saturating_mul(min_entry_len) > self.buf.len() {
             return Err(PmiError::protocol(format!("entry count {n} exceeds what the message can hold")));
+        }
+        Ok(n)
+    }
+
+    /// `count` with the spawn request's additional item limit.
+    fn bounded_count(&mut self, min_entry_len: usize) -> Result<usize, PmiError> {
+        let n = self.count(min_entry_len)?;
+        if n > MAX_SPAWN_ITEMS {
+            return Err(PmiError::protocol(format!("{n} entries exceed the limit of {MAX_SPAWN_ITEMS}")));
         }
         Ok(n)
     }
@@ -330,6 +416,20 @@ mod tests {
             Msg::Finalize,
             Msg::FinalizeAck,
             Msg::Error { msg: "nope".into() },
+            Msg::Spawn { cmds: vec![], parent_port: String::new() },
+            Msg::Spawn {
+                cmds: vec![
+                    SpawnCmd {
+                        program: "./a.out".into(),
+                        args: vec!["-x".into(), String::new(), "ü".into()],
+                        maxprocs: 4,
+                        info: vec![("wdir".into(), "/tmp".into()), ("env".into(), "A=1\nB=2".into())],
+                    },
+                    SpawnCmd { program: "b".into(), args: vec![], maxprocs: 0, info: vec![] },
+                ],
+                parent_port: "tcp:127.0.0.1:4242#tag".into(),
+            },
+            Msg::SpawnDone { job_id: u64::MAX >> 1, size: 3 },
         ]
     }
 
@@ -399,6 +499,47 @@ mod tests {
         p.extend_from_slice(&[0xff, 0xfe]);
         p.extend_from_slice(&0u32.to_le_bytes());
         assert!(Msg::decode(&p).is_err());
+        // Spawn: a command count the payload cannot hold.
+        let mut p = vec![TAG_SPAWN];
+        p.extend_from_slice(&u32::MAX.to_le_bytes());
+        p.extend_from_slice(&[0; 64]);
+        assert!(Msg::decode(&p).is_err());
+        // Spawn: an argument count lying about what follows.
+        let mut p = vec![TAG_SPAWN];
+        p.extend_from_slice(&1u32.to_le_bytes());
+        put_bytes(&mut p, b"prog");
+        p.extend_from_slice(&1000u32.to_le_bytes());
+        p.extend_from_slice(&[0; 20]);
+        assert!(Msg::decode(&p).is_err());
+        // Spawn: an info key that is not UTF-8.
+        let mut p = vec![TAG_SPAWN];
+        p.extend_from_slice(&1u32.to_le_bytes());
+        put_bytes(&mut p, b"prog");
+        put_u32(&mut p, 0);
+        put_u32(&mut p, 1);
+        put_u32(&mut p, 1);
+        put_bytes(&mut p, &[0xc3]);
+        put_bytes(&mut p, b"v");
+        put_bytes(&mut p, b"port");
+        assert!(Msg::decode(&p).is_err());
+        // Spawn: more empty arguments than the item limit, though they
+        // would fit in a frame.
+        let mut p = vec![TAG_SPAWN];
+        p.extend_from_slice(&1u32.to_le_bytes());
+        put_bytes(&mut p, b"prog");
+        put_u32(&mut p, MAX_SPAWN_ITEMS as u32 + 1);
+        p.resize(p.len() + 4 * (MAX_SPAWN_ITEMS + 1), 0);
+        put_u32(&mut p, 1);
+        put_u32(&mut p, 0);
+        put_bytes(&mut p, b"port");
+        let e = Msg::decode(&p).unwrap_err();
+        assert!(e.to_string().contains("limit"), "{e}");
+        // SpawnDone with a missing field, and with trailing bytes.
+        let p = Msg::SpawnDone { job_id: 1, size: 2 }.encode();
+        assert!(Msg::decode(&p[..p.len() - 1]).is_err());
+        let mut q = p.clone();
+        q.push(0);
+        assert!(Msg::decode(&q).is_err());
         // Every strict prefix of every valid message is rejected.
         for m in all_messages() {
             let p = m.encode();

@@ -1,0 +1,414 @@
+//! MPI_Comm_spawn from the launcher's side: `pmi_probe parent ...` asks
+//! mpiexec for new jobs through `PmiClient::spawn`, and the spawned copies
+//! of `pmi_probe` report what they were told.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+const MPIEXEC: &str = env!("CARGO_BIN_EXE_mpiexec");
+
+fn probe() -> PathBuf {
+    // Test binaries live in target/<profile>/deps; examples beside it.
+    let exe = std::env::current_exe().unwrap();
+    let p = exe.parent().unwrap().parent().unwrap().join("examples/pmi_probe");
+    assert!(p.exists(), "{} is missing: build it with `cargo build -p baton-launch --examples`", p.display());
+    p
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is writable for its length.
+    unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|&b| b == 0).unwrap();
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// A running mpiexec whose stdout is read line by line.
+struct Run {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    seen: String,
+    stderr: JoinHandle<String>,
+    started: Instant,
+}
+
+struct Done {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+}
+
+fn start(args: &[&str]) -> Run {
+    let mut cmd = Command::new(MPIEXEC);
+    cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = cmd.spawn().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let stderr = thread::spawn(move || {
+        let mut s = String::new();
+        se.read_to_string(&mut s).unwrap();
+        s
+    });
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    Run { stdin: child.stdin.take(), child, stdout, seen: String::new(), stderr, started }
+}
+
+impl Run {
+    /// Reads stdout until `n` lines starting with `prefix` have been seen.
+    fn wait_lines(&mut self, prefix: &str, n: usize) -> Vec<String> {
+        loop {
+            let got: Vec<String> = self.seen.lines().filter(|l| l.starts_with(prefix)).map(str::to_owned).collect();
+            if got.len() >= n {
+                return got;
+            }
+            let mut line = String::new();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "mpiexec ended early; output so far:\n{}",
+                self.seen
+            );
+            self.seen.push_str(&line);
+        }
+    }
+
+    fn send_line(&mut self) {
+        let mut pipe = self.stdin.take().unwrap();
+        pipe.write_all(b"go\n").unwrap();
+    }
+
+    fn finish(mut self, limit: Duration) -> Done {
+        self.stdin.take();
+        self.stdout.read_to_string(&mut self.seen).unwrap();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                let elapsed = self.started.elapsed();
+                return Done { code: st.code(), stdout: self.seen, stderr: self.stderr.join().unwrap(), elapsed };
+            }
+            if self.started.elapsed() > limit {
+                let _ = self.child.kill();
+                panic!("mpiexec did not finish within {limit:?}");
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+fn run(args: &[&str]) -> Done {
+    start(args).finish(Duration::from_secs(20))
+}
+
+/// Alive and not a zombie.
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+            !matches!(state, Some('Z') | Some('X') | None)
+        }
+        Err(_) => false,
+    }
+}
+
+fn assert_all_gone(pids: &[i32], limit: Duration) {
+    let start = Instant::now();
+    loop {
+        let left: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+        if left.is_empty() {
+            return;
+        }
+        if start.elapsed() > limit {
+            for &p in &left {
+                // SAFETY: cleaning up processes this test started.
+                unsafe { libc::kill(p, libc::SIGKILL) };
+            }
+            panic!("processes {left:?} outlived their job");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `key value` pairs of a probe's `child job ...` report.
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    let words: Vec<&str> = line.split(' ').collect();
+    let i = words.iter().position(|w| *w == key).unwrap_or_else(|| panic!("no {key} in {line}"));
+    words.get(i + 1).copied().unwrap_or("")
+}
+
+fn reports(stdout: &str) -> Vec<&str> {
+    let mut v: Vec<&str> = stdout.lines().filter(|l| l.starts_with("child job ")).collect();
+    v.sort_by_key(|l| (field(l, "port").to_owned(), field(l, "rank").parse::<u32>().unwrap()));
+    v
+}
+
+fn pid_lines(lines: &[String]) -> Vec<i32> {
+    lines.iter().map(|l| l.rsplit(' ').next().unwrap().parse().unwrap()).collect()
+}
+
+#[test]
+fn one_and_four_children_get_their_environment() {
+    let p = probe();
+    let o = run(&["-n", "1", p.to_str().unwrap(), "parent", "spawn:self|1|wdir=/|child", "spawn:self|4||child x y"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(o.stderr, "");
+    let jobs: Vec<(String, String)> = o
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("spawned job "))
+        .map(|l| {
+            let (id, size) = l.split_once(" size ").unwrap();
+            (id.to_owned(), size.to_owned())
+        })
+        .collect();
+    assert_eq!(jobs.len(), 2, "{}", o.stdout);
+    assert_eq!((jobs[0].1.as_str(), jobs[1].1.as_str()), ("1", "4"));
+    assert_ne!(jobs[0].0, jobs[1].0, "each spawn is a new job");
+    let r = reports(&o.stdout);
+    assert_eq!(r.len(), 5, "{}", o.stdout);
+    let host = hostname();
+    let one = r[0];
+    assert_eq!(field(one, "job"), jobs[0].0);
+    assert_eq!((field(one, "rank"), field(one, "size"), field(one, "appnum")), ("0", "1", "0"));
+    assert_eq!((field(one, "port"), field(one, "cwd"), field(one, "local")), ("port-0", "/", "0/1"));
+    assert_eq!((field(one, "node"), field(one, "universe")), (host.as_str(), "1"));
+    assert_eq!(field(one, "argv0"), p.to_str().unwrap());
+    for (i, line) in r[1..].iter().enumerate() {
+        assert_eq!(field(line, "job"), jobs[1].0);
+        assert_eq!(field(line, "rank"), i.to_string());
+        assert_eq!((field(line, "size"), field(line, "appnum"), field(line, "port")), ("4", "0", "port-1"));
+        assert_eq!(field(line, "local"), format!("{i}/4"));
+        assert_eq!(field(line, "args"), "child,x,y");
+        // No wdir: mpiexec's own directory.
+        assert_eq!(field(line, "cwd"), std::env::current_dir().unwrap().to_str().unwrap());
+    }
+}
+
+#[test]
+fn spawn_multiple_numbers_ranks_over_commands() {
+    let p = probe();
+    let o =
+        run(&["-n", "1", p.to_str().unwrap(), "parent", r"spawn:self|1|wdir=/tmp|child+self|2|env=FOO=bar\nX=1|child"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let r = reports(&o.stdout);
+    let got: Vec<(&str, &str, &str, &str, &str)> = r
+        .iter()
+        .map(|l| (field(l, "rank"), field(l, "size"), field(l, "appnum"), field(l, "foo"), field(l, "cwd")))
+        .collect();
+    let cwd = std::env::current_dir().unwrap();
+    let cwd = cwd.to_str().unwrap();
+    assert_eq!(got, [("0", "3", "0", "", "/tmp"), ("1", "3", "1", "bar", cwd), ("2", "3", "1", "bar", cwd)]);
+}
+
+#[test]
+fn info_keys_path_host_and_ignored_ones() {
+    let p = probe();
+    let dir = p.parent().unwrap().to_str().unwrap().to_owned();
+    let host = hostname();
+    let cmd1 = format!("spawn:pmi_probe|1|path=/nonexistent:{dir};host=localhost;soft=1:4;map_by=cyclic;other=x|child");
+    let cmd2 = format!("spawn:self|1|host={host};map_by=node|child");
+    let o = run(&["-n", "1", p.to_str().unwrap(), "parent", &cmd1, &cmd2, "spawn:self|1|host=elsewhere.invalid|child"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let r = reports(&o.stdout);
+    assert_eq!(r.len(), 2, "{}", o.stdout);
+    // Found through the path info, run under the name given.
+    assert_eq!(field(r[0], "argv0"), "pmi_probe");
+    let refused = o.stdout.lines().find(|l| l.starts_with("spawn error: ")).unwrap();
+    assert!(refused.contains("info host 'elsewhere.invalid' is not this host"), "{refused}");
+}
+
+#[test]
+fn refused_requests_start_nothing() {
+    let p = probe();
+    let tmp = std::env::temp_dir().join(format!("baton-spawn-test-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    // Passes every check, but its exec fails: the interpreter is missing.
+    let script = tmp.join("broken-script");
+    std::fs::write(&script, "#!/nonexistent/interpreter\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let broken = format!("spawn:self|2||child-sleep+{}|1||", script.display());
+    let o = run(&[
+        "-n",
+        "1",
+        p.to_str().unwrap(),
+        "parent",
+        "spawn:self|1||child+nosuch|1||",
+        "spawn:self|1|wdir=/nonexistent/dir|child",
+        "spawn:self|0||child",
+        "spawn:self|5000||child",
+        "spawn:self|1|env=NOEQUALS|child",
+        &broken,
+        "children",
+    ]);
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(o.stderr, "");
+    assert!(!o.stdout.contains("child "), "something was started:\n{}", o.stdout);
+    let errors: Vec<&str> = o.stdout.lines().filter_map(|l| l.strip_prefix("spawn error: ")).collect();
+    assert_eq!(errors.len(), 6, "{}", o.stdout);
+    assert_eq!(errors[0], "cannot spawn 'nosuch' (command 2 of 2): no such executable in PATH");
+    assert!(errors[1].ends_with(": working directory '/nonexistent/dir' is not a directory"), "{}", errors[1]);
+    assert_eq!(errors[2], "cannot spawn: no process was asked for (maxprocs 0)");
+    assert_eq!(errors[3], "cannot spawn 5000 processes: at most 4096 per spawn request");
+    assert!(errors[4].ends_with(": info env line 'NOEQUALS' is not NAME=VALUE"), "{}", errors[4]);
+    assert!(
+        errors[5].starts_with(&format!("cannot spawn: cannot run '{}': ", script.display()))
+            && errors[5].ends_with("(the job's other processes were killed)"),
+        "{}",
+        errors[5]
+    );
+    // The two processes started before the failing exec are gone.
+    assert!(o.stdout.contains("other children 0"), "{}", o.stdout);
+}
+
+#[test]
+fn a_spawned_job_failing_leaves_the_parent_running() {
+    let p = probe();
+    let mut r = start(&[
+        "-n",
+        "1",
+        p.to_str().unwrap(),
+        "parent",
+        "spawn:self|2||child-sleep",
+        "wait-stdin",
+        "spawn:self|1||child",
+    ]);
+    let kids = pid_lines(&r.wait_lines("child rank ", 2));
+    let victim = kids[1];
+    // SAFETY: the process was started by this test's mpiexec.
+    unsafe { libc::kill(victim, libc::SIGKILL) };
+    // The rest of the spawned job goes (SIGTERM), the parent stays.
+    assert_all_gone(&kids, Duration::from_secs(2));
+    r.send_line();
+    let o = r.finish(Duration::from_secs(10));
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(
+        o.stderr,
+        format!("mpiexec: spawned job 1: rank 1 (pid {victim} on {}) was killed by signal 9 (Killed)\n", hostname())
+    );
+    // Spawning still works afterwards.
+    assert_eq!(reports(&o.stdout).len(), 1, "{}", o.stdout);
+}
+
+#[test]
+fn the_parent_failing_kills_spawned_jobs() {
+    let p = probe();
+    let mut r = start(&[
+        "-n",
+        "1",
+        p.to_str().unwrap(),
+        "parent",
+        "spawn:self|2||child-sleep",
+        "spawn:self|1||child-sleep",
+        "pid",
+        "wait-stdin",
+    ]);
+    let mut pids = pid_lines(&r.wait_lines("child rank ", 3));
+    let parent = pid_lines(&r.wait_lines("rank 0 pid ", 1))[0];
+    // SAFETY: the process was started by this test's mpiexec.
+    unsafe { libc::kill(parent, libc::SIGKILL) };
+    let o = r.finish(Duration::from_secs(10));
+    assert_eq!(o.code, Some(137), "{}", o.stderr);
+    assert_eq!(o.stderr, format!("mpiexec: rank 0 (pid {parent} on {}) was killed by signal 9 (Killed)\n", hostname()));
+    assert!(o.elapsed < Duration::from_secs(3), "{:?}", o.elapsed);
+    pids.push(parent);
+    assert_all_gone(&pids, Duration::from_millis(200));
+}
+
+#[test]
+fn abort_in_a_spawned_job_ends_everything() {
+    let p = probe();
+    let mut r = start(&[
+        "-n",
+        "1",
+        p.to_str().unwrap(),
+        "parent",
+        "spawn:self|1||child-sleep",
+        "spawn:self|2||child-abort",
+        "wait-stdin",
+    ]);
+    let kids = pid_lines(&r.wait_lines("child rank ", 1));
+    let o = r.finish(Duration::from_secs(10));
+    assert_eq!(o.code, Some(7), "{}", o.stderr);
+    assert!(o.stderr.starts_with("mpiexec: spawned job 2: rank "), "{}", o.stderr);
+    assert!(o.stderr.ends_with(" called MPI_Abort (code 7): boom\n"), "{}", o.stderr);
+    assert_all_gone(&kids, Duration::from_millis(200));
+}
+
+#[test]
+fn a_signal_to_mpiexec_reaches_spawned_jobs() {
+    let p = probe();
+    let mut r = start(&["-n", "1", p.to_str().unwrap(), "parent", "spawn:self|3||child-sleep", "wait-stdin"]);
+    let kids = pid_lines(&r.wait_lines("child rank ", 3));
+    // SAFETY: signalling the mpiexec this test started.
+    unsafe { libc::kill(r.child.id() as i32, libc::SIGTERM) };
+    let o = r.finish(Duration::from_secs(10));
+    assert_eq!(o.code, Some(128 + libc::SIGTERM), "{}", o.stderr);
+    assert_all_gone(&kids, Duration::from_millis(200));
+}
+
+#[test]
+fn many_spawns_leave_no_descriptors_or_threads_behind() {
+    let p = probe();
+    let o = run(&["-n", "1", p.to_str().unwrap(), "spawn-loop", "250"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let line = o.stdout.lines().find(|l| l.starts_with("loop ")).expect("loop report");
+    let n: Vec<usize> = line.split(' ').filter_map(|w| w.parse().ok()).collect();
+    let (fds, threads) = ((n[1], n[2], n[3]), (n[4], n[5], n[6]));
+    eprintln!("250 spawns in {:?}: fds before/peak/after {fds:?}, threads {threads:?}", o.elapsed);
+    assert!(fds.2 <= fds.0, "mpiexec's descriptors grew: {line}");
+    assert!(threads.2 <= threads.0, "mpiexec's threads grew: {line}");
+}
+
+#[test]
+fn spawn_latency() {
+    let p = probe();
+    for n in ["1", "4"] {
+        let o = run(&["-n", "1", p.to_str().unwrap(), "spawn-time", n, "5"]);
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        let mut lat = Vec::new();
+        for req in o.stdout.lines().filter_map(|l| l.strip_prefix("request ")) {
+            let w: Vec<&str> = req.split(' ').collect();
+            let t0: u128 = w[1].parse().unwrap();
+            let t1: u128 = w[2].parse().unwrap();
+            let last_start = o
+                .stdout
+                .lines()
+                .filter_map(|l| l.strip_prefix("started "))
+                .filter(|l| l.split(' ').next() == Some(w[0]))
+                .map(|l| l.rsplit(' ').next().unwrap().parse::<u128>().unwrap())
+                .max()
+                .unwrap();
+            lat.push(((last_start.saturating_sub(t0)) / 1000, (t1 - t0) / 1000));
+        }
+        assert_eq!(lat.len(), 5);
+        eprintln!("spawn of {n}: (request -> last child running, request -> answer) in µs: {lat:?}");
+        lat.sort();
+        // Generous: a debug build on a loaded machine; the numbers are printed.
+        assert!(lat[2].0 < 300_000, "median spawn latency {} µs", lat[2].0);
+    }
+}
+
+#[test]
+fn spawn_is_refused_in_multi_host_jobs() {
+    let p = probe();
+    let o = run(&[
+        "-hosts",
+        "127.0.0.1,127.0.0.2",
+        "-n",
+        "2",
+        "--map-by",
+        "node",
+        p.to_str().unwrap(),
+        "parent",
+        "spawn:self|1||child",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(
+        o.stdout.trim(),
+        "spawn error: MPI_Comm_spawn is not supported yet in jobs started on several hosts (see README)"
+    );
+}
