@@ -336,6 +336,12 @@ pub fn check_status(call: &str, s: &Status) -> Result<()> {
             ),
         ));
     }
+    if s.error == c::MPI_ERR_PROC_ABORTED {
+        return Err(MpiError::new(
+            c::MPI_ERR_PROC_ABORTED,
+            format!("{call}: a process of another job this operation needed is gone (it crashed or ended without MPI_Comm_disconnect)"),
+        ));
+    }
     Ok(())
 }
 

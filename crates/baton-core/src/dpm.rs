@@ -458,23 +458,8 @@ pub fn join(mpi: &Mpi, fd: i32) -> Result<Comm> {
     r
 }
 
-/// One command of `MPI_Comm_spawn_multiple`. (Stand-in until the launcher's spawn request
-/// lands in `baton_pmi`.)
-#[derive(Clone, Debug, Default)]
-pub struct SpawnCmd {
-    pub program: String,
-    pub args: Vec<String>,
-    pub maxprocs: u32,
-    pub info: Vec<(String, String)>,
-}
-
-fn pmi_spawn(
-    _p: &mut baton_pmi::PmiClient,
-    _cmds: &[SpawnCmd],
-    _port: &str,
-) -> std::result::Result<(u64, u32), String> {
-    Err("the launcher cannot spawn yet".into())
-}
+/// One command of `MPI_Comm_spawn_multiple`.
+pub use baton_pmi::SpawnCmd;
 
 /// How long spawn waits for its children to connect (`BATON_SPAWN_TIMEOUT`, seconds).
 fn spawn_timeout() -> Duration {
@@ -502,7 +487,9 @@ pub fn spawn(
         asked = cmds.iter().map(|c| c.maxprocs as usize).sum();
         let port = mpi.dpm.open_port()?;
         let r = mpi.with_pmi(|p| match p {
-            Some(p) => pmi_spawn(p, &cmds, &port).map_err(|e| MpiError::new(c::MPI_ERR_SPAWN, format!("{call}: {e}"))),
+            Some(p) => {
+                p.spawn(&cmds, &port).map_err(|e| MpiError::new(c::MPI_ERR_SPAWN, format!("{call}: {}", e.message())))
+            }
             None => Err(MpiError::new(
                 c::MPI_ERR_SPAWN,
                 format!("{call}: this process was started without mpiexec; spawning needs Baton's mpiexec"),

@@ -149,9 +149,14 @@ impl State {
             let r = rx.receive(&mut Deliver { engine, net: fabric, from });
             match r {
                 Ok(got) if got.closed => {
-                    // The peer is gone (after finalize, or it died: the launcher reports that).
-                    if let Some(t) = fabric.tcp.as_ref() {
+                    // The peer is gone (after finalize, or it died: the launcher reports that;
+                    // a process of another job that still had our address never disconnected).
+                    if let Some(t) = fabric.tcp.as_mut() {
                         t.drop_rx(rx);
+                        if t.is_foreign(from) && t.reaches(from) {
+                            let who = t.describe(from);
+                            t.peer_failed(from, format!("{who} closed its connection"));
+                        }
                     }
                     tcp_rx.swap_remove(i);
                     continue;
@@ -755,6 +760,10 @@ impl Mpi {
                     return v;
                 }
                 self.check_fatal(&st);
+                if self.check_lost(&mut st) {
+                    unsleep();
+                    continue;
+                }
                 // Frames queued for a full ring or socket, or being streamed, need polling, not
                 // a doorbell.
                 let ready = st.frames_waiting() || st.engine.has_outgoing() || st.fabric.busy();
@@ -1021,6 +1030,38 @@ impl Mpi {
                 t.forget(p, id);
             }
         }
+    }
+
+    /// Before sleeping: finds processes of other jobs that are gone (a broken connection, or a
+    /// process on this machine that no longer exists) and fails what waits for them. Returns
+    /// whether some request failed.
+    fn check_lost(&self, st: &mut State) -> bool {
+        let in_use = self.dpm.in_use();
+        if in_use.is_empty() {
+            return false;
+        }
+        let mut lost = self.dpm.lost.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = st.fabric.tcp.as_ref() {
+            for (p, _) in &t.lost {
+                if !lost.contains(p) {
+                    lost.push(*p);
+                }
+            }
+        }
+        for p in in_use {
+            if !lost.contains(&p) && st.fabric.is_near_foreign(p) {
+                let pid = st.fabric.pid(p);
+                if pid > 0 && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                    lost.push(p);
+                }
+            }
+        }
+        let mut failed = false;
+        for &p in lost.iter() {
+            st.fabric.mark_dead(p);
+            failed |= st.engine.fail_peer(p, |ctx, src| self.dpm.may_need(p, ctx, src), c::MPI_ERR_PROC_ABORTED);
+        }
+        failed
     }
 
     /// The bootstrap connection, for calls that ask the launcher (spawn).
