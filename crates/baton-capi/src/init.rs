@@ -11,6 +11,22 @@ use std::sync::Mutex;
 
 static INIT_LOCK: Mutex<()> = Mutex::new(());
 
+/// `mpiexec` of the installation this library belongs to (`PREFIX/lib/libmpi_abi.so.1` →
+/// `PREFIX/bin/mpiexec`), for a singleton that spawns.
+fn launcher_next_to_library() -> Option<std::path::PathBuf> {
+    // SAFETY: Dl_info is plain data; zeroed is a valid "nothing found" value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the address (a function of this library) and fills `info`.
+    let found = unsafe { libc::dladdr(launcher_next_to_library as *const libc::c_void, &mut info) };
+    if found == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dladdr returned a NUL-terminated path owned by the loader.
+    let lib = std::path::PathBuf::from(unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }.to_str().ok()?);
+    let exe = std::fs::canonicalize(lib).ok()?.parent()?.parent()?.join("bin").join("mpiexec");
+    exe.is_file().then_some(exe)
+}
+
 fn do_init(required: c_int, call: &str) -> baton_core::error::Result<c_int> {
     let _g = INIT_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     match phase() {
@@ -31,6 +47,9 @@ fn do_init(required: c_int, call: &str) -> baton_core::error::Result<c_int> {
         ));
     }
     let mpi = Mpi::init().map_err(|e| MpiError::new(e.class, e.msg))?;
+    if let Some(p) = launcher_next_to_library() {
+        let _ = baton_core::dpm::LAUNCHER.set(p);
+    }
     let tables = new_tables(&mpi);
     // Every level up to MPI_THREAD_MULTIPLE is provided: the engine is behind a lock.
     let (world, self_comm) = (tables.world.clone(), tables.self_comm.clone());

@@ -461,6 +461,18 @@ pub fn join(mpi: &Mpi, fd: i32) -> Result<Comm> {
 /// One command of `MPI_Comm_spawn_multiple`.
 pub use baton_pmi::SpawnCmd;
 
+/// Where `mpiexec` is, for a singleton that spawns: `BATON_MPIEXEC`, else what the C library
+/// found next to itself (`../bin/mpiexec`), else `mpiexec` in `PATH`.
+pub static LAUNCHER: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+pub(crate) fn launcher_path() -> std::path::PathBuf {
+    std::env::var_os("BATON_MPIEXEC")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| LAUNCHER.get().cloned())
+        .unwrap_or_else(|| "mpiexec".into())
+}
+
 /// How long spawn waits for its children to connect (`BATON_SPAWN_TIMEOUT`, seconds).
 fn spawn_timeout() -> Duration {
     let secs = std::env::var("BATON_SPAWN_TIMEOUT").ok().and_then(|v| v.trim().parse::<f64>().ok());
@@ -486,14 +498,13 @@ pub fn spawn(
         let cmds = cmds?;
         asked = cmds.iter().map(|c| c.maxprocs as usize).sum();
         let port = mpi.dpm.open_port()?;
-        let r = mpi.with_pmi(|p| match p {
-            Some(p) => {
-                p.spawn(&cmds, &port).map_err(|e| MpiError::new(c::MPI_ERR_SPAWN, format!("{call}: {}", e.message())))
-            }
-            None => Err(MpiError::new(
-                c::MPI_ERR_SPAWN,
-                format!("{call}: this process was started without mpiexec; spawning needs Baton's mpiexec"),
-            )),
+        let r = mpi.ensure_launcher().and_then(|()| {
+            mpi.with_pmi(|p| match p {
+                Some(p) => p
+                    .spawn(&cmds, &port)
+                    .map_err(|e| MpiError::new(c::MPI_ERR_SPAWN, format!("{call}: {}", e.message()))),
+                None => Err(MpiError::new(c::MPI_ERR_SPAWN, format!("{call}: no launcher"))),
+            })
         });
         match r {
             Ok(_) => Ok(port),

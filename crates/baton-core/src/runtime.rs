@@ -1064,6 +1064,32 @@ impl Mpi {
         failed
     }
 
+    /// A singleton (started without mpiexec) gets a launcher of its own on its first spawn:
+    /// `mpiexec --singleton-server` adopts it as rank 0 of its job.
+    pub fn ensure_launcher(&self) -> Result<()> {
+        let mut g = self.pmi.lock().unwrap_or_else(|e| e.into_inner());
+        if g.is_some() {
+            return Ok(());
+        }
+        let path = crate::dpm::launcher_path();
+        let err = |why: String| {
+            MpiError::new(
+                c::MPI_ERR_SPAWN,
+                format!(
+                    "MPI_Comm_spawn: this process runs without mpiexec, and starting {} failed: {why} (set BATON_MPIEXEC)",
+                    path.display()
+                ),
+            )
+        };
+        let (child, addr) = baton_transport::sys::start_singleton_server(&path, self.job_id, &self.secret.to_hex())
+            .map_err(|e| err(e.to_string()))?;
+        // It exits by itself once this process has ended, and its children with it.
+        drop(child);
+        let p = PmiClient::connect(&addr, &self.secret, 0, self.job_id).map_err(|e| err(e.to_string()))?;
+        *g = Some(p);
+        Ok(())
+    }
+
     /// The bootstrap connection, for calls that ask the launcher (spawn).
     pub fn with_pmi<R>(&self, f: impl FnOnce(Option<&mut PmiClient>) -> R) -> R {
         let mut g = self.pmi.lock().unwrap_or_else(|e| e.into_inner());
