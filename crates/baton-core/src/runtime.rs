@@ -115,7 +115,8 @@ impl State {
                 did = true;
             }
             // Closed after its last frame: once that is read, the slot goes back to the pool.
-            if !cons.ready() && ib.is_closed(*slot) {
+            // The closed flag first: frames published before it are then surely visible.
+            if ib.is_closed(*slot) && !cons.ready() {
                 let slot = *slot;
                 inbox_cons.swap_remove(i);
                 ib.free(slot);

@@ -224,15 +224,16 @@ impl Inbox {
         self.ring();
     }
 
-    /// Owner side: live leases not in `known`.
+    /// Owner side: leases not in `known`, live or already closed (a short lease may have
+    /// ended before its owner looked; its frames still wait in the ring).
     pub fn new_leases(&self, known: &[usize]) -> Vec<Lease> {
         (0..SLOTS)
             .filter(|i| !known.contains(i))
             .filter_map(|i| {
                 let s = self.slot(i);
-                // The fields are read only after LIVE (acquire) was seen; only the owner frees
+                // The fields are read only after LIVE or CLOSED (acquire) was seen; only the owner frees
                 // a slot, so they cannot change under us.
-                if s.state.load(Ordering::Acquire) != LIVE {
+                if !matches!(s.state.load(Ordering::Acquire), LIVE | CLOSED) {
                     return None;
                 }
                 Some(Lease { slot: i, job: s.job, rank: s.rank as u32, key: s.key })
@@ -315,6 +316,18 @@ mod tests {
             own.free(slot);
             known.retain(|&s| s != slot);
         }
+        // A lease that ended before its owner looked still delivers its frames.
+        let (slot, mut prod) = theirs.claim(9, 2).unwrap();
+        let h = FrameHeader { kind: Kind::Eager, ctx: 5, src: 0, tag: 0, len: 0, id: 77, aux: 0 };
+        assert!(prod.try_push_with(&h, 0, |_| {}));
+        theirs.close(slot);
+        let leases = own.new_leases(&known);
+        assert_eq!(leases.len(), 1);
+        let mut cons = own.reader(&leases[0]);
+        assert_eq!(cons.next_frame().unwrap().id, 77);
+        cons.consume();
+        drop(cons);
+        own.free(slot);
         let all: Vec<_> = (0..SLOTS).map(|_| theirs.claim(1, 1).unwrap().0).collect();
         assert_eq!(all.len(), SLOTS);
         assert!(theirs.claim(1, 1).is_none());
