@@ -54,6 +54,8 @@ pub struct DpmState {
     comms: Mutex<Vec<(u64, Arc<Group>)>>,
     /// Processes of other jobs found gone (crashed, or ended without disconnecting).
     pub lost: Mutex<Vec<ProcIdx>>,
+    /// Whether any process of another job is in use (skips the checks when none is).
+    any: std::sync::atomic::AtomicBool,
 }
 
 struct OpenPort {
@@ -228,11 +230,16 @@ impl DpmState {
         })
     }
 
+    pub fn connected(&self) -> bool {
+        self.any.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn use_procs(&self, ps: &[ProcIdx]) {
         let mut u = self.uses.lock().unwrap_or_else(|e| e.into_inner());
         for &p in ps {
             *u.entry(p).or_insert(0) += 1;
         }
+        self.any.store(!u.is_empty(), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Drops one use of each of `ps`; returns those no intercommunicator uses any more.
@@ -248,6 +255,7 @@ impl DpmState {
                 }
             }
         }
+        self.any.store(!u.is_empty(), std::sync::atomic::Ordering::Relaxed);
         idle
     }
 }

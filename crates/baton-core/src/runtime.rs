@@ -307,6 +307,8 @@ pub struct Mpi {
     pub parent_port: Option<String>,
     /// This process's inbox (also in the fabric), for sleeping on its doorbell.
     inbox: std::sync::OnceLock<Arc<Inbox>>,
+    /// When `poll` last looked for vanished processes of other jobs (ns since the epoch).
+    lost_checked: AtomicU64,
 }
 
 /// The process table: entries never move, so a [`ProcIdx`] stays valid for the process's life.
@@ -610,6 +612,7 @@ impl Mpi {
             dpm: crate::dpm::DpmState::default(),
             parent_port: None,
             inbox: std::sync::OnceLock::new(),
+            lost_checked: AtomicU64::new(0),
         })
     }
 
@@ -644,6 +647,17 @@ impl Mpi {
         let idle = {
             let mut st = self.lock();
             self.progress_locked(&mut st);
+            // An application that only tests never sleeps: look for vanished processes of
+            // other jobs now and then (a clock read per poll, only while connected to any).
+            if self.dpm.connected() {
+                let now = now_nanos();
+                if now.wrapping_sub(self.lost_checked.load(Ordering::Relaxed)) > 20_000_000 {
+                    self.lost_checked.store(now, Ordering::Relaxed);
+                    if self.check_lost(&mut st) {
+                        self.wake_sleepers();
+                    }
+                }
+            }
             !st.engine.completed_any
         };
         // With more ranks than cores, an application polling with MPI_Test would otherwise keep
@@ -1037,6 +1051,9 @@ impl Mpi {
     /// process on this machine that no longer exists) and fails what waits for them. Returns
     /// whether some request failed.
     fn check_lost(&self, st: &mut State) -> bool {
+        if !self.dpm.connected() {
+            return false;
+        }
         let in_use = self.dpm.in_use();
         if in_use.is_empty() {
             return false;
