@@ -3,9 +3,12 @@
 //! argument and checks what it gets back. Built with the examples, so it is
 //! always present next to the test binaries.
 
-use std::io::Write;
+use std::fs::File;
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::exit;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{exit, Command, Stdio};
 use std::time::Duration;
 
 use baton_pmi::auth::Secret;
@@ -112,7 +115,11 @@ fn parse_cmd(spec: &str) -> SpawnCmd {
 /// The processes mpiexec (this rank's parent) has forked and not reaped.
 fn launcher_children() -> Vec<i32> {
     // SAFETY: getppid has no preconditions.
-    let ppid = unsafe { libc::getppid() };
+    children_of(unsafe { libc::getppid() })
+}
+
+/// The processes `ppid` has forked and not reaped.
+fn children_of(ppid: i32) -> Vec<i32> {
     let mut pids = Vec::new();
     for task in std::fs::read_dir(format!("/proc/{ppid}/task")).unwrap().flatten() {
         let list = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
@@ -222,6 +229,11 @@ fn child(mode: &str) {
             println!("started {} {} {started}", c.job_id(), c.rank());
         }
         "child-quiet" => {}
+        "child-linger" => {
+            c.fence().unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            println!("lingered pid {}", std::process::id());
+        }
         "child-abort" => {
             c.fence().unwrap();
             let e = c.abort(7, "boom");
@@ -238,7 +250,7 @@ fn child(mode: &str) {
             c.fence().unwrap();
             let env = |n: &str| std::env::var(n).unwrap_or_default();
             println!(
-                "child job {} rank {} size {} appnum {} port {} universe {} local {}/{} node {} cwd {} foo {} argv0 {} args {}",
+                "child job {} rank {} size {} appnum {} port {} universe {} local {}/{} node {} cwd {} foo {} argv0 {} args {} pid {}",
                 c.job_id(),
                 c.rank(),
                 c.size(),
@@ -252,16 +264,134 @@ fn child(mode: &str) {
                 env("FOO"),
                 std::env::args().next().unwrap_or_default(),
                 std::env::args().skip(1).collect::<Vec<_>>().join(","),
+                std::process::id(),
             );
         }
     }
     c.finalize().unwrap();
 }
 
+/// Plays the MPI library of a process started without mpiexec: starts
+/// `MPIEXEC --singleton-server JOB_ID PID` as the library does (secret on
+/// stdin, a pipe on descriptor 3 for the address, read to end of file),
+/// connects as rank 0 and runs `steps`. Changing the start: `secret:TEXT`
+/// (sent instead of the secret), `no-addr-fd`, `pid:N` (instead of ours),
+/// `leak-fd` (an inheritable descriptor mpiexec is given by mistake; the
+/// step `count-leaks` counts its copies in mpiexec and its children).
+/// Steps: `spawn:CMD[+CMD...]` (as in `parse_cmd`), `finalize`,
+/// `disconnect` (drops the connection without finalizing), `abort:CODE`
+/// (acknowledged, then disconnects as an exiting process would),
+/// `sleep:SECS`, `wait-stdin` (one line),
+/// `wait-mpiexec` (prints its exit status). Without an address, prints `no address` and waits.
+fn singleton_server(mpiexec: &str, steps: &[String]) {
+    let secret = Secret::generate().unwrap();
+    let job_id = 1000 + u64::from(std::process::id());
+    let opt = |prefix: &str| steps.iter().find_map(|s| s.strip_prefix(prefix).map(str::to_owned));
+    let secret_line = opt("secret:").unwrap_or_else(|| secret.to_hex());
+    let map_fd = !steps.iter().any(|s| s == "no-addr-fd");
+    let pid = opt("pid:").unwrap_or_else(|| std::process::id().to_string());
+
+    let mut fds = [0; 2];
+    // SAFETY: fds has room for the two descriptors pipe2 writes.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == 0, "pipe2");
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    let (read_end, write_end) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let w = write_end.as_raw_fd();
+    // After the pipe, so that it is not descriptor 3, which dup2 replaces.
+    let _leak = steps.iter().any(|s| s == "leak-fd").then(|| {
+        // SAFETY: the name is NUL-terminated; flags 0 leave it inheritable.
+        let fd = unsafe { libc::memfd_create(c"baton-leak-check".as_ptr(), 0) };
+        check(fd >= 0, "memfd_create");
+        // SAFETY: just created, owned by nobody else.
+        unsafe { OwnedFd::from_raw_fd(fd) }
+    });
+    let mut cmd = Command::new(mpiexec);
+    cmd.args(["--singleton-server", &job_id.to_string(), &pid]).stdin(Stdio::piped());
+    // SAFETY: between fork and exec the closure only calls dup2, fcntl and
+    // close, which are async-signal-safe, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            let rc = if !map_fd {
+                // Whatever this process may have inherited there.
+                libc::close(3);
+                0
+            } else if w == 3 {
+                // dup2 onto itself would leave close-on-exec set.
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(w, 3)
+            };
+            if rc < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut launcher = cmd.spawn().unwrap();
+    println!("mpiexec pid {}", launcher.id());
+    std::io::stdout().flush().unwrap();
+    drop(write_end);
+    // It may have refused to start already.
+    let _ = launcher.stdin.take().unwrap().write_all(format!("{secret_line}\n").as_bytes());
+    let mut addr = String::new();
+    File::from(read_end).read_to_string(&mut addr).unwrap();
+    let wait = |launcher: &mut std::process::Child| {
+        let st = launcher.wait().unwrap();
+        println!("mpiexec status {}", st.code().map_or_else(|| format!("{st}"), |c| c.to_string()));
+    };
+    let Some(addr) = addr.strip_suffix('\n') else {
+        check(addr.is_empty(), "the address is one whole line");
+        println!("no address");
+        wait(&mut launcher);
+        return;
+    };
+    check(!addr.contains('\n'), "exactly one line");
+    let mut c = Some(PmiClient::connect(addr, &secret, 0, job_id).unwrap());
+    check(c.as_ref().unwrap().size() == 1, "a job of one");
+    for (i, step) in steps.iter().enumerate() {
+        if let Some(spec) = step.strip_prefix("spawn:") {
+            let cmds: Vec<SpawnCmd> = spec.split('+').map(parse_cmd).collect();
+            match c.as_mut().unwrap().spawn(&cmds, &format!("port-{i}")) {
+                Ok((job, size)) => println!("spawned job {job} size {size}"),
+                Err(e) => println!("spawn error: {}", e.message()),
+            }
+        } else if step == "finalize" {
+            c.as_mut().unwrap().finalize().unwrap();
+        } else if step == "disconnect" {
+            c = None;
+        } else if let Some(code) = step.strip_prefix("abort:") {
+            c.as_mut().unwrap().request_abort(code.parse().unwrap(), "singleton gives up").unwrap();
+            c = None;
+        } else if let Some(secs) = step.strip_prefix("sleep:") {
+            std::thread::sleep(Duration::from_secs_f64(secs.parse().unwrap()));
+        } else if step == "count-leaks" {
+            let mut pids = children_of(launcher.id() as i32);
+            pids.push(launcher.id() as i32);
+            let leaked = |pid: &i32| {
+                let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().flatten();
+                fds.filter(|e| {
+                    std::fs::read_link(e.path()).is_ok_and(|t| t.to_string_lossy().contains("baton-leak-check"))
+                })
+                .count()
+            };
+            println!("leaks {} in {} processes", pids.iter().map(leaked).sum::<usize>(), pids.len());
+        } else if step == "wait-stdin" {
+            std::io::stdin().read_line(&mut String::new()).unwrap();
+        } else if step == "wait-mpiexec" {
+            wait(&mut launcher);
+        }
+        std::io::stdout().flush().unwrap();
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mode = args.first().map(String::as_str).unwrap_or("");
     let arg = |i: usize| args.get(i).cloned().unwrap_or_default();
+    if mode == "singleton-server" {
+        singleton_server(&arg(1), &args[2..]);
+        return;
+    }
     if mode == "singleton" {
         match PmiClient::from_env() {
             Ok(None) => println!("singleton"),

@@ -11,7 +11,9 @@
 //! reaching EOF — becomes an [`Event`] on one channel consumed by
 //! [`Job::run`], which decides the job's fate. In a single-host job
 //! `MPI_Comm_spawn` starts further jobs, driven by the same loop
-//! ([`comm_spawn`]).
+//! ([`comm_spawn`]). The same loop also serves a process started without
+//! mpiexec that wants to spawn (`mpiexec --singleton-server`, see
+//! [`singleton`]).
 
 /// `eprintln!` as one write (see `sys::say_line`).
 macro_rules! say {
@@ -25,6 +27,7 @@ mod link;
 mod output;
 mod proxy;
 mod root;
+mod singleton;
 mod spawn;
 mod sys;
 
@@ -63,6 +66,8 @@ pub enum Event {
     Link(link::LinkEvent),
     /// A chunk of mpiexec's stdin for rank 0 on another host; empty: EOF.
     Stdin(Vec<u8>),
+    /// The singleton process served by `--singleton-server` has ended.
+    SingletonGone,
 }
 
 fn main() {
@@ -73,8 +78,10 @@ fn main() {
             std::process::exit(2);
         }
     };
-    if args.first().map(String::as_str) == Some("--proxy") {
-        std::process::exit(proxy::main(&args[1..]));
+    match args.first().map(String::as_str) {
+        Some("--proxy") => std::process::exit(proxy::main(&args[1..])),
+        Some("--singleton-server") => std::process::exit(singleton::main(&args[1..])),
+        _ => {}
     }
     let env_timeout = std::env::var("MPIEXEC_TIMEOUT").ok();
     let opts = match cli::parse(&args, env_timeout.as_deref()) {
@@ -271,6 +278,9 @@ struct Job {
     spawned: BTreeMap<JobNo, comm_spawn::SpawnedJob>,
     /// A spawned rank's pid: its job and index.
     spawned_pids: HashMap<i32, (JobNo, usize)>,
+    /// `--singleton-server`: the first job's only rank, which mpiexec did
+    /// not start.
+    singleton: Option<singleton::Singleton>,
 }
 
 /// What a rank's exit means for its job.
@@ -334,13 +344,14 @@ impl Job {
             spawner: None,
             spawned: BTreeMap::new(),
             spawned_pids: HashMap::new(),
+            singleton: None,
         }
     }
 
     fn run(&mut self, rx: &mpsc::Receiver<Event>) -> i32 {
         let timeout_at = self.timeout.map(|t| Instant::now() + t);
         loop {
-            let all_exited = self.ranks.iter().all(|r| r.exited) && self.spawned.is_empty();
+            let all_exited = self.first_job_over() && self.spawned.is_empty();
             if all_exited {
                 if self.failure.is_some() && self.drain_until.is_none() {
                     // Take out anything the ranks left behind in their groups.
@@ -361,6 +372,7 @@ impl Job {
                 timeout_at.filter(|_| self.failure.is_none()),
                 tree_deadline,
                 self.spawned_deadline(),
+                self.singleton.as_ref().and_then(singleton::Singleton::deadline),
             ]
             .into_iter()
             .flatten()
@@ -399,6 +411,7 @@ impl Job {
             self.tree_tick();
         }
         self.spawned_tick(now);
+        self.singleton_tick(now);
     }
 
     fn handle(&mut self, event: Event) {
@@ -433,6 +446,7 @@ impl Job {
             Event::OutputDone(no) => self.spawned_output_done(no),
             Event::Link(ev) => self.tree_link_event(ev),
             Event::Stdin(data) => self.tree_stdin(data),
+            Event::SingletonGone => self.singleton_gone(false),
             Event::Pmi(0, ev) => self.pmi_event(ev),
             Event::Pmi(no, ev) => self.spawned_pmi_event(no, ev),
         }
@@ -449,9 +463,15 @@ impl Job {
             ServerEvent::Finalized { rank } => {
                 if let Some(r) = self.ranks.get_mut(rank as usize) {
                     r.finalized = true;
+                    // A finalized singleton needs nothing more from mpiexec.
+                    r.exited |= self.singleton.is_some();
                 }
             }
-            ServerEvent::Abort { rank, code, msg } => self.abort("", rank, code, &msg),
+            ServerEvent::Disconnected { .. } => self.singleton_gone(true),
+            ServerEvent::Abort { rank, code, msg } => {
+                self.singleton_aborts();
+                self.abort("", rank, code, &msg);
+            }
             ServerEvent::Spawn { rank, cmds, parent_port } => self.spawn_request(0, rank, &cmds, &parent_port),
             other => self.server_notice(other),
         }
@@ -460,7 +480,8 @@ impl Job {
     /// Bootstrap events that read the same whichever job they come from.
     fn server_notice(&mut self, ev: ServerEvent) {
         match ev {
-            ServerEvent::Rejected { peer, .. } => {
+            // Ranks killed while authenticating look the same as intruders.
+            ServerEvent::Rejected { peer, .. } if self.failure.is_none() => {
                 say!("mpiexec: rejected an unauthenticated bootstrap connection from {peer}");
             }
             // Once the job is failing, broken connections are expected.

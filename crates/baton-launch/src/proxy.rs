@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::process::CommandExt;
@@ -95,29 +95,6 @@ pub fn start_proxy(
     Ok(pid)
 }
 
-/// Reads the secret line from stdin, waiting at most `limit` (a thread
-/// reads, so a parent that never writes cannot hold the proxy forever).
-fn read_secret(limit: Duration) -> Result<Secret, String> {
-    let (tx, rx) = mpsc::channel();
-    thread::Builder::new()
-        .name("secret".into())
-        .spawn(move || {
-            let mut line = Vec::new();
-            let got = std::io::BufRead::read_until(&mut std::io::stdin().lock().take(200), b'\n', &mut line);
-            let _ = tx.send(got.map(|_| line));
-        })
-        .map_err(|e| format!("cannot start a thread: {e}"))?;
-    match rx.recv_timeout(limit) {
-        Ok(Ok(line)) if line.ends_with(b"\n") => {
-            let hex = String::from_utf8_lossy(&line).trim().to_owned();
-            Secret::from_hex(&hex).map_err(|_| "malformed launcher secret on stdin".to_owned())
-        }
-        Ok(Ok(_)) => Err("stdin closed before the launcher secret arrived".into()),
-        Ok(Err(e)) => Err(format!("cannot read the launcher secret from stdin: {e}")),
-        Err(_) => Err("no launcher secret on stdin (is this run by mpiexec?)".into()),
-    }
-}
-
 /// Entry point of `mpiexec --proxy ...`; returns the exit status.
 pub fn main(args: &[String]) -> i32 {
     let mut node = None;
@@ -144,7 +121,7 @@ pub fn main(args: &[String]) -> i32 {
             return 2;
         }
     };
-    let secret = match read_secret(LAUNCH_WAIT) {
+    let secret = match sys::read_secret(LAUNCH_WAIT, "launcher secret") {
         Ok(s) => s,
         Err(e) => {
             say!("mpiexec --proxy (node {node}): {e}");
@@ -584,7 +561,7 @@ impl Proxy {
                 return Some(128 + sig);
             }
             Event::OutputDone(_) => self.output_done = true,
-            Event::Stdin(_) => {}
+            Event::Stdin(_) | Event::SingletonGone => {}
             Event::Link(ev) => return self.link_event(ev),
         }
         None
@@ -616,6 +593,8 @@ impl Proxy {
             ServerEvent::Spawn { rank, .. } => {
                 self.server.answer(rank, Err(crate::SPAWN_MULTIHOST_MSG.into()));
             }
+            // The rank's exit, reaped here, is what counts.
+            ServerEvent::Disconnected { .. } => {}
             ServerEvent::FenceReady { epoch, kvs } => {
                 if epoch != self.fence_epoch {
                     let msg =

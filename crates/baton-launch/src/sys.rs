@@ -5,13 +5,16 @@
 use std::ffi::CString;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{mpsc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
+use std::time::Duration;
+
+use baton_pmi::auth::Secret;
 
 use crate::Event;
 
@@ -120,6 +123,113 @@ extern "C" fn on_signal(sig: libc::c_int) {
             let errno = *libc::__errno_location();
             libc::write(fd, (&byte as *const u8).cast(), 1);
             *libc::__errno_location() = errno;
+        }
+    }
+}
+
+/// Reads a secret line (64 hex digits) from stdin, waiting at most `limit`:
+/// a thread reads, so a parent that never writes cannot hold us forever.
+/// Nothing past the line is used. `what` names the secret in messages.
+pub fn read_secret(limit: Duration, what: &str) -> Result<Secret, String> {
+    let (tx, rx) = mpsc::channel();
+    thread::Builder::new()
+        .name("secret".into())
+        .spawn(move || {
+            let mut line = Vec::new();
+            let got = io::BufRead::read_until(&mut io::Read::take(io::stdin().lock(), 200), b'\n', &mut line);
+            let _ = tx.send(got.map(|_| line));
+        })
+        .map_err(|e| format!("cannot start a thread: {e}"))?;
+    match rx.recv_timeout(limit) {
+        Ok(Ok(line)) if line.ends_with(b"\n") => {
+            let hex = String::from_utf8_lossy(&line).trim().to_owned();
+            Secret::from_hex(&hex)
+                .map_err(|_| format!("malformed {what} on stdin (expected 64 hex digits and a newline)"))
+        }
+        Ok(Ok(_)) => Err(format!("stdin closed before the {what} arrived")),
+        Ok(Err(e)) => Err(format!("cannot read the {what} from stdin: {e}")),
+        Err(_) => Err(format!("no {what} arrived on stdin within {} s", limit.as_secs())),
+    }
+}
+
+/// Closes every descriptor from `first` up. For a process started by a
+/// program that is not ours (the singleton): whatever else it forgot to
+/// mark close-on-exec would otherwise be held open by us, and inherited by
+/// every process we start. Must run before this process opens anything.
+pub fn close_fds_from(first: u32) {
+    // SAFETY: close_range only closes descriptors; none at or above `first`
+    // is owned by anything in this process yet (see above).
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) };
+    if rc != 0 {
+        // Kernels before 5.9: walk the open descriptors instead.
+        let open: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+            .map(|dir| dir.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+            .unwrap_or_default();
+        for fd in open.into_iter().filter(|&fd| fd >= first as i32) {
+            // SAFETY: as above; the read_dir descriptor is closed already,
+            // so a stale number only yields EBADF.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+/// Watches process `pid`, which need not be our child, and sends
+/// [`Event::SingletonGone`] once it has ended (at once if it already has).
+/// An error if there is no such process.
+pub fn watch_process(pid: i32, tx: Sender<Event>) -> io::Result<()> {
+    // SAFETY: getppid has no preconditions.
+    let is_parent = unsafe { libc::getppid() } == pid;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
+    // (close-on-exec) or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let pidfd = if fd >= 0 {
+        // SAFETY: the descriptor was just created and is ours alone.
+        Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    } else {
+        let err = io::Error::last_os_error();
+        // Otherwise no pidfds (kernel before 5.3, or a seccomp filter).
+        if err.raw_os_error() == Some(libc::ESRCH) || process_gone(pid, is_parent) {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        None
+    };
+    thread::Builder::new().name("watch".into()).spawn(move || {
+        if !pidfd.is_some_and(|fd| wait_readable(&fd)) {
+            while !process_gone(pid, is_parent) {
+                thread::sleep(Duration::from_millis(100));
+            }
+        }
+        let _ = tx.send(Event::SingletonGone);
+    })?;
+    Ok(())
+}
+
+/// Blocks until `fd` is readable (a pidfd: its process has exited, reaped
+/// or not); false if poll fails for another reason than a signal.
+fn wait_readable(fd: &OwnedFd) -> bool {
+    let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    loop {
+        // SAFETY: pfd is one valid pollfd, alive during the call.
+        if unsafe { libc::poll(&mut pfd, 1, -1) } >= 0 {
+            return true;
+        }
+        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return false;
+        }
+    }
+}
+
+/// Whether `pid` has ended. A parent's end is seen before it is reaped (we
+/// are reparented when it exits); for any other process kill(0) fails only
+/// once it has been reaped.
+fn process_gone(pid: i32, is_parent: bool) -> bool {
+    // SAFETY: getppid and kill with signal 0 take plain integers and change
+    // nothing.
+    unsafe {
+        if is_parent {
+            libc::getppid() != pid
+        } else {
+            libc::kill(pid, 0) != 0 && *libc::__errno_location() == libc::ESRCH
         }
     }
 }
@@ -362,6 +472,23 @@ mod tests {
         assert!(!is_local_host("10.0.0.6", me, &addrs));
         assert!(!is_local_host("node2", me, &addrs));
         assert!(!is_local_host("node1.other.org", me, &addrs));
+    }
+
+    #[test]
+    fn a_watched_process_is_reported_gone_before_it_is_reaped() {
+        let mut child = std::process::Command::new("sleep").arg("10").spawn().unwrap();
+        let pid = child.id() as i32;
+        let (tx, rx) = mpsc::channel();
+        watch_process(pid, tx).unwrap();
+        assert!(rx.recv_timeout(Duration::from_millis(100)).is_err(), "reported while alive");
+        assert!(!process_gone(pid, false));
+        child.kill().unwrap();
+        // Still a zombie here: the pidfd reports the exit itself.
+        assert!(matches!(rx.recv_timeout(Duration::from_secs(5)), Ok(Event::SingletonGone)));
+        child.wait().unwrap();
+        assert!(process_gone(pid, false));
+        let (tx, _rx) = mpsc::channel();
+        assert_eq!(watch_process(pid, tx).unwrap_err().raw_os_error(), Some(libc::ESRCH));
     }
 
     #[test]

@@ -276,8 +276,10 @@ fn a_spawned_job_failing_leaves_the_parent_running() {
         "wait-stdin",
         "spawn:self|1||child",
     ]);
-    let kids = pid_lines(&r.wait_lines("child rank ", 2));
-    let victim = kids[1];
+    let lines = r.wait_lines("child rank ", 2);
+    let kids = pid_lines(&lines);
+    // The two lines come in either order.
+    let victim = pid_lines(&lines.into_iter().filter(|l| l.starts_with("child rank 1 ")).collect::<Vec<_>>())[0];
     // SAFETY: the process was started by this test's mpiexec.
     unsafe { libc::kill(victim, libc::SIGKILL) };
     // The rest of the spawned job goes (SIGTERM), the parent stays.

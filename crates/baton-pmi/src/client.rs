@@ -258,14 +258,22 @@ impl PmiClient {
     /// On success the launcher kills this process, so this only returns
     /// (with an error) when the launcher cannot be reached or does not act.
     pub fn abort(&mut self, code: i32, msg: &str) -> Result<(), PmiError> {
+        self.request_abort(code, msg)?;
+        std::thread::sleep(ABORT_GRACE);
+        Err(PmiError::new(PmiErrorKind::Launcher, "the launcher acknowledged the abort but did not end the job"))
+    }
+
+    /// Asks the launcher to end the whole job with `code`, printing `msg`,
+    /// and returns once it has acknowledged. For a process the launcher does
+    /// not own and will not kill — a singleton served by
+    /// `mpiexec --singleton-server` — which must then exit by itself.
+    pub fn request_abort(&mut self, code: i32, msg: &str) -> Result<(), PmiError> {
         let msg = msg.to_owned();
         wire::send(&mut self.stream, &Msg::Abort { code, msg })?;
         match wire::recv(&mut self.stream)? {
-            Msg::AbortAck => {}
-            other => return Err(unexpected(other)),
+            Msg::AbortAck => Ok(()),
+            other => Err(unexpected(other)),
         }
-        std::thread::sleep(ABORT_GRACE);
-        Err(PmiError::new(PmiErrorKind::Launcher, "the launcher acknowledged the abort but did not end the job"))
     }
 
     /// Tells the launcher this rank finalized cleanly. Further calls other

@@ -78,6 +78,11 @@ pub enum ServerEvent {
     /// The rank asks for a new job running `cmds` (`MPI_Comm_spawn`). It
     /// waits until [`PmiServer::answer`] is called for it.
     Spawn { rank: u32, cmds: Vec<SpawnCmd>, parent_port: String },
+    /// The connection of a rank that had introduced itself is closed, by
+    /// the rank or after a protocol error; always the rank's last event.
+    /// A launcher that cannot reap a rank (one it did not start) learns
+    /// from this that the rank is gone or has let go of the job.
+    Disconnected { rank: u32 },
 }
 
 /// What [`PmiServer::answer`] gives a spawning rank: the new job's id and
@@ -238,19 +243,26 @@ fn serve(mut stream: TcpStream, shared: &Shared) {
         return;
     }
     let _ = stream.set_read_timeout(None);
-    if let Err(e) = session(&mut stream, shared) {
+    let mut rank = None;
+    match session(&mut stream, shared, &mut rank) {
         // A rank that dies mid-conversation shows up as an I/O error; its
-        // exit status tells the launcher everything worth reporting.
-        if e.kind() == PmiErrorKind::Io {
-            return;
+        // exit status (or Disconnected) tells the launcher all worth reporting.
+        Err(e) if e.kind() != PmiErrorKind::Io => {
+            (shared.on_event)(ServerEvent::ProtocolError { peer, reason: e.to_string() });
+            let _ = wire::send(&mut stream, &Msg::Error { msg: e.to_string() });
         }
-        (shared.on_event)(ServerEvent::ProtocolError { peer, reason: e.to_string() });
-        let _ = wire::send(&mut stream, &Msg::Error { msg: e.to_string() });
+        _ => {}
+    }
+    if let Some(rank) = rank {
+        // Closed first, so that the event is true when it is read.
+        drop(stream);
+        (shared.on_event)(ServerEvent::Disconnected { rank });
     }
 }
 
-/// Serves one authenticated connection until the peer closes it.
-fn session(stream: &mut TcpStream, shared: &Shared) -> Result<(), PmiError> {
+/// Serves one authenticated connection until the peer closes it. `who` is
+/// set once the peer has been accepted as a rank.
+fn session(stream: &mut TcpStream, shared: &Shared, who: &mut Option<u32>) -> Result<(), PmiError> {
     let rank = match wire::read_frame(stream)? {
         None => return Ok(()),
         Some(p) => match Msg::decode(&p)? {
@@ -279,6 +291,7 @@ fn session(stream: &mut TcpStream, shared: &Shared) -> Result<(), PmiError> {
             other => return Err(PmiError::protocol(format!("expected hello, got {other:?}"))),
         },
     };
+    *who = Some(rank);
     (shared.on_event)(ServerEvent::Connected { rank });
     wire::send(stream, &Msg::Welcome { size: shared.cfg.size })?;
     let mut finalized = false;
@@ -415,6 +428,34 @@ mod tests {
             assert!(events.contains(&ServerEvent::Connected { rank }));
             assert!(events.contains(&ServerEvent::Finalized { rank }));
         }
+    }
+
+    #[test]
+    fn a_closed_connection_is_the_ranks_last_event() {
+        let (server, secret, rx) = start(3);
+        let addr = server.addr().to_string();
+        let next = || rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        let mut c = PmiClient::connect(&addr, &secret, 0, 42).unwrap();
+        c.finalize().unwrap();
+        drop(c);
+        assert_eq!(next(), ServerEvent::Connected { rank: 0 });
+        assert_eq!(next(), ServerEvent::Finalized { rank: 0 });
+        assert_eq!(next(), ServerEvent::Disconnected { rank: 0 });
+        drop(PmiClient::connect(&addr, &secret, 1, 42).unwrap());
+        assert_eq!(next(), ServerEvent::Connected { rank: 1 });
+        assert_eq!(next(), ServerEvent::Disconnected { rank: 1 });
+        // A protocol error after the hello closes the connection too.
+        let mut raw = TcpStream::connect(&addr).unwrap();
+        crate::auth::client_handshake(&mut raw, &secret).unwrap();
+        wire::send(&mut raw, &Msg::Hello { rank: 2, job_id: 42 }).unwrap();
+        wire::send(&mut raw, &Msg::FinalizeAck).unwrap();
+        assert_eq!(next(), ServerEvent::Connected { rank: 2 });
+        assert!(matches!(next(), ServerEvent::ProtocolError { .. }));
+        assert_eq!(next(), ServerEvent::Disconnected { rank: 2 });
+        // Nothing for a connection that never became a rank.
+        drop(TcpStream::connect(&addr).unwrap());
+        assert!(matches!(next(), ServerEvent::Rejected { .. }));
+        assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
     }
 
     #[test]
