@@ -309,6 +309,8 @@ pub struct Mpi {
     inbox: std::sync::OnceLock<Arc<Inbox>>,
     /// When `poll` last looked for vanished processes of other jobs (ns since the epoch).
     lost_checked: AtomicU64,
+    /// A singleton that started `mpiexec --singleton-server` for its spawns.
+    own_launcher: AtomicBool,
 }
 
 /// The process table: entries never move, so a [`ProcIdx`] stays valid for the process's life.
@@ -613,6 +615,7 @@ impl Mpi {
             parent_port: None,
             inbox: std::sync::OnceLock::new(),
             lost_checked: AtomicU64::new(0),
+            own_launcher: AtomicBool::new(false),
         })
     }
 
@@ -1105,6 +1108,7 @@ impl Mpi {
         drop(child);
         let p = PmiClient::connect(&addr, &self.secret, 0, self.job_id).map_err(|e| err(e.to_string()))?;
         *g = Some(p);
+        self.own_launcher.store(true, Ordering::SeqCst);
         Ok(())
     }
 
@@ -1149,7 +1153,12 @@ impl Mpi {
     pub fn abort(&self, code: i32, msg: &str) -> ! {
         if let Ok(mut g) = self.pmi.try_lock() {
             if let Some(p) = g.as_mut() {
-                let _ = p.abort(code, msg);
+                // A singleton's own launcher never kills it: it only ends what it spawned.
+                let _ = if self.own_launcher.load(Ordering::SeqCst) {
+                    p.request_abort(code, msg)
+                } else {
+                    p.abort(code, msg)
+                };
             }
         }
         eprintln!("{msg}");
