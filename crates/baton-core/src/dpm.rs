@@ -56,6 +56,8 @@ pub struct DpmState {
     pub lost: Mutex<Vec<ProcIdx>>,
     /// Whether any process of another job is in use (skips the checks when none is).
     any: std::sync::atomic::AtomicBool,
+    /// Process table entries of released processes, for reuse.
+    pub free: Mutex<Vec<ProcIdx>>,
 }
 
 struct OpenPort {

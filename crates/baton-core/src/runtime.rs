@@ -327,6 +327,18 @@ impl ProcTable {
         self.list.push(p);
         i
     }
+
+    /// Enters `p` in a released entry from `free` if there is one, else at the end.
+    fn insert(&mut self, p: Proc, free: &mut Vec<ProcIdx>) -> ProcIdx {
+        match free.pop() {
+            Some(i) => {
+                self.by_id.insert((p.job, p.rank), i);
+                self.list[i as usize] = p;
+                i
+            }
+            None => self.push(p),
+        }
+    }
 }
 
 /// A collective schedule in flight and the request the application waits on.
@@ -1007,22 +1019,19 @@ impl Mpi {
             let (rank, rest) = rest.split_once(' ').ok_or_else(|| bad(d))?;
             let job: u64 = job.parse().map_err(|_| bad(d))?;
             let rank: u32 = rank.parse().map_err(|_| bad(d))?;
-            if let Some(&p) = t.by_id.get(&(job, rank)) {
+            let known = t.by_id.get(&(job, rank)).copied();
+            if let (Some(p), true) = (known, job == self.job_id) {
                 out.push(p);
-                if job == self.job_id {
-                    continue;
-                }
+                continue;
             }
             let info = parse_proc_value(rest);
             let Some(addr) = info.addr else { return Err(bad(d)) };
-            let p = match t.by_id.get(&(job, rank)) {
-                Some(&p) => p,
-                None => {
-                    let p = t.push(Proc { job, rank, pid: info.pid, host: info.node.clone() });
-                    out.push(p);
-                    p
-                }
+            let proc = Proc { job, rank, pid: info.pid, host: info.node.clone() };
+            let p = match known {
+                Some(p) => p,
+                None => t.insert(proc, &mut self.dpm.free.lock().unwrap_or_else(|e| e.into_inner())),
             };
+            out.push(p);
             // Same machine (and its inbox is reachable): shared memory; else TCP.
             let near = info.machine.is_some() && info.machine == self.machine;
             st.fabric.add_foreign(p, (job, rank), info.pid, info.inbox.filter(|_| near));
@@ -1044,8 +1053,30 @@ impl Mpi {
                 continue;
             }
             st.fabric.release(p);
+            let mut tcp_used = st.tcp_rx.iter().any(|(q, _)| *q == p);
             if let Some(t) = st.fabric.tcp.as_mut() {
+                tcp_used |= t.was_connected(p);
                 t.forget(p, id);
+            }
+            // Its table entry serves the next process of another job, so that a thousand spawns
+            // do not grow the tables; unless a TCP connection to it is still closing, whose end
+            // would then be taken for the new process's.
+            if !tcp_used {
+                let mut t = self.procs.write().unwrap_or_else(|e| e.into_inner());
+                t.by_id.remove(&id);
+                st.fabric.foreign_ids.remove(&id);
+                self.dpm.lost.lock().unwrap_or_else(|e| e.into_inner()).retain(|&q| q != p);
+                self.dpm.free.lock().unwrap_or_else(|e| e.into_inner()).push(p);
+            }
+        }
+        // A job none of whose processes is in use any more loses our trust (and its secret).
+        let in_use: Vec<u64> = self.dpm.in_use().into_iter().map(|p| self.proc_id(p).0).collect();
+        if let Some(t) = st.fabric.tcp.as_ref() {
+            let mut jobs: Vec<u64> = ps.iter().map(|&p| self.proc_id(p).0).collect();
+            jobs.sort_unstable();
+            jobs.dedup();
+            for j in jobs.into_iter().filter(|j| !in_use.contains(j)) {
+                t.untrust_job(j);
             }
         }
     }

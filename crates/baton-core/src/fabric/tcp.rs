@@ -317,6 +317,19 @@ impl TcpNet {
         }
     }
 
+    /// Stops accepting processes of `job` (none of them is in use any more); secrets that admit
+    /// no job then go.
+    pub fn untrust_job(&self, job: u64) {
+        if job == self.sh.job {
+            return;
+        }
+        let mut keys = self.sh.keys.lock().unwrap_or_else(|e| e.into_inner());
+        for k in keys.iter_mut() {
+            k.jobs.retain(|&j| j != job);
+        }
+        keys.retain(|k| !k.jobs.is_empty());
+    }
+
     /// Ends the connections to `p` once both sides are done with them: this side will send
     /// nothing more (the peer reads to the end and closes its half), and `p` may not connect
     /// again under its old identity. What `p` still sends is read until it closes its side.
@@ -425,6 +438,14 @@ impl TcpNet {
     /// Forgets a receiving half that reached its end.
     pub fn drop_rx(&self, rx: &Rx) {
         let _ = self.sh.data.remove(rx.raw_fd());
+    }
+
+    /// Whether a connection to `p` was ever opened (by either side).
+    pub fn was_connected(&self, p: ProcIdx) -> bool {
+        let links = self.sh.links.lock().unwrap_or_else(|e| e.into_inner());
+        let s = self.cfg.stripes;
+        links.iter().skip(p as usize * s).take(s).any(|l| *l != Link::Down)
+            || self.tx.get(p as usize).is_some_and(|l| l.iter().any(Option::is_some))
     }
 
     fn lanes_up(&self, p: ProcIdx) -> bool {
