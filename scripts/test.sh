@@ -93,6 +93,11 @@ step "C test suite across namespace hosts (shm inside, TCP between)" env BUILD_D
 step "TCP over IPv6 (BATON_TCP_IF=::1)" env BATON_TRANSPORTS=tcp BATON_TCP_IF=::1 ALGORITHMS=none MPICC="$mpicc" \
   MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" tests/run-c-tests p2p_basic p2p_order coll_allreduce
 step "BATON_TRANSPORTS: a missing transport, or none reaching a rank: clear error" transports_error
+# Two separate mpiexec runs meeting through the name service and through a port in a file; then
+# 1000 spawn/disconnect and 1000 accept/connect cycles with leak checks (fds, RSS, segments).
+step "dynamic processes between two mpiexec runs" env MPICC="$mpicc" MPIEXEC="$mpiexec" tests/dpm/run.sh
+step "1000 spawn and 1000 accept/connect cycles, no leaks" env DPM_CYCLES=1000 TIMEOUT_SCALE=10 \
+  MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" tests/run-c-tests dpm_spawn_cycles dpm_port_cycles
 step "fault tests (rank and mpiexec SIGKILL)" env BUILD_DIR="$root/build/fault" tests/fault/run.sh "$prefix"
 step "mpi4py 4.1.2 built against Baton (smoke test, 2 and 4 ranks)" tests/python/run.sh "$prefix"
 if [ -x bench/ci-smoke ]; then

@@ -1,6 +1,5 @@
 /* ranks: 3 4 */
 /* timeout: 90 */
-/* opt-in */
 /* Spawns that overlap other traffic and other spawns:
    1. the first n-2 ranks spawn children three times over their own
       sub-communicator (the full conversation each time) while the last two

@@ -1,6 +1,5 @@
 /* ranks: 1 2 */
 /* timeout: 60 */
-/* opt-in */
 /* A spawned child that dies after MPI_Comm_disconnect does not hurt the
    parents: two children hold the conversation, disconnect, then SIGKILL
    themselves before MPI_Finalize. The parents wait a second, then

@@ -1,6 +1,5 @@
 /* ranks: 1 2 */
 /* timeout: 60 */
-/* opt-in */
 /* A spawned child that dies while connected: two children SIGKILL
    themselves right after the parents' first broadcast. Every parent, with
    MPI_ERRORS_RETURN on the intercommunicator, has a receive from each child

@@ -1,6 +1,5 @@
 /* ranks: 2 4 */
 /* timeout: 60 */
-/* opt-in */
 /* MPI_Comm_join: world ranks pair up (2k, 2k+1); the even one listens on an
    ephemeral TCP port of 127.0.0.1 and sends the port number with MPI_Send,
    the odd one connects; both call MPI_Comm_join on their end of the socket.

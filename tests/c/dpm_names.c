@@ -1,6 +1,5 @@
 /* ranks: 1 2 3 */
 /* timeout: 60 */
-/* opt-in */
 /* The name service: rank 0 opens a port and publishes it under a service
    name unique to this run (MPI_Publish_name), MPI_Lookup_name gives back the
    same string on every rank, a second service name for the same port works

@@ -1,6 +1,5 @@
 /* ranks: 2 4 */
 /* timeout: 60 */
-/* opt-in */
 /* Accept/connect/disconnect cycles within one job: MPI_COMM_WORLD split in
    halves, DPM_CYCLES (default 100) times the first half accepts and the
    second connects; even cycles reuse one long-lived port, odd cycles open a

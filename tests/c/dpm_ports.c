@@ -1,6 +1,5 @@
 /* ranks: 2 3 4 */
 /* timeout: 60 */
-/* opt-in */
 /* MPI_Open_port / MPI_Comm_accept / MPI_Comm_connect / MPI_Close_port within
    one job. MPI_COMM_WORLD is split into halves A (first ceil(n/2) ranks) and
    B; A's rank 0 opens a port (a non-empty string shorter than

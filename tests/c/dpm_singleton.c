@@ -1,6 +1,5 @@
 /* ranks: singleton */
 /* timeout: 60 */
-/* opt-in */
 /* Run WITHOUT mpiexec: a singleton MPI process spawns (the implementation
    has to provide whatever a launcher would): two children over
    MPI_COMM_WORLD with a real argv, then one over MPI_COMM_SELF; each time

@@ -1,6 +1,5 @@
 /* ranks: 1 2 4 */
 /* timeout: 90 */
-/* opt-in */
 /* MPI_Comm_spawn of this binary over MPI_COMM_WORLD, one case after the other:
    MPI_ARGV_NULL and MPI_ERRCODES_IGNORE; a real argv (spaces, quotes, shell
    characters, an empty and a long argument) received exactly, errcodes all

@@ -1,6 +1,5 @@
 /* ranks: 1 2 */
 /* timeout: 90 */
-/* opt-in */
 /* Spawn/disconnect cycles: DPM_CYCLES (default 100) times, MPI_Comm_spawn of
    one child of this binary (two every tenth cycle), one message each way,
    MPI_Comm_disconnect on both sides. After a few warm-up cycles every parent

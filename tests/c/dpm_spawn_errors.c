@@ -1,6 +1,5 @@
 /* ranks: 1 2 */
 /* timeout: 60 */
-/* opt-in */
 /* Spawns that cannot start, under MPI_ERRORS_RETURN: a missing executable
    by absolute path (with errcodes) and by a bare name not on PATH (with
    MPI_ERRCODES_IGNORE), a file that is not executable, and

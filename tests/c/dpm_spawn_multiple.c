@@ -1,6 +1,5 @@
 /* ranks: 1 2 4 */
 /* timeout: 60 */
-/* opt-in */
 /* MPI_Comm_spawn_multiple of this binary, several commands at once:
    MPI_ARGVS_NULL with MPI_ERRCODES_IGNORE; one argv per command ("app", the
    command's index, a marker) with per-command info "env" and "wdir" and the

@@ -1034,7 +1034,7 @@ impl Mpi {
             out.push(p);
             // Same machine (and its inbox is reachable): shared memory; else TCP.
             let near = info.machine.is_some() && info.machine == self.machine;
-            st.fabric.add_foreign(p, (job, rank), info.pid, info.inbox.filter(|_| near));
+            st.fabric.add_foreign(p, (job, rank), info.pid, near, info.inbox);
             let tcp = st.fabric.tcp.as_mut().ok_or_else(|| bad(d))?;
             tcp.add_peer(p, (job, rank), Some(addr), &info.node, Some(secret.clone()));
             tcp.trust(secret, job);

@@ -82,6 +82,8 @@ pub struct Fabric {
     pub inbox: Option<Arc<Inbox>>,
     /// Per process of another job on this machine: its identity and inbox descriptor.
     inbox_of: Vec<Option<((u64, u32), i32)>>,
+    /// Per process of another job: whether it runs on this machine (its pid means something).
+    near: Vec<bool>,
     /// Processes of other jobs by (job, rank), for reading their leases in our inbox.
     pub foreign_ids: std::collections::HashMap<(u64, u32), ProcIdx>,
     /// (job, rank) of this process.
@@ -101,6 +103,7 @@ impl Fabric {
             tcp: None,
             inbox: None,
             inbox_of: Vec::new(),
+            near: Vec::new(),
             foreign_ids: std::collections::HashMap::new(),
             me_id: (0, me),
         }
@@ -108,13 +111,15 @@ impl Fabric {
 
     /// Records process `p` of another job: `inbox` is its inbox descriptor when it runs on
     /// this machine (then its frames go through a ring leased there).
-    pub fn add_foreign(&mut self, p: ProcIdx, id: (u64, u32), pid: i32, inbox: Option<i32>) {
+    pub fn add_foreign(&mut self, p: ProcIdx, id: (u64, u32), pid: i32, near: bool, inbox: Option<i32>) {
         self.add_proc(p, pid, None);
         let i = p as usize;
         if self.inbox_of.len() <= i {
             self.inbox_of.resize(i + 1, None);
+            self.near.resize(i + 1, false);
         }
-        self.inbox_of[i] = inbox.map(|fd| (id, fd));
+        self.inbox_of[i] = inbox.filter(|_| near).map(|fd| (id, fd));
+        self.near[i] = near;
         self.eps[i] = Endpoint::Unopened;
         self.foreign_ids.insert(id, p);
     }
@@ -128,9 +133,7 @@ impl Fabric {
 
     /// Whether `p` runs on this machine as a process of another job (its pid means something).
     pub fn is_near_foreign(&self, p: ProcIdx) -> bool {
-        let i = p as usize;
-        self.inbox_of.get(i).is_some_and(Option::is_some)
-            || matches!(self.eps.get(i), Some(Endpoint::Shm { lease: Some(_), .. }))
+        self.near.get(p as usize).copied().unwrap_or(false)
     }
 
     pub fn pid(&self, p: ProcIdx) -> i32 {
