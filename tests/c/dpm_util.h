@@ -82,6 +82,8 @@ typedef struct {
     char marker[64];                  /* for DPM_ARGV_MARKER / DPM_ARGV_APP */
     char wdir[DPM_MAX_APPS][DPM_STR]; /* expected getcwd() ("" = no check) */
     char env[DPM_MAX_APPS][DPM_STR];  /* "NAME=VALUE\n..." expected in environ */
+    int reconnects;                   /* after the disconnect, connect this often to `port` */
+    char port[MPI_MAX_PORT_NAME];     /* (the parents accept over their spawning comm, root 0) */
 } dpm_desc;
 
 #define DPM_MAGIC 0x5ba70d
@@ -283,6 +285,7 @@ static inline void dpm_exchange(const char *what, MPI_Comm inter, int side, int 
         return;
     DPM_TRACE("%s side %d: merged", what, side);
     int msize = -1, mrank = -1, order[128];
+    DPM_TRACE("%s side %d: merged comm allgather", what, side);
     MPI_Comm_size(m, &msize);
     MPI_Comm_rank(m, &mrank);
     CHECK(msize == ls + rs, "%s: merged size %d, expected %d", what, msize, ls + rs);
@@ -301,6 +304,7 @@ static inline void dpm_exchange(const char *what, MPI_Comm inter, int side, int 
         CHECK_MPI(MPI_Allreduce(&one1, &tot, 1, MPI_INT, MPI_SUM, m));
         CHECK(tot == msize, "%s: merged allreduce %d", what, tot);
     }
+    DPM_TRACE("%s side %d: merged comm checked, freeing it", what, side);
     MPI_Comm_free(&m);
 }
 
@@ -550,6 +554,20 @@ static inline int dpm_child_main(int argc, char **argv, MPI_Comm parent)
     DPM_TRACE("child: disconnected");
     MPI_Comm_get_parent(&again);
     CHECK(again == MPI_COMM_NULL, "child: MPI_Comm_get_parent after disconnect is not MPI_COMM_NULL");
+    /* the same two jobs meet again, now through a port */
+    for (int r = 0; r < d.reconnects; r++) {
+        char what[32];
+        snprintf(what, sizeof what, "child reconnect %d", r);
+        MPI_Comm c = MPI_COMM_NULL;
+        CHECK_MPI(MPI_Comm_connect(d.port, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &c));
+        if (c == MPI_COMM_NULL)
+            break;
+        dpm_exchange(what, c, 1, r % 2, d.salt + 1 + r);
+        DPM_TRACE("%s: failures", what);
+        dpm_remote_failures(c);
+        DPM_TRACE("%s: disconnect", what);
+        dpm_disconnect(what, &c);
+    }
     if (d.after == DPM_AFTER_KILL) {
         fflush(stdout);
         fflush(stderr);
