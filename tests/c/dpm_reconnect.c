@@ -1,6 +1,5 @@
 /* ranks: 1 2 */
 /* timeout: 60 */
-/* opt-in */
 /* The same two jobs connected again and again: the parents open a port,
    spawn two children and give them the port name in the descriptor; after
    the spawn conversation and MPI_Comm_disconnect, the children connect to

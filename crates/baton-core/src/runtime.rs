@@ -41,8 +41,9 @@ pub struct State {
     pub engine: Engine,
     pub fabric: Fabric,
     consumers: Vec<(ProcIdx, Consumer)>,
-    /// Receiving halves of TCP connections.
-    tcp_rx: Vec<(ProcIdx, Rx)>,
+    /// Receiving halves of TCP connections, and whether the peer was disconnected since (its
+    /// end then is expected, whatever the same process does next).
+    tcp_rx: Vec<(ProcIdx, Rx, bool)>,
     /// Descriptors epoll reported readable in this pass (kept, so polling does not allocate).
     tcp_ready: Vec<u64>,
     /// Readers of the rings other jobs' processes leased in our inbox: (sender, slot, reader).
@@ -132,7 +133,7 @@ impl State {
         let State { engine, fabric, tcp_rx, tcp_ready: ready, .. } = self;
         let Some(t) = fabric.tcp.as_mut() else { return false };
         t.adopt_incoming();
-        tcp_rx.extend(t.take_new_rx());
+        tcp_rx.extend(t.take_new_rx().into_iter().map(|(p, rx)| (p, rx, false)));
         let mut did = false;
         // Many connections: one epoll call says which have data, instead of a read on each.
         let select = tcp_rx.len() > TCP_POLL_EACH_MAX;
@@ -141,8 +142,8 @@ impl State {
         }
         let mut i = 0;
         while i < tcp_rx.len() {
-            let (from, rx) = &mut tcp_rx[i];
-            let from = *from;
+            let (from, rx, retired) = &mut tcp_rx[i];
+            let (from, retired) = (*from, *retired);
             if select && !rx.has_buffered_frame() && !ready.contains(&(rx.raw_fd() as u64)) {
                 i += 1;
                 continue;
@@ -154,7 +155,7 @@ impl State {
                     // a process of another job that still had our address never disconnected).
                     if let Some(t) = fabric.tcp.as_mut() {
                         t.drop_rx(rx);
-                        if t.is_foreign(from) && t.reaches(from) {
+                        if t.is_foreign(from) && t.reaches(from) && !retired {
                             let who = t.describe(from);
                             t.peer_failed(from, format!("{who} closed its connection"));
                         }
@@ -167,7 +168,9 @@ impl State {
                     if let Some(t) = fabric.tcp.as_mut() {
                         let who = t.describe(from);
                         t.drop_rx(rx);
-                        t.peer_failed(from, format!("the connection to {who} failed: {e}"));
+                        if !retired {
+                            t.peer_failed(from, format!("the connection to {who} failed: {e}"));
+                        }
                     }
                     tcp_rx.swap_remove(i);
                     continue;
@@ -183,7 +186,7 @@ impl State {
             || self.inbox_cons.iter().any(|(_, _, c)| c.ready())
             || self.fabric.inbox.as_ref().is_some_and(|ib| ib.generation() != self.inbox_gen)
             || !self.fabric.loopback.is_empty()
-            || self.tcp_rx.iter().any(|(_, rx)| rx.has_buffered_frame())
+            || self.tcp_rx.iter().any(|(_, rx, _)| rx.has_buffered_frame())
     }
 
     /// A transport failure that must end the job.
@@ -1053,7 +1056,11 @@ impl Mpi {
                 continue;
             }
             st.fabric.release(p);
-            let mut tcp_used = st.tcp_rx.iter().any(|(q, _)| *q == p);
+            let mut tcp_used = false;
+            for (_, _, retired) in st.tcp_rx.iter_mut().filter(|(q, _, _)| *q == p) {
+                tcp_used = true;
+                *retired = true;
+            }
             if let Some(t) = st.fabric.tcp.as_mut() {
                 tcp_used |= t.was_connected(p);
                 t.forget(p, id);
