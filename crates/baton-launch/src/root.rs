@@ -167,7 +167,7 @@ pub struct Tree {
     secret: Secret,
     loopback: Vec<SocketAddr>,
     advertised: Vec<SocketAddr>,
-    local: Vec<bool>,
+    pub(crate) local: Vec<bool>,
     /// Slots of each host, for placing spawned jobs.
     pub(crate) slots: Vec<u32>,
     /// Hosts whose proxy was lost or could not be started: nothing more is

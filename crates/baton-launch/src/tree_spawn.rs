@@ -19,6 +19,7 @@
 //! flushed.
 
 use std::collections::BTreeSet;
+use std::net::IpAddr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -62,6 +63,36 @@ struct Planned {
     mapping: Mapping,
 }
 
+/// The job's hosts, as the `host` info may name them.
+struct HostNames<'a> {
+    names: &'a [String],
+    /// Whether each host is this machine.
+    local: &'a [bool],
+    /// Whether a name denotes this machine (`localhost`, its host name, an
+    /// address of it).
+    is_this_machine: &'a dyn Fn(&str) -> bool,
+}
+
+impl HostNames<'_> {
+    /// The host a `host` info name means: one of the list by name
+    /// (case-insensitive); else by first label (`n1` for `n1.cluster`:
+    /// programs often pass what `MPI_Get_processor_name` gives); else, for
+    /// a name of this machine, the first host of the list on this machine.
+    fn find(&self, h: &str) -> Option<u32> {
+        let label = |s: &str| {
+            let is_addr = s.parse::<IpAddr>().is_ok() || s.starts_with('[');
+            (!is_addr).then(|| s.split('.').next().unwrap_or_default().to_ascii_lowercase())
+        };
+        let exact = || self.names.iter().position(|n| n.eq_ignore_ascii_case(h));
+        let short = || {
+            let want = label(h)?;
+            self.names.iter().position(|n| label(n).as_ref() == Some(&want))
+        };
+        let here = || (self.is_this_machine)(h).then(|| self.local.iter().position(|&l| l)).flatten();
+        exact().or_else(short).or_else(here).map(|i| i as u32)
+    }
+}
+
 /// `cannot spawn 'PROG' (command 2 of 3)`, the start of every message
 /// about one command.
 fn which(cmds: &[SpawnCmd], i: usize) -> String {
@@ -73,7 +104,7 @@ fn which(cmds: &[SpawnCmd], i: usize) -> String {
 fn plan(
     cmds: &[SpawnCmd],
     parent_port: &str,
-    names: &[String],
+    names: &HostNames,
     cwd: &Path,
     genv: &[(String, String)],
 ) -> Result<Vec<Planned>, String> {
@@ -95,7 +126,7 @@ fn plan(
     Ok(out)
 }
 
-fn plan_one(cmd: &SpawnCmd, names: &[String], cwd: &Path, genv: &[(String, String)]) -> Result<Planned, String> {
+fn plan_one(cmd: &SpawnCmd, names: &HostNames, cwd: &Path, genv: &[(String, String)]) -> Result<Planned, String> {
     if cmd.program.is_empty() {
         return Err("the program name is empty".into());
     }
@@ -131,13 +162,14 @@ fn plan_one(cmd: &SpawnCmd, names: &[String], cwd: &Path, genv: &[(String, Strin
     Ok(Planned { seg, hosts, mapping })
 }
 
-/// The `host` info: host names of the job's list, comma-separated.
-fn parse_hosts(value: &str, names: &[String]) -> Result<Vec<u32>, String> {
+/// The `host` info: hosts of the job's list, comma-separated.
+fn parse_hosts(value: &str, hosts: &HostNames) -> Result<Vec<u32>, String> {
     let mut nodes = BTreeSet::new();
     for h in value.split(',').map(str::trim).filter(|h| !h.is_empty()) {
-        match names.iter().position(|n| n.eq_ignore_ascii_case(h)) {
-            Some(i) => nodes.insert(i as u32),
+        match hosts.find(h) {
+            Some(i) => nodes.insert(i),
             None => {
+                let names = hosts.names;
                 let mut list = names.iter().take(8).cloned().collect::<Vec<_>>().join(", ");
                 if names.len() > 8 {
                     list.push_str(", ...");
@@ -190,7 +222,12 @@ impl Job {
             return Err("cannot spawn: the job of the calling process is being ended".into());
         }
         let t = self.tree.as_ref().expect("tree mode");
-        let planned = plan(cmds, parent_port, &self.names, &t.cwd, &t.template.genv)?;
+        let is_this_machine = |h: &str| {
+            let addrs: Vec<IpAddr> = sys::interface_addrs().into_iter().map(|(_, a)| a).collect();
+            sys::is_local_host(h, &sys::hostname(), &addrs)
+        };
+        let hosts = HostNames { names: &self.names, local: &t.local, is_this_machine: &is_this_machine };
+        let planned = plan(cmds, parent_port, &hosts, &t.cwd, &t.template.genv)?;
         let placement = self.tree_place(cmds, &planned)?;
         let job_id = sys::random_job_id().map_err(|e| format!("cannot spawn: {e}"))?;
         let size = placement.len() as u32;
@@ -420,10 +457,32 @@ mod tests {
     }
 
     #[test]
+    fn host_info_names() {
+        let names: Vec<String> = ["10.0.0.1", "n1.cluster", "127.0.0.2", "n2"].iter().map(|s| (*s).into()).collect();
+        let local = [false, false, true, false];
+        let me = |h: &str| h == "login" || h == "localhost";
+        let hosts = HostNames { names: &names, local: &local, is_this_machine: &me };
+        assert_eq!(hosts.find("N1.Cluster"), Some(1));
+        assert_eq!(hosts.find("n1"), Some(1), "first label");
+        assert_eq!(hosts.find("n2.cluster"), Some(3), "first label the other way");
+        assert_eq!(hosts.find("10.0.0.1"), Some(0));
+        assert_eq!(hosts.find("10.0.0.2"), None, "addresses are not cut into labels");
+        assert_eq!(hosts.find("login"), Some(2), "this machine: its first host in the list");
+        assert_eq!(hosts.find("n3"), None);
+        let none_local = [false; 4];
+        let hosts = HostNames { names: &names, local: &none_local, is_this_machine: &me };
+        assert_eq!(hosts.find("localhost"), None);
+    }
+
+    #[test]
     fn info_keys_are_checked_before_anything_starts() {
         let cwd = Path::new("/work");
         let genv = [("G".to_owned(), "1".to_owned())];
-        let plan1 = |info: &[(&str, &str)]| plan(&[cmd(info)], "port", &names(), cwd, &genv);
+        let names = names();
+        let nowhere = |_: &str| false;
+        let hosts = HostNames { names: &names, local: &[false; 3], is_this_machine: &nowhere };
+        let plan = |cmds: &[SpawnCmd], port: &str| plan(cmds, port, &hosts, cwd, &genv);
+        let plan1 = |info: &[(&str, &str)]| plan(&[cmd(info)], "port");
         let p = plan1(&[("host", "node-c, a"), ("map_by", "Node"), ("wdir", "sub"), ("env", "X=2")]).unwrap();
         assert_eq!(p[0].hosts, Some(vec![0, 2]), "host-list order, names case-insensitive");
         assert_eq!(p[0].mapping, Mapping::Cyclic);
@@ -434,7 +493,7 @@ mod tests {
         assert_eq!((p[0].seg.wdir.as_slice(), p[0].seg.path.as_deref()), (&b"/abs"[..], Some("bin")));
         let e = plan1(&[("host", "a,elsewhere")]).err().unwrap();
         assert_eq!(e, "cannot spawn 'prog': info host 'elsewhere' is not one of the job's hosts (a, b, Node-C)");
-        let e = plan(&[cmd(&[]), cmd(&[("map_by", "diagonal")])], "p", &names(), cwd, &genv).err().unwrap();
+        let e = plan(&[cmd(&[]), cmd(&[("map_by", "diagonal")])], "p").err().unwrap();
         assert_eq!(
             e,
             "cannot spawn 'prog' (command 2 of 2): info map_by 'diagonal' is not one of block, slot, cyclic, node"
@@ -443,6 +502,6 @@ mod tests {
         assert!(plan1(&[("env", "NOEQUALS")]).err().unwrap().ends_with("info env line 'NOEQUALS' is not NAME=VALUE"));
         let mut none = cmd(&[]);
         none.maxprocs = 0;
-        assert!(plan(&[none], "p", &names(), cwd, &genv).is_err());
+        assert!(plan(&[none], "p").is_err());
     }
 }

@@ -193,6 +193,8 @@ fn placement_default_cyclic_host_key_and_new_hosts() {
     assert_eq!(nodes, [B, B, C, C], "only the hosts named, in host-list order");
     let (nodes, _) = spawned_on(&three, &first, &[&format!("spawn:self|5|host={C};map_by=node|child")]);
     assert_eq!(nodes, [C, C, C, C, C], "a single host, oversubscribed");
+    let (nodes, _) = spawned_on(&three, &first, &["spawn:self|2|host=localhost|child"]);
+    assert_eq!(nodes, [A, A], "this machine: its first host in the list");
     // More than the free slots: the rest wraps around as on empty hosts.
     let (nodes, _) = spawned_on(&three, &first, &["spawn:self|8||child"]);
     assert_eq!(nodes, [A, A, B, B, C, C, C, A]);
