@@ -5,13 +5,18 @@
 #     TCP between hosts; 8 ranks wrap around);
 #  2. point-to-point and a few collectives on 2 hosts with one slot each (every pair over TCP,
 #     cyclic placement), 3 stripes per peer and tiny frames, over IPv6 (BATON_TCP_IF=fd83::/64);
-#  3. faults while ranks talk over TCP: a rank on another host SIGKILLed (the job ends within
+#  3. (dpm) MPI_Comm_spawn across the 3 hosts (tests/hosts/dpm_spawn_hosts.c): both parents on
+#     host 1, children placed on free slots, by the info keys "host" (one host or a list) and
+#     "map_by", each checked through MPI_Get_processor_name; p2p, a collective and disconnect
+#     over each intercommunicator; the time MPI_Comm_spawn takes for 1 and 4 children;
+#  4. faults while ranks talk over TCP: a rank on another host SIGKILLed (the job ends within
 #     2 s naming rank and host), a host's link taken down (ends within the heartbeat bound,
 #     BATON_HEARTBEAT_TIMEOUT=2 here, naming the host); no process of the job left behind.
 # Without root (no namespaces), part 1 runs on "hosts" that are other names of this machine
-# (127.0.0.1-3: a proxy, a segment and TCP between them all the same) and the rest is skipped.
+# (127.0.0.1-3: a proxy, a segment and TCP between them all the same) and the rest is skipped
+# (the spawn test needs hosts with names of their own).
 # The namespaces are removed on every exit path.
-# PARTS (default "suite p2p faults") selects parts.
+# PARTS (default "suite p2p dpm faults") selects parts.
 set -u
 prefix=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -24,7 +29,7 @@ trap 'exit 130' INT TERM
 rc=$?
 export MPICC="$prefix/bin/mpicc" MPIEXEC="$prefix/bin/mpiexec" BUILD_DIR="${BUILD_DIR:-$root/build/c-tests}"
 fails=0
-parts=${PARTS:-suite p2p faults}
+parts=${PARTS:-suite p2p dpm faults}
 has() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 if [ $rc = 77 ]; then
   echo "SKIP namespace hosts (need root); the suite on 3 names of this machine instead"
@@ -47,6 +52,16 @@ octets=${NETNS_NET#*.}
 ALGORITHMS=none BATON_TCP_IF="fd${octets%%.*}::/64" BATON_TCP_STRIPES=3 BATON_TCP_EAGER_MAX=64 BATON_TCP_CHUNK=4096 MPIEXEC_FLAGS="$rsh -hosts ${h}1,${h}2" \
   "$root/tests/run-c-tests" p2p_basic p2p_order p2p_modes p2p_probe p2p_large_count threads coll_bcast coll_alltoall ||
   fails=$((fails + 1))
+fi
+if has dpm; then
+  echo "--- MPI_Comm_spawn across 3 hosts"
+  mkdir -p "$BUILD_DIR"
+  if "$prefix/bin/mpicc" -o "$BUILD_DIR/dpm_spawn_hosts" "$root/tests/hosts/dpm_spawn_hosts.c"; then
+    "$prefix/bin/mpiexec" --timeout 120 $rsh -hosts "${h}1:2,${h}2:2,${h}3:2" -n 2 \
+      "$BUILD_DIR/dpm_spawn_hosts" "${h}1" "${h}2" "${h}3" || fails=$((fails + 1))
+  else
+    fails=$((fails + 1))
+  fi
 fi
 has faults || exit $fails
 

@@ -132,10 +132,16 @@ fn children_of(ppid: i32) -> Vec<i32> {
 /// in `parse_cmd`), `pid`, `wait-stdin` (one line), `exit:N` (without
 /// finalizing), `children` (waits up to 3 s for mpiexec to have no child
 /// but the ranks of the first job, and prints how many others it has).
+/// The other ranks wait in a fence until rank 0 is done, so that their
+/// slots stay taken meanwhile.
 fn parent(c: &mut PmiClient, steps: &[String]) {
-    if c.rank() != 0 {
-        return;
+    if c.rank() == 0 {
+        parent_steps(c, steps);
     }
+    c.fence().unwrap();
+}
+
+fn parent_steps(c: &mut PmiClient, steps: &[String]) {
     for (i, step) in steps.iter().enumerate() {
         if let Some(spec) = step.strip_prefix("spawn:") {
             let cmds: Vec<SpawnCmd> = spec.split('+').map(parse_cmd).collect();
@@ -246,11 +252,33 @@ fn child(mode: &str) {
             std::io::stdout().flush().unwrap();
             std::thread::sleep(Duration::from_secs(30));
         }
-        _ => {
+        "child-spawn" => {
+            // A spawned job spawning in turn: two plain children, one per host.
             c.fence().unwrap();
+            if c.rank() == 0 {
+                let me = std::env::current_exe().unwrap().to_str().unwrap().to_owned();
+                let cmd = SpawnCmd {
+                    program: me,
+                    args: vec!["child".into()],
+                    maxprocs: 2,
+                    info: vec![("map_by".into(), "node".into())],
+                };
+                match c.spawn(&[cmd], "grandchild") {
+                    Ok((job, size)) => println!("grandchildren job {job} size {size}"),
+                    Err(e) => println!("grandchildren error: {}", e.message()),
+                }
+            }
+        }
+        _ => {
+            // Every rank's host, through the job's fence.
             let env = |n: &str| std::env::var(n).unwrap_or_default();
+            c.put("node", env("BATON_NODE").as_bytes()).unwrap();
+            c.fence().unwrap();
+            let peers: Vec<String> = (0..c.size())
+                .map(|r| String::from_utf8(c.get(r, "node").unwrap().expect("every rank's node")).unwrap())
+                .collect();
             println!(
-                "child job {} rank {} size {} appnum {} port {} universe {} local {}/{} node {} cwd {} foo {} argv0 {} args {} pid {}",
+                "child job {} rank {} size {} appnum {} port {} universe {} local {}/{} node {} cwd {} foo {} argv0 {} args {} peers {} pid {}",
                 c.job_id(),
                 c.rank(),
                 c.size(),
@@ -264,6 +292,7 @@ fn child(mode: &str) {
                 env("FOO"),
                 std::env::args().next().unwrap_or_default(),
                 std::env::args().skip(1).collect::<Vec<_>>().join(","),
+                peers.join(","),
                 std::process::id(),
             );
         }

@@ -1,5 +1,7 @@
 //! `MPI_Comm_spawn` in a single-host job: each spawn request starts a new
-//! job of its own.
+//! job of its own. (Jobs run through proxies start theirs through the
+//! tree, see [`crate::tree_spawn`]; what happens once a spawned job runs is
+//! shared, and is here.)
 //!
 //! A rank's request arrives as [`ServerEvent::Spawn`] on its job's
 //! bootstrap server. mpiexec checks every command first (info keys, working
@@ -29,15 +31,13 @@ use baton_pmi::auth::Secret;
 use baton_pmi::server::{PmiServer, ServerConfig, ServerEvent};
 use baton_pmi::SpawnCmd;
 
-use crate::{
-    judge_exit, output, spawn, sys, Event, Job, JobNo, Rank, Verdict, DRAIN_GRACE, KILL_GRACE, SPAWN_MULTIHOST_MSG,
-};
+use crate::{judge_exit, output, spawn, sys, tree_spawn, Event, Job, JobNo, Rank, Verdict, DRAIN_GRACE, KILL_GRACE};
 
 /// Most processes one spawn request may start.
 pub const MAX_SPAWN_PROCS: u64 = 4096;
 
 /// The search path `execvp` uses when `PATH` is unset.
-const DEFAULT_PATH: &str = "/bin:/usr/bin";
+pub const DEFAULT_PATH: &str = "/bin:/usr/bin";
 
 /// What starting a spawned job takes, fixed when the first job starts.
 pub struct Spawner {
@@ -60,12 +60,14 @@ pub struct Spawner {
 pub struct SpawnedJob {
     pub ranks: Vec<Rank>,
     /// Dropped as soon as every rank has exited.
-    server: Option<PmiServer>,
+    pub server: Option<PmiServer>,
     /// This job alone is being ended (its first failure was reported).
-    failed: bool,
-    kill_at: Option<Instant>,
-    output_done: bool,
-    drain_until: Option<Instant>,
+    pub failed: bool,
+    pub kill_at: Option<Instant>,
+    pub output_done: bool,
+    pub drain_until: Option<Instant>,
+    /// Jobs run through the proxies: where the job stands on its hosts.
+    pub tree: Option<tree_spawn::TreeJob>,
 }
 
 /// One command, checked and ready to start.
@@ -133,7 +135,7 @@ impl Spawner {
                 "wdir" => wdir = Some(value.as_str()),
                 "path" => search = Some(value.as_str()),
                 "host" => self.check_host(value)?,
-                "env" => parse_env(value, &mut env)?,
+                "env" => env.extend(parse_env(value)?.into_iter().map(|(k, v)| (k.into(), v.into()))),
                 // "soft": a spawn starts all processes or none anyway.
                 // "map_by": one host, so every mapping is the same.
                 // Anything else may be ignored, as the standard allows.
@@ -164,14 +166,15 @@ impl Spawner {
             return Ok(());
         }
         Err(format!(
-            "info host '{h}' is not this host ('{}'); a job started without -hosts spawns on its own host only",
+            "info host '{h}' is not this host ('{}'); a job whose ranks all run on one host spawns on that host only",
             self.node
         ))
     }
 }
 
-/// `env` info: newline-separated `NAME=VALUE` pairs, added to `env`.
-fn parse_env(value: &str, env: &mut Vec<(OsString, OsString)>) -> Result<(), String> {
+/// `env` info: newline-separated `NAME=VALUE` pairs.
+pub fn parse_env(value: &str) -> Result<Vec<(String, String)>, String> {
+    let mut env = Vec::new();
     for line in value.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)) {
         if line.trim().is_empty() {
             continue;
@@ -183,14 +186,19 @@ fn parse_env(value: &str, env: &mut Vec<(OsString, OsString)>) -> Result<(), Str
             _ => return Err(format!("info env line '{line}' is not NAME=VALUE")),
         }
     }
-    Ok(())
+    Ok(env)
 }
 
 /// The absolute path of `program`: relative to `wdir` when it contains a
 /// `/`, else the first executable match in the `path` info directories,
 /// then in `env_path`. Empty entries are skipped rather than meaning the
 /// current directory.
-fn resolve_program(program: &str, wdir: &Path, search: Option<&str>, env_path: &OsString) -> Result<PathBuf, String> {
+pub fn resolve_program(
+    program: &str,
+    wdir: &Path,
+    search: Option<&str>,
+    env_path: &OsString,
+) -> Result<PathBuf, String> {
     if program.contains('/') {
         let p = wdir.join(program);
         if sys::is_executable(&p) {
@@ -238,7 +246,9 @@ impl Job {
 
     /// Starts a job for `cmds`: all its processes, or none.
     fn start_spawned(&mut self, cmds: &[SpawnCmd], parent_port: &str) -> Result<(u64, u32), String> {
-        let Some(sp) = self.spawner.as_mut() else { return Err(SPAWN_MULTIHOST_MSG.into()) };
+        let Some(sp) = self.spawner.as_mut() else {
+            return Err("cannot spawn: this launcher cannot start jobs".into());
+        };
         let planned = sp.plan(cmds, parent_port)?;
         let size = planned.iter().map(|p| p.maxprocs).sum::<u32>();
         let job_id = sys::random_job_id().map_err(|e| format!("cannot spawn: {e}"))?;
@@ -323,6 +333,7 @@ impl Job {
             kill_at: None,
             output_done: false,
             drain_until: None,
+            tree: None,
         };
         self.spawned.insert(no, job);
         Ok((job_id, size))
@@ -359,14 +370,33 @@ impl Job {
             Verdict::Fine => {}
             // Only the first job decides mpiexec's exit status.
             Verdict::Late(_, msg) => say!("mpiexec: spawned job {no}: {msg}"),
-            Verdict::Fail(_, msg) => {
-                say!("mpiexec: spawned job {no}: {msg}");
-                job.failed = true;
-                for r in job.ranks.iter().filter(|r| !r.exited) {
-                    sys::kill_group(r.pid, libc::SIGTERM);
-                }
-                job.kill_at = Some(Instant::now() + KILL_GRACE);
-            }
+            Verdict::Fail(_, msg) => self.fail_spawned(no, &msg),
+        }
+    }
+
+    /// Ends spawned job `no` alone, saying why: SIGTERM now, SIGKILL after
+    /// the grace period.
+    pub(crate) fn fail_spawned(&mut self, no: JobNo, msg: &str) {
+        let Some(job) = self.spawned.get_mut(&no) else { return };
+        if self.failure.is_some() || job.failed {
+            return;
+        }
+        say!("mpiexec: spawned job {no}: {msg}");
+        job.failed = true;
+        job.kill_at = Some(Instant::now() + KILL_GRACE);
+        self.signal_spawned(no, libc::SIGTERM, false);
+    }
+
+    /// Sends `sig` to the process groups of spawned job `no`'s ranks still
+    /// running (of all of them with `all`).
+    pub(crate) fn signal_spawned(&self, no: JobNo, sig: i32, all: bool) {
+        if let Some(tree) = &self.tree {
+            tree.signal_job(no, sig, all);
+            return;
+        }
+        let Some(job) = self.spawned.get(&no) else { return };
+        for r in job.ranks.iter().filter(|r| all || !r.exited) {
+            sys::kill_group(r.pid, sig);
         }
     }
 
@@ -383,13 +413,15 @@ impl Job {
 
     /// SIGKILL for spawned jobs whose grace period is over.
     pub(crate) fn spawned_tick(&mut self, now: Instant) {
-        for job in self.spawned.values_mut() {
+        let mut due = Vec::new();
+        for (&no, job) in &mut self.spawned {
             if job.kill_at.is_some_and(|t| now >= t) {
                 job.kill_at = None;
-                for r in job.ranks.iter().filter(|r| !r.exited) {
-                    sys::kill_group(r.pid, libc::SIGKILL);
-                }
+                due.push(no);
             }
+        }
+        for no in due {
+            self.signal_spawned(no, libc::SIGKILL, false);
         }
     }
 
@@ -398,6 +430,7 @@ impl Job {
     pub(crate) fn retire_spawned(&mut self) {
         let now = Instant::now();
         let mut over = Vec::new();
+        let mut sweep = Vec::new();
         for (&no, job) in &mut self.spawned {
             if !job.ranks.iter().all(|r| r.exited) {
                 continue;
@@ -406,14 +439,15 @@ impl Job {
             job.kill_at = None;
             if (job.failed || self.failure.is_some()) && job.drain_until.is_none() {
                 // What the killed ranks left in their groups goes too.
-                for r in &job.ranks {
-                    sys::kill_group(r.pid, libc::SIGKILL);
-                }
+                sweep.push(no);
                 job.drain_until = Some(now + DRAIN_GRACE);
             }
             if job.output_done || job.drain_until.is_some_and(|t| now >= t) {
                 over.push(no);
             }
+        }
+        for no in sweep {
+            self.signal_spawned(no, libc::SIGKILL, true);
         }
         // Their pids left `spawned_pids` as each rank exited.
         for no in over {
@@ -464,12 +498,11 @@ mod tests {
 
     #[test]
     fn env_info_lines() {
-        let mut env = Vec::new();
-        parse_env("A=1\nB=x=y\r\n\n  \nEMPTY=", &mut env).unwrap();
-        let want: Vec<(OsString, OsString)> =
+        let env = parse_env("A=1\nB=x=y\r\n\n  \nEMPTY=").unwrap();
+        let want: Vec<(String, String)> =
             [("A", "1"), ("B", "x=y"), ("EMPTY", "")].iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
         assert_eq!(env, want);
-        assert!(parse_env("NOEQUALS", &mut env).unwrap_err().contains("NOEQUALS"));
-        assert!(parse_env("=value", &mut env).is_err());
+        assert!(parse_env("NOEQUALS").unwrap_err().contains("NOEQUALS"));
+        assert!(parse_env("=value").is_err());
     }
 }

@@ -148,6 +148,19 @@ pub fn place(size: u32, slots: &[u32], mapping: Mapping) -> Vec<usize> {
     out
 }
 
+/// Placement of `n` more processes when `used` of each host's `slots` are
+/// taken by processes still running: the free slots first, in `mapping`
+/// order, then, once every slot is taken, the layout of [`place`] from the
+/// start (oversubscription). Returns host indexes.
+pub fn place_free(n: u32, slots: &[u32], used: &[u32], mapping: Mapping) -> Vec<usize> {
+    let free: Vec<u32> = slots.iter().zip(used).map(|(&s, &u)| s.saturating_sub(u)).collect();
+    let total_free: u64 = free.iter().map(|&f| u64::from(f)).sum();
+    let first = u64::from(n).min(total_free) as u32;
+    let mut out = if first > 0 { place(first, &free, mapping) } else { Vec::new() };
+    out.extend(place(n - first, slots, mapping));
+    out
+}
+
 /// Divides the hosts of a subtree (without its root) among at most
 /// `fanout` children: consecutive, near-equal chunks whose first host is
 /// the child and the rest that child's own subtree. Depth is therefore
@@ -230,6 +243,22 @@ mod tests {
         assert_eq!(slots(&[h("a", Some(4)), h("b", None)], None), [4, 1]);
         assert_eq!(slots(&[h("a", Some(4)), h("b", None)], Some(2)), [2, 2]);
         assert_eq!(place(6, &slots(&[h("a", Some(4)), h("b", None)], Some(2)), Mapping::Block), [0, 0, 1, 1, 0, 0]);
+    }
+
+    #[test]
+    fn placement_on_free_slots() {
+        // Host 0 is full, host 1 has one slot left, host 2 two.
+        let (slots, used) = ([2, 2, 2], [2, 1, 0]);
+        assert_eq!(place_free(3, &slots, &used, Mapping::Block), [1, 2, 2]);
+        assert_eq!(place_free(3, &slots, &used, Mapping::Cyclic), [1, 2, 2]);
+        // All free slots taken: the rest is laid out as on empty hosts.
+        assert_eq!(place_free(5, &slots, &used, Mapping::Block), [1, 2, 2, 0, 0]);
+        assert_eq!(place_free(5, &slots, &used, Mapping::Cyclic), [1, 2, 2, 0, 1]);
+        assert_eq!(place_free(4, &[3, 3, 3], &[1, 1, 0], Mapping::Block), [0, 0, 1, 1]);
+        assert_eq!(place_free(4, &[3, 3, 3], &[1, 1, 0], Mapping::Cyclic), [0, 1, 2, 0]);
+        // More processes than slots were ever free.
+        assert_eq!(place_free(3, &[1, 1], &[5, 5], Mapping::Block), [0, 1, 0]);
+        assert!(place_free(0, &[1], &[0], Mapping::Block).is_empty());
     }
 
     #[test]

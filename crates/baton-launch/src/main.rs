@@ -9,9 +9,10 @@
 //! tree and talks to over [`link`]s. Either way everything that can happen
 //! — a rank exiting, a PMI or tree event, a signal to mpiexec, output
 //! reaching EOF — becomes an [`Event`] on one channel consumed by
-//! [`Job::run`], which decides the job's fate. In a single-host job
-//! `MPI_Comm_spawn` starts further jobs, driven by the same loop
-//! ([`comm_spawn`]). The same loop also serves a process started without
+//! [`Job::run`], which decides the job's fate. `MPI_Comm_spawn` starts
+//! further jobs, driven by the same loop: forked here in a single-host job
+//! ([`comm_spawn`]), through the proxies in a multi-host one
+//! ([`tree_spawn`]). The same loop also serves a process started without
 //! mpiexec that wants to spawn (`mpiexec --singleton-server`, see
 //! [`singleton`]).
 
@@ -26,10 +27,12 @@ mod hosts;
 mod link;
 mod output;
 mod proxy;
+mod proxy_spawn;
 mod root;
 mod singleton;
 mod spawn;
 mod sys;
+mod tree_spawn;
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
@@ -48,8 +51,6 @@ const KILL_GRACE: Duration = Duration::from_millis(1000);
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
 /// Exit status when a host could not be started or was lost.
 const HOST_FAILURE_STATUS: i32 = 255;
-/// The answer to a spawn request in a job run through proxies.
-const SPAWN_MULTIHOST_MSG: &str = "MPI_Comm_spawn is not supported yet in jobs started on several hosts (see README)";
 
 /// Which job of this mpiexec something belongs to: 0 is the job of the
 /// command line, 1, 2, ... those started by `MPI_Comm_spawn`, in order.
@@ -115,6 +116,8 @@ pub struct Plan {
     pub names: Vec<String>,
     /// Node of each rank.
     pub placement: Vec<usize>,
+    /// Slots of each host.
+    pub slots: Vec<u32>,
     pub universe_size: u32,
     /// Whether each host is this machine (started without the remote shell).
     pub local: Vec<bool>,
@@ -139,7 +142,7 @@ fn plan_and_launch(opts: &cli::Options) -> Result<i32, (String, i32)> {
         // Everything on this machine: no proxy, no remote shell, no delay.
         return launch_single(opts, names[first].clone(), universe_size);
     }
-    root::launch(opts, Plan { names, placement, universe_size, local })
+    root::launch(opts, Plan { names, placement, slots, universe_size, local })
 }
 
 /// Per-rank bookkeeping.
@@ -272,7 +275,7 @@ struct Job {
     output_done: bool,
     drain_until: Option<Instant>,
     /// Single-host jobs: what starting a spawned job takes; `None` in a
-    /// job run through proxies.
+    /// job run through proxies (see [`root::Tree`]).
     spawner: Option<comm_spawn::Spawner>,
     /// Jobs started by `MPI_Comm_spawn` that are not over yet.
     spawned: BTreeMap<JobNo, comm_spawn::SpawnedJob>,
@@ -352,6 +355,9 @@ impl Job {
         let timeout_at = self.timeout.map(|t| Instant::now() + t);
         loop {
             let all_exited = self.first_job_over() && self.spawned.is_empty();
+            if all_exited && self.tree.is_some() {
+                self.tree_wind_down();
+            }
             if all_exited {
                 if self.failure.is_some() && self.drain_until.is_none() {
                     // Take out anything the ranks left behind in their groups.

@@ -9,10 +9,13 @@
 //! this host's ranks exactly as single-host mpiexec does (own process
 //! group, parent-death signal, one memfd per host), serves their bootstrap
 //! requests with a delegated-fence [`PmiServer`], relays their output and
-//! exits up the tree, and obeys signals coming down. [`Proxy`] is that
-//! state. It kills its ranks and exits as soon as its parent is gone.
+//! exits up the tree, and obeys signals coming down. It also starts this
+//! host's share of jobs spawned later ([`crate::proxy_spawn`]). [`Proxy`] is
+//! that state. When nothing runs in its subtree any more it says `Done`
+//! and exits once its parent closes the link; it kills its ranks and exits
+//! as soon as its parent is gone otherwise.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -31,13 +34,12 @@ use baton_pmi::wire::{self, KeyValue};
 
 use crate::hosts::{self, rank_ranges};
 use crate::link::{self, Link, LinkEvent};
+use crate::root::ChildProxy;
 use crate::root::{describe_status, State, PROXY_START_TIMEOUT};
-use crate::{output, spawn, sys, Event, HOST_FAILURE_STATUS};
+use crate::{output, spawn, sys, Event, JobNo, HOST_FAILURE_STATUS};
 
 /// Label of the key the ranks get, derived from the launcher secret.
 pub const RANK_KEY_LABEL: &str = "ranks";
-/// How long a proxy waits for its parent to acknowledge `Done`.
-const DONE_LINGER: Duration = Duration::from_secs(2);
 /// Largest piece of output per message, well below the frame limit.
 const OUTPUT_PIECE: usize = 1 << 20;
 /// How long a proxy waits for its launch description.
@@ -138,36 +140,92 @@ pub fn main(args: &[String]) -> i32 {
 }
 
 /// A rank of this host.
-struct LocalRank {
-    rank: u32,
-    pid: i32,
-    connected: bool,
-    finalized: bool,
-    exited: bool,
+pub(crate) struct LocalRank {
+    pub rank: u32,
+    pub pid: i32,
+    pub connected: bool,
+    pub finalized: bool,
+    pub exited: bool,
+}
+
+/// This host's share of one job, and that job's fence in this subtree.
+pub(crate) struct Part {
+    /// `None` where no rank of the job runs, and (spawned jobs) once every
+    /// local rank has exited.
+    pub server: Option<PmiServer>,
+    pub ranks: Vec<LocalRank>,
+    /// Whether ranks of the job were placed on this host.
+    pub local: bool,
+    /// The direct children whose subtrees run ranks of the job.
+    pub fence_children: Vec<u32>,
+    pub fence_epoch: u64,
+    pub fence_local: bool,
+    pub fence_arrived: usize,
+    pub fence_kvs: Vec<KeyValue>,
+    pub output_done: bool,
+    /// Spawned jobs: the hosts below whose share has not reported its end
+    /// (`JobDone`, or `JobStarted` with an error) yet.
+    pub below: BTreeSet<u32>,
+    /// Spawned jobs: `JobDone` was sent for the local share.
+    pub reported: bool,
+    /// mpiexec is ending the job: a rank killed while it authenticates
+    /// looks like an intruder, and is not reported as one.
+    pub ending: bool,
+}
+
+impl Part {
+    pub fn new(local: bool, fence_children: Vec<u32>) -> Part {
+        Part {
+            server: None,
+            ranks: Vec::new(),
+            local,
+            fence_children,
+            fence_epoch: 0,
+            fence_local: false,
+            fence_arrived: 0,
+            fence_kvs: Vec::new(),
+            output_done: true,
+            below: BTreeSet::new(),
+            reported: false,
+            ending: false,
+        }
+    }
+
+    /// No local rank runs and their output is flushed.
+    pub fn idle(&self) -> bool {
+        self.output_done && self.ranks.iter().all(|r| r.exited)
+    }
 }
 
 /// The proxy's state, driven by [`Event`]s like mpiexec's `Job`.
-struct Proxy {
-    me: u32,
-    name: String,
-    spec: LaunchSpec,
-    names: HashMap<u32, String>,
-    secret: Secret,
-    heartbeat: Duration,
-    parent: Arc<Link>,
-    server: PmiServer,
-    ranks: Vec<LocalRank>,
-    by_pid: HashMap<i32, usize>,
-    children: Vec<crate::root::ChildProxy>,
-    by_node: HashMap<u32, usize>,
-    fence_epoch: u64,
-    fence_local: bool,
-    fence_children: usize,
-    fence_kvs: Vec<KeyValue>,
-    output_done: bool,
-    stdin_tx: Option<mpsc::Sender<Vec<u8>>>,
-    done_at: Option<Instant>,
-    tx: mpsc::Sender<Event>,
+pub(crate) struct Proxy {
+    pub me: u32,
+    pub name: String,
+    /// The first job, as this proxy's subtree sees it.
+    pub spec: LaunchSpec,
+    pub names: HashMap<u32, String>,
+    pub secret: Secret,
+    /// The key of every job's ranks (derived from the launcher secret).
+    pub rank_secret: Secret,
+    /// mpiexec's environment, the base of every rank's.
+    pub base_env: Vec<(OsString, OsString)>,
+    pub heartbeat: Duration,
+    pub parent: Arc<Link>,
+    /// Job 0 (the first job) and the spawned jobs this subtree has a share of.
+    pub parts: BTreeMap<JobNo, Part>,
+    pub by_pid: HashMap<i32, (JobNo, usize)>,
+    pub children: Vec<ChildProxy>,
+    pub by_node: HashMap<u32, usize>,
+    pub stdin_tx: Option<mpsc::Sender<Vec<u8>>>,
+    /// `JobLaunch`es received; `Done` carries the count.
+    pub launches: u32,
+    /// `Done` was sent and no launch came since.
+    pub done_sent: bool,
+    /// Spawn requests relayed up and not answered yet: our number for each,
+    /// and the requesting rank's job and rank.
+    pub requests: HashMap<u64, (JobNo, u32)>,
+    pub next_request: u64,
+    pub tx: mpsc::Sender<Event>,
 }
 
 fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, String> {
@@ -208,25 +266,26 @@ fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, Stri
         sys::create_job_memfd(spec.job_id).map_err(|e| format!("cannot create the host's shared-memory fd: {e}"))?;
 
     let names: HashMap<u32, String> = spec.nodes.iter().cloned().collect();
+    let base_env =
+        spec.base_env.iter().map(|(k, v)| (OsString::from_vec(k.clone()), OsString::from_vec(v.clone()))).collect();
     let mut proxy = Proxy {
         me,
         name: name.clone(),
         names,
         secret,
+        rank_secret: rank_secret.clone(),
+        base_env,
         heartbeat,
         parent: Arc::clone(&parent),
-        server,
-        ranks: Vec::new(),
+        parts: BTreeMap::new(),
         by_pid: HashMap::new(),
         children: Vec::new(),
         by_node: HashMap::new(),
-        fence_epoch: 0,
-        fence_local: false,
-        fence_children: 0,
-        fence_kvs: Vec::new(),
-        output_done: false,
         stdin_tx: None,
-        done_at: None,
+        launches: 0,
+        done_sent: false,
+        requests: HashMap::new(),
+        next_request: 0,
         tx: tx.clone(),
         spec,
     };
@@ -253,28 +312,17 @@ fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, Stri
                 }
             };
             proxy.by_node.insert(node, proxy.children.len());
-            let state = if pid.is_some() { State::Starting } else { State::Gone };
-            proxy.children.push(crate::root::ChildProxy {
-                node,
-                subtree: sub,
-                pid,
-                link: None,
-                state,
-                started: Instant::now(),
-            });
+            proxy.children.push(ChildProxy::new(node, sub, pid));
         }
     }
+    // Every host below has ranks of the first job.
+    let mut first = Part::new(!mine.is_empty(), proxy.children.iter().map(|c| c.node).collect());
 
     let specs = rank_specs(&proxy.spec, &mine);
     let host_env = spawn::HostEnv {
         clear_env: true,
-        base_env: proxy
-            .spec
-            .base_env
-            .iter()
-            .map(|(k, v)| (OsString::from_vec(k.clone()), OsString::from_vec(v.clone())))
-            .collect(),
-        pmi_addr: proxy.server.addr().to_string(),
+        base_env: proxy.base_env.clone(),
+        pmi_addr: server.addr().to_string(),
         secret_hex: rank_secret.to_hex(),
         job_id: proxy.spec.job_id,
         size: proxy.spec.size,
@@ -288,34 +336,23 @@ fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, Stri
     };
     let spawned = spawn::spawn(&specs, &host_env, &memfd);
     sys::start_reaper(tx.clone());
+    first.server = Some(server);
     for &(rank, pid) in &spawned.pids {
-        proxy.by_pid.insert(pid, proxy.ranks.len());
-        proxy.ranks.push(LocalRank { rank, pid, connected: false, finalized: false, exited: false });
+        proxy.by_pid.insert(pid, (0, first.ranks.len()));
+        first.ranks.push(LocalRank { rank, pid, connected: false, finalized: false, exited: false });
     }
     if let Some((rank, msg, status)) = spawned.error {
         let not_started: Vec<u32> = mine.iter().copied().filter(|r| *r > rank).collect();
         parent.send(&TreeMsg::SpawnFailed { rank, status, msg, not_started });
     }
+    let sources = spawned.sources;
+    if !sources.is_empty() {
+        first.output_done = false;
+        forward_output(sources, 0, &parent, &tx).map_err(|e| format!("cannot start the output thread: {e}"))?;
+    }
+    proxy.parts.insert(0, first);
     if let Some((node, msg)) = start_error {
         proxy.child_failed(node, HOST_FAILURE_STATUS, msg);
-    }
-    let sources = spawned.sources;
-    if sources.is_empty() {
-        proxy.output_done = true;
-    } else {
-        let (out_tx, out_link) = (tx.clone(), Arc::clone(&parent));
-        thread::Builder::new()
-            .name("output".into())
-            .spawn(move || {
-                output::forward(sources, |stderr, data| {
-                    // Frames are capped; a huge unbroken line goes in pieces.
-                    for piece in data.chunks(OUTPUT_PIECE) {
-                        out_link.send(&TreeMsg::Output { stderr, data: piece.to_vec() });
-                    }
-                });
-                let _ = out_tx.send(Event::OutputDone(0));
-            })
-            .map_err(|e| format!("cannot start the output thread: {e}"))?;
     }
     if let Some(mut pipe) = spawned.stdin {
         // A rank that does not read its stdin must not stall the proxy's
@@ -333,6 +370,27 @@ fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, Stri
     drop(memfd);
     let status = proxy.run(&rx);
     Ok(status)
+}
+
+/// Relays the output of job `job`'s local ranks up the tree in a thread of
+/// its own, which reports `OutputDone(job)` at the end.
+pub(crate) fn forward_output(
+    sources: Vec<output::Source>,
+    job: JobNo,
+    parent: &Arc<Link>,
+    tx: &mpsc::Sender<Event>,
+) -> std::io::Result<()> {
+    let (out_tx, out_link) = (tx.clone(), Arc::clone(parent));
+    thread::Builder::new().name("output".into()).spawn(move || {
+        output::forward(sources, |stderr, data| {
+            // Frames are capped; a huge unbroken line goes in pieces.
+            for piece in data.chunks(OUTPUT_PIECE) {
+                out_link.send(&TreeMsg::Output { stderr, data: piece.to_vec() });
+            }
+        });
+        let _ = out_tx.send(Event::OutputDone(job));
+    })?;
+    Ok(())
 }
 
 /// Rejects a launch description that contradicts itself, so nothing
@@ -387,17 +445,12 @@ impl Proxy {
     fn run(&mut self, rx: &mpsc::Receiver<Event>) -> i32 {
         loop {
             self.check_done();
-            let deadline = [
-                self.done_at.map(|t| t + DONE_LINGER),
-                self.children
-                    .iter()
-                    .filter(|c| c.state == State::Starting)
-                    .map(|c| c.started + PROXY_START_TIMEOUT)
-                    .min(),
-            ]
-            .into_iter()
-            .flatten()
-            .min();
+            let deadline = self
+                .children
+                .iter()
+                .filter(|c| c.state == State::Starting)
+                .map(|c| c.started + PROXY_START_TIMEOUT)
+                .min();
             let event = match deadline {
                 Some(t) => match rx.recv_timeout(t.saturating_duration_since(Instant::now())) {
                     Ok(e) => Some(e),
@@ -409,11 +462,6 @@ impl Proxy {
                     Err(_) => return 1,
                 },
             };
-            if let Some(done) = self.done_at {
-                if Instant::now() >= done + DONE_LINGER {
-                    return 0;
-                }
-            }
             let Some(event) = event else {
                 self.tick();
                 continue;
@@ -442,11 +490,11 @@ impl Proxy {
         }
     }
 
-    fn host(&self, node: u32) -> String {
+    pub fn host(&self, node: u32) -> String {
         self.names.get(&node).cloned().unwrap_or_else(|| format!("#{node}"))
     }
 
-    /// Ranks placed on `node` and every node below it.
+    /// Ranks of the first job placed on `node` and every node below it.
     fn ranks_below(&self, node: u32) -> Vec<u32> {
         let mut nodes = vec![node];
         if let Some(c) = self.by_node.get(&node).map(|&i| &self.children[i]) {
@@ -455,27 +503,38 @@ impl Proxy {
         self.spec.ranks.iter().filter(|(_, n)| nodes.contains(n)).map(|(r, _)| *r).collect()
     }
 
-    /// Child `node`'s subtree is gone: tell mpiexec, which ends the job.
+    /// Child `node`'s subtree is gone: mpiexec decides what that means (a
+    /// subtree where nothing ran any more only takes its hosts out of later
+    /// spawns).
     fn child_failed(&mut self, node: u32, status: i32, msg: String) {
         let Some(&idx) = self.by_node.get(&node) else { return };
         let c = &mut self.children[idx];
         let was = c.state;
         c.state = State::Gone;
+        c.queued.clear();
         if let Some(l) = &c.link {
             l.close();
         }
         if let Some(pid) = c.pid {
             sys::kill_group(pid, libc::SIGKILL);
         }
-        if was != State::Done && was != State::Gone {
+        let gone: Vec<u32> = std::iter::once(node).chain(c.subtree.iter().copied()).collect();
+        if was != State::Gone {
             self.parent.send(&TreeMsg::NodeFailed { node, status, msg });
+        }
+        let jobs: Vec<JobNo> = self.parts.keys().copied().collect();
+        for no in jobs {
+            if let Some(p) = self.parts.get_mut(&no) {
+                p.below.retain(|n| !gone.contains(n));
+            }
+            self.part_progress(no);
         }
     }
 
     /// Kills every local rank's process group (and the remote shells of
     /// children), for when the job is over without a parent to say so.
     fn kill_everything(&self) {
-        for r in &self.ranks {
+        for r in self.parts.values().flat_map(|p| p.ranks.iter()) {
             sys::kill_group(r.pid, libc::SIGKILL);
         }
         for c in &self.children {
@@ -488,53 +547,61 @@ impl Proxy {
         }
     }
 
+    /// Says `Done` when nothing runs in this subtree any more.
     fn check_done(&mut self) {
-        if self.done_at.is_some() {
+        if self.done_sent {
             return;
         }
-        let ranks_done = self.ranks.iter().all(|r| r.exited);
+        let parts_idle = self.parts.values().all(Part::idle);
         let children_done = self.children.iter().all(|c| matches!(c.state, State::Done | State::Gone));
-        if ranks_done && self.output_done && children_done {
-            self.parent.send(&TreeMsg::Done);
-            self.done_at = Some(Instant::now());
+        if parts_idle && children_done {
+            self.parent.send(&TreeMsg::Done { launches: self.launches });
+            self.done_sent = true;
         }
     }
 
-    fn try_fence_up(&mut self) {
-        if self.fence_local && self.fence_children == self.children.len() {
-            let kvs = std::mem::take(&mut self.fence_kvs);
-            let payload = TreeMsg::FenceUp { epoch: self.fence_epoch, kvs }.encode();
-            if payload.len() > wire::MAX_FRAME_LEN {
-                // Sending it would only break the link; say what is wrong.
-                let msg = format!(
-                    "the key-values put before fence {} by the ranks on and below host {} total {} bytes, \
-                     more than the {} a fence can carry",
-                    self.fence_epoch,
-                    self.name,
-                    payload.len(),
-                    wire::MAX_FRAME_LEN
-                );
-                self.parent.send(&TreeMsg::Abort { rank: self.ranks.first().map_or(0, |r| r.rank), code: 1, msg });
-                return;
-            }
-            self.parent.send_payload(&payload);
-            self.fence_local = false;
-            self.fence_children = 0;
-            self.fence_epoch += 1;
+    /// Sends job `no`'s `FenceUp` once the local ranks (if any) and every
+    /// child subtree with ranks of it have entered the fence.
+    fn try_fence_up(&mut self, no: JobNo) {
+        let Some(p) = self.parts.get_mut(&no) else { return };
+        let involved = p.local || !p.fence_children.is_empty();
+        if !involved || (p.local && !p.fence_local) || p.fence_arrived < p.fence_children.len() {
+            return;
         }
+        let kvs = std::mem::take(&mut p.fence_kvs);
+        let payload = TreeMsg::FenceUp { job: no, epoch: p.fence_epoch, kvs }.encode();
+        if payload.len() > wire::MAX_FRAME_LEN {
+            // Sending it would only break the link; say what is wrong.
+            let msg = format!(
+                "the key-values put before fence {} by the ranks on and below host {} total {} bytes, \
+                 more than the {} a fence can carry",
+                p.fence_epoch,
+                self.name,
+                payload.len(),
+                wire::MAX_FRAME_LEN
+            );
+            let rank = p.ranks.first().map_or(0, |r| r.rank);
+            self.parent.send(&TreeMsg::Abort { job: no, rank, code: 1, msg });
+            return;
+        }
+        self.parent.send_payload(&payload);
+        p.fence_local = false;
+        p.fence_arrived = 0;
+        p.fence_epoch += 1;
     }
 
     /// Handles one event; `Some(status)` ends the proxy.
     fn handle(&mut self, event: Event) -> Option<i32> {
         match event {
-            Event::Pmi(_, ev) => self.pmi_event(ev),
+            Event::Pmi(no, ev) => self.pmi_event(no, ev),
             Event::Exited(pid, status) => {
-                if let Some(&i) = self.by_pid.get(&pid) {
-                    let r = &mut self.ranks[i];
-                    if !r.exited {
+                // Removed: a later spawned process may get the pid again.
+                if let Some((no, i)) = self.by_pid.remove(&pid) {
+                    if let Some(r) = self.parts.get_mut(&no).and_then(|p| p.ranks.get_mut(i)) {
                         r.exited = true;
                         let (rank, connected, finalized) = (r.rank, r.connected, r.finalized);
-                        self.parent.send(&TreeMsg::RankExited { rank, pid, status, connected, finalized });
+                        self.parent.send(&TreeMsg::RankExited { job: no, rank, pid, status, connected, finalized });
+                        self.part_progress(no);
                     }
                 } else if let Some(i) = self.children.iter().position(|c| c.pid == Some(pid)) {
                     self.children[i].pid = None;
@@ -560,50 +627,55 @@ impl Proxy {
                 self.kill_everything();
                 return Some(128 + sig);
             }
-            Event::OutputDone(_) => self.output_done = true,
+            Event::OutputDone(no) => {
+                if let Some(p) = self.parts.get_mut(&no) {
+                    p.output_done = true;
+                }
+                self.part_progress(no);
+            }
             Event::Stdin(_) | Event::SingletonGone => {}
             Event::Link(ev) => return self.link_event(ev),
         }
         None
     }
 
-    fn pmi_event(&mut self, ev: ServerEvent) {
+    fn pmi_event(&mut self, no: JobNo, ev: ServerEvent) {
+        let Some(part) = self.parts.get_mut(&no) else { return };
         match ev {
             ServerEvent::Connected { rank } => {
-                if let Some(r) = self.ranks.iter_mut().find(|r| r.rank == rank) {
+                if let Some(r) = part.ranks.iter_mut().find(|r| r.rank == rank) {
                     r.connected = true;
                 }
             }
             ServerEvent::Finalized { rank } => {
-                if let Some(r) = self.ranks.iter_mut().find(|r| r.rank == rank) {
+                if let Some(r) = part.ranks.iter_mut().find(|r| r.rank == rank) {
                     r.finalized = true;
                 }
             }
             ServerEvent::Abort { rank, code, msg } => {
-                self.parent.send(&TreeMsg::Abort { rank, code, msg });
+                self.parent.send(&TreeMsg::Abort { job: no, rank, code, msg });
             }
-            ServerEvent::Rejected { peer, .. } => {
+            ServerEvent::Rejected { peer, .. } if !part.ending => {
                 let msg = format!("rejected an unauthenticated bootstrap connection from {peer} on host {}", self.name);
                 self.parent.send(&TreeMsg::Log { msg });
             }
-            ServerEvent::ProtocolError { peer, reason } => {
+            ServerEvent::ProtocolError { peer, reason } if !part.ending => {
                 let msg = format!("closed a bootstrap connection from {peer} on host {}: {reason}", self.name);
                 self.parent.send(&TreeMsg::Log { msg });
             }
-            ServerEvent::Spawn { rank, .. } => {
-                self.server.answer(rank, Err(crate::SPAWN_MULTIHOST_MSG.into()));
-            }
+            ServerEvent::Rejected { .. } | ServerEvent::ProtocolError { .. } => {}
+            ServerEvent::Spawn { rank, cmds, parent_port } => self.relay_spawn(no, rank, cmds, parent_port),
             // The rank's exit, reaped here, is what counts.
             ServerEvent::Disconnected { .. } => {}
             ServerEvent::FenceReady { epoch, kvs } => {
-                if epoch != self.fence_epoch {
+                if epoch != part.fence_epoch {
                     let msg =
-                        format!("host {}: local fence {epoch} while fence {} is open", self.name, self.fence_epoch);
+                        format!("host {}: local fence {epoch} while fence {} is open", self.name, part.fence_epoch);
                     self.parent.send(&TreeMsg::Log { msg });
                 }
-                self.fence_local = true;
-                self.fence_kvs.extend(kvs);
-                self.try_fence_up();
+                part.fence_local = true;
+                part.fence_kvs.extend(kvs);
+                self.try_fence_up(no);
             }
         }
     }
@@ -612,10 +684,10 @@ impl Proxy {
         match ev {
             LinkEvent::FromParent(msg) => return self.parent_msg(msg),
             LinkEvent::ParentClosed(reason) => {
-                if self.done_at.is_some() {
+                if self.done_sent {
                     return Some(0);
                 }
-                let live = self.ranks.iter().filter(|r| !r.exited).count();
+                let live = self.parts.values().flat_map(|p| p.ranks.iter()).filter(|r| !r.exited).count();
                 say!(
                     "mpiexec (proxy on {}): lost contact with its parent ({reason}); killing {live} rank(s) on this host",
                     self.name
@@ -633,14 +705,10 @@ impl Proxy {
             }
             LinkEvent::Closed { node, reason } => {
                 let &idx = self.by_node.get(&node)?;
-                if self.children[idx].state == State::Done {
-                    self.children[idx].state = State::Gone;
-                } else {
-                    let msg = format!(
-                        "lost contact with host {} ({}): {reason}",
-                        self.host(node),
-                        rank_ranges(&self.ranks_below(node))
-                    );
+                if self.children[idx].state != State::Gone {
+                    let ranks = self.ranks_below(node);
+                    let what = if ranks.is_empty() { String::new() } else { format!(" ({})", rank_ranges(&ranks)) };
+                    let msg = format!("lost contact with host {}{what}: {reason}", self.host(node));
                     self.child_failed(node, HOST_FAILURE_STATUS, msg);
                 }
             }
@@ -651,25 +719,36 @@ impl Proxy {
 
     fn parent_msg(&mut self, msg: TreeMsg) -> Option<i32> {
         match msg {
-            TreeMsg::FenceDown { epoch, kvs } => {
-                let msg = TreeMsg::FenceDown { epoch, kvs };
-                self.to_children(&msg.encode());
-                if let TreeMsg::FenceDown { kvs, .. } = msg {
-                    self.server.complete_fence(epoch, kvs);
+            TreeMsg::FenceDown { job, epoch, kvs } => {
+                let p = self.parts.get(&job)?;
+                let msg = TreeMsg::FenceDown { job, epoch, kvs };
+                let payload = msg.encode();
+                for c in &self.children {
+                    if let (true, Some(l)) = (p.fence_children.contains(&c.node), &c.link) {
+                        l.send_payload(&payload);
+                    }
+                }
+                if let (Some(server), TreeMsg::FenceDown { kvs, .. }) = (&p.server, msg) {
+                    server.complete_fence(epoch, kvs);
                 }
             }
-            TreeMsg::Signal { sig, all } => {
-                for r in self.ranks.iter().filter(|r| all || !r.exited) {
-                    sys::kill_group(r.pid, sig);
+            TreeMsg::Signal { job, sig, all } => {
+                for (_, p) in self.parts.iter_mut().filter(|(no, _)| job.is_none() || job == Some(**no)) {
+                    p.ending = true;
+                    for r in p.ranks.iter().filter(|r| all || !r.exited) {
+                        sys::kill_group(r.pid, sig);
+                    }
                 }
-                self.to_children(&TreeMsg::Signal { sig, all }.encode());
-                // The job is ending: a proxy connecting later would start
-                // ranks that no signal reaches any more.
-                let starting: Vec<u32> =
-                    self.children.iter().filter(|c| c.state == State::Starting).map(|c| c.node).collect();
-                for node in starting {
-                    let msg = format!("the proxy on host {} was not started: the job is ending", self.host(node));
-                    self.child_failed(node, 1, msg);
+                self.to_children(&TreeMsg::Signal { job, sig, all }.encode());
+                if job.is_none() {
+                    // The job is ending: a proxy connecting later would start
+                    // ranks that no signal reaches any more.
+                    let starting: Vec<u32> =
+                        self.children.iter().filter(|c| c.state == State::Starting).map(|c| c.node).collect();
+                    for node in starting {
+                        let msg = format!("the proxy on host {} was not started: the job is ending", self.host(node));
+                        self.child_failed(node, 1, msg);
+                    }
                 }
             }
             TreeMsg::Stdin { node, data } => {
@@ -681,12 +760,14 @@ impl Proxy {
                             self.stdin_tx = None;
                         }
                     }
-                } else if let Some(c) = self.children.iter().find(|c| c.node == node || c.subtree.contains(&node)) {
+                } else if let Some(c) = self.children.iter().find(|c| c.covers(node)) {
                     if let Some(l) = &c.link {
                         l.send(&TreeMsg::Stdin { node, data });
                     }
                 }
             }
+            TreeMsg::SpawnReply { node, id, result } => self.spawn_reply(node, id, result),
+            TreeMsg::JobLaunch(spec) => self.job_launch(*spec),
             other => {
                 let msg = format!("host {}: ignored an unexpected message from its parent: {other:?}", self.name);
                 self.parent.send(&TreeMsg::Log { msg });
@@ -697,7 +778,7 @@ impl Proxy {
 
     fn to_children(&self, payload: &[u8]) {
         for c in &self.children {
-            if let (State::Up, Some(l)) = (c.state, &c.link) {
+            if let (State::Up | State::Done, Some(l)) = (c.state, &c.link) {
                 l.send_payload(payload);
             }
         }
@@ -714,9 +795,13 @@ impl Proxy {
         spec.nodes = nodes.iter().map(|&n| (n, self.host(n))).collect();
         spec.ranks = self.spec.ranks.iter().copied().filter(|(_, n)| nodes.contains(n)).collect();
         let hb = self.heartbeat;
+        let queued = std::mem::take(&mut self.children[idx].queued);
         let set_up = stream.try_clone().and_then(|reader| {
             let l = Link::new(stream, hb)?;
             l.send(&TreeMsg::Launch(Box::new(spec)));
+            for payload in &queued {
+                l.send_payload(payload);
+            }
             link::start(&reader, &l, Some(node), hb, self.tx.clone())?;
             Ok(l)
         });
@@ -735,35 +820,47 @@ impl Proxy {
 
     fn child_msg(&mut self, node: u32, msg: TreeMsg) {
         match msg {
-            TreeMsg::FenceUp { epoch, kvs } => {
-                if epoch != self.fence_epoch {
+            TreeMsg::FenceUp { job, epoch, kvs } => {
+                let host = self.host(node);
+                let Some(p) = self.parts.get_mut(&job) else { return };
+                if epoch != p.fence_epoch {
                     let msg = format!(
-                        "host {} entered fence {epoch} while host {} is in fence {}",
-                        self.host(node),
-                        self.name,
-                        self.fence_epoch
+                        "host {host} entered fence {epoch} while host {} is in fence {}",
+                        self.name, p.fence_epoch
                     );
                     self.parent.send(&TreeMsg::Log { msg });
                 }
-                self.fence_children += 1;
-                self.fence_kvs.extend(kvs);
-                self.try_fence_up();
+                p.fence_arrived += 1;
+                p.fence_kvs.extend(kvs);
+                self.try_fence_up(job);
             }
-            TreeMsg::Done => {
+            TreeMsg::Done { launches } => {
                 if let Some(&idx) = self.by_node.get(&node) {
+                    // Stale if a launch overtook it; the link stays open
+                    // either way, since a later spawn may need that subtree.
                     let c = &mut self.children[idx];
-                    c.state = State::Done;
-                    if let Some(l) = &c.link {
-                        l.close();
+                    if c.state == State::Up && c.launches == launches {
+                        c.state = State::Done;
                     }
                 }
+            }
+            TreeMsg::JobStarted { job, node: at, ref error } => {
+                if error.is_some() {
+                    self.share_below_over(job, at);
+                }
+                self.parent.send(&msg);
+            }
+            TreeMsg::JobDone { job, node: at } => {
+                self.share_below_over(job, at);
+                self.parent.send(&msg);
             }
             m @ (TreeMsg::Output { .. }
             | TreeMsg::RankExited { .. }
             | TreeMsg::SpawnFailed { .. }
             | TreeMsg::Abort { .. }
             | TreeMsg::Log { .. }
-            | TreeMsg::NodeFailed { .. }) => {
+            | TreeMsg::NodeFailed { .. }
+            | TreeMsg::SpawnRequest { .. }) => {
                 self.parent.send(&m);
             }
             other => {

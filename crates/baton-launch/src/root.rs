@@ -8,11 +8,15 @@
 //! shared [`crate::Job`] state machine drives the job and calls into the
 //! `tree_*` methods here for everything that concerns proxies: launch
 //! specs, fences (combined from the children, answered down the tree),
-//! signals, rank 0's stdin, and lost or failed hosts.
+//! signals, rank 0's stdin, and lost or failed hosts. Jobs started by
+//! `MPI_Comm_spawn` go through the same tree ([`crate::tree_spawn`]); a host
+//! of the host list that had no rank of the first job gets its proxy (a
+//! direct child of mpiexec) when a spawned job is first placed there.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
@@ -24,7 +28,7 @@ use baton_pmi::wire::{self, KeyValue};
 
 use crate::hosts::{self, rank_ranges};
 use crate::link::{self, Link, LinkEvent};
-use crate::{cli, output, proxy, sys, Event, Job, Plan, Rank, HOST_FAILURE_STATUS};
+use crate::{cli, output, proxy, sys, Event, Job, JobNo, Plan, Rank, HOST_FAILURE_STATUS};
 
 /// Default for `BATON_LAUNCH_FANOUT`: how many remote proxies one process
 /// starts itself.
@@ -50,26 +54,129 @@ pub struct ChildProxy {
     pub link: Option<Arc<Link>>,
     pub state: State,
     pub started: Instant,
+    /// `JobLaunch`es sent (or queued) to it: its `Done` counts them, so a
+    /// `Done` sent before the latest launch arrived is recognised as stale.
+    pub launches: u32,
+    /// Encoded messages for it, sent once it has connected and had its
+    /// `Launch`.
+    pub queued: Vec<Vec<u8>>,
+}
+
+impl ChildProxy {
+    pub fn new(node: u32, subtree: Vec<u32>, pid: Option<i32>) -> ChildProxy {
+        let state = if pid.is_some() { State::Starting } else { State::Gone };
+        ChildProxy { node, subtree, pid, link: None, state, started: Instant::now(), launches: 0, queued: Vec::new() }
+    }
+
+    pub fn covers(&self, node: u32) -> bool {
+        self.node == node || self.subtree.contains(&node)
+    }
+
+    /// Sends now, or after the `Launch` if it has not connected yet; false
+    /// if it is gone.
+    pub fn send_or_queue(&mut self, payload: Vec<u8>) -> bool {
+        match (self.state, &self.link) {
+            (State::Up | State::Done, Some(l)) => l.send_payload(&payload),
+            (State::Starting, _) => {
+                self.queued.push(payload);
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// One job's fence as seen by one process of the tree: the direct
+/// children whose subtrees run ranks of the job each send one `FenceUp`
+/// per epoch.
+pub struct Fence {
+    pub epoch: u64,
+    pub arrived: usize,
+    pub kvs: Vec<KeyValue>,
+    /// Indexes of those children in the owner's child list.
+    pub members: Vec<usize>,
+}
+
+impl Fence {
+    pub fn new(members: Vec<usize>) -> Fence {
+        Fence { epoch: 0, arrived: 0, kvs: Vec::new(), members }
+    }
+
+    /// One member's `FenceUp`: the encoded `FenceDown` once all are in, or
+    /// the exit status and reason why the job cannot go on.
+    pub fn arrive(
+        &mut self,
+        job: JobNo,
+        epoch: u64,
+        kvs: Vec<KeyValue>,
+        host: &str,
+    ) -> Result<Option<Vec<u8>>, (i32, String)> {
+        if epoch != self.epoch {
+            let msg = format!("host {host} entered fence {epoch}, expected fence {}", self.epoch);
+            return Err((HOST_FAILURE_STATUS, msg));
+        }
+        self.arrived += 1;
+        self.kvs.extend(kvs);
+        if self.arrived < self.members.len() {
+            return Ok(None);
+        }
+        let payload = TreeMsg::FenceDown { job, epoch, kvs: std::mem::take(&mut self.kvs) }.encode();
+        if payload.len() > wire::MAX_FRAME_LEN {
+            let msg = format!(
+                "the key-values put before fence {epoch} total {} bytes, more than the {} a fence can carry",
+                payload.len(),
+                wire::MAX_FRAME_LEN
+            );
+            return Err((1, msg));
+        }
+        self.arrived = 0;
+        self.epoch += 1;
+        Ok(Some(payload))
+    }
+
+    /// Sends a completed fence's `FenceDown` to the members.
+    pub fn complete(&self, children: &[ChildProxy], payload: &[u8]) {
+        for c in self.members.iter().filter_map(|&m| children.get(m)) {
+            if let (State::Up | State::Done, Some(l)) = (c.state, &c.link) {
+                l.send_payload(payload);
+            }
+        }
+    }
 }
 
 /// mpiexec's view of its direct children.
 pub struct Tree {
     heartbeat: Duration,
-    children: Vec<ChildProxy>,
-    by_node: HashMap<u32, usize>,
+    pub(crate) children: Vec<ChildProxy>,
+    pub(crate) by_node: HashMap<u32, usize>,
     /// Every node's subtree (the hosts below it).
     subtree: HashMap<u32, Vec<u32>>,
-    /// Ranks of each node.
+    /// Ranks of the first job on each node.
     ranks_on: Vec<Vec<u32>>,
-    template: LaunchSpec,
-    fence_epoch: u64,
-    fence_arrived: usize,
-    fence_kvs: Vec<KeyValue>,
+    pub(crate) template: LaunchSpec,
+    /// The first job's fence.
+    fence: Fence,
     /// Direct child whose subtree holds rank 0, and rank 0's node.
     stdin_route: Option<(usize, u32)>,
     stdin_queue: Vec<Vec<u8>>,
     /// For the readers of links set up later.
     tx: mpsc::Sender<Event>,
+    /// What starting another proxy takes: the launcher secret, the
+    /// addresses it connects back to (loopback for this machine's hosts),
+    /// whether each host is this machine.
+    secret: Secret,
+    loopback: Vec<SocketAddr>,
+    advertised: Vec<SocketAddr>,
+    pub(crate) local: Vec<bool>,
+    /// Slots of each host, for placing spawned jobs.
+    pub(crate) slots: Vec<u32>,
+    /// Hosts whose proxy was lost or could not be started: nothing more is
+    /// placed there.
+    pub(crate) lost: HashSet<u32>,
+    /// The last spawned job's number.
+    pub(crate) last_no: JobNo,
+    /// mpiexec's directory: relative `wdir` info is relative to it.
+    pub(crate) cwd: PathBuf,
 }
 
 /// The remote shell: `--rsh`, `$BATON_RSH`, or ssh.
@@ -126,12 +233,14 @@ pub fn launch(opts: &cli::Options, plan: Plan) -> Result<i32, (String, i32)> {
 
     let (tx, rx) = mpsc::channel::<Event>();
     sys::install_signal_forwarder(tx.clone()).map_err(|e| (format!("cannot set up signal handling: {e}"), 1))?;
-    // Loopback suffices while every proxy runs here.
-    let bind_ip = if remote.is_empty() { "127.0.0.1" } else { "0.0.0.0" };
+    // Loopback suffices while every proxy, including those a spawned job
+    // may need later, runs here.
+    let all_local = plan.local.iter().all(|&l| l);
+    let bind_ip = if all_local { "127.0.0.1" } else { "0.0.0.0" };
     let listener = TcpListener::bind((bind_ip, 0)).map_err(|e| (format!("cannot open the launcher port: {e}"), 1))?;
     let port = listener.local_addr().map_err(|e| (format!("cannot open the launcher port: {e}"), 1))?.port();
     let loopback = vec![SocketAddr::from(([127, 0, 0, 1], port))];
-    let advertised = if remote.is_empty() {
+    let advertised = if all_local {
         loopback.clone()
     } else {
         link::advertised_addrs(iface.as_deref(), port).map_err(|e| {
@@ -181,12 +290,18 @@ pub fn launch(opts: &cli::Options, plan: Plan) -> Result<i32, (String, i32)> {
         subtree,
         ranks_on: ranks_on.clone(),
         template,
-        fence_epoch: 0,
-        fence_arrived: 0,
-        fence_kvs: Vec::new(),
+        fence: Fence::new((0..direct.len()).collect()),
         stdin_route,
         stdin_queue: Vec::new(),
         tx: tx.clone(),
+        secret: secret.clone(),
+        loopback: loopback.clone(),
+        advertised: advertised.clone(),
+        local: plan.local.clone(),
+        slots: plan.slots.clone(),
+        lost: HashSet::new(),
+        last_no: 0,
+        cwd: cwd.clone(),
     };
 
     // Start the children before the reaper: std reaps a child whose exec
@@ -204,8 +319,7 @@ pub fn launch(opts: &cli::Options, plan: Plan) -> Result<i32, (String, i32)> {
             }
         };
         tree.by_node.insert(node, tree.children.len());
-        let state = if pid.is_some() { State::Starting } else { State::Gone };
-        tree.children.push(ChildProxy { node, subtree: sub, pid, link: None, state, started: Instant::now() });
+        tree.children.push(ChildProxy::new(node, sub, pid));
         if start_error.is_some() {
             break;
         }
@@ -254,19 +368,66 @@ pub fn launch(opts: &cli::Options, plan: Plan) -> Result<i32, (String, i32)> {
 
 impl Tree {
     /// A node and every node below it.
-    fn nodes_of(&self, node: u32) -> Vec<u32> {
+    pub(crate) fn nodes_of(&self, node: u32) -> Vec<u32> {
         let mut v = vec![node];
         v.extend(self.subtree.get(&node).into_iter().flatten().copied());
         v
     }
 
-    pub fn signal_all(&self, sig: i32, all: bool) {
-        let payload = TreeMsg::Signal { sig, all }.encode();
+    /// Signals every job (`job` None) or one.
+    fn signal(&self, job: Option<JobNo>, sig: i32, all: bool) {
+        let payload = TreeMsg::Signal { job, sig, all }.encode();
         for c in &self.children {
-            if let (State::Up, Some(l)) = (c.state, &c.link) {
+            if let (State::Up | State::Done, Some(l)) = (c.state, &c.link) {
                 l.send_payload(&payload);
             }
         }
+    }
+
+    pub fn signal_all(&self, sig: i32, all: bool) {
+        self.signal(None, sig, all);
+    }
+
+    pub fn signal_job(&self, job: JobNo, sig: i32, all: bool) {
+        self.signal(Some(job), sig, all);
+    }
+
+    /// The direct child whose subtree holds `node`.
+    pub(crate) fn child_for(&self, node: u32) -> Option<usize> {
+        self.children.iter().position(|c| c.covers(node))
+    }
+
+    /// Sends `msg` towards `node`, through the direct child above it.
+    pub(crate) fn route(&mut self, node: u32, msg: &TreeMsg) {
+        if let Some(idx) = self.child_for(node) {
+            self.children[idx].send_or_queue(msg.encode());
+        }
+    }
+
+    /// Makes sure `node` has a proxy (starting one as a direct child for a
+    /// host that had no rank of the first job); its child index.
+    pub(crate) fn ensure_proxy(&mut self, node: u32, name: &str) -> Result<usize, String> {
+        if let Some(idx) = self.child_for(node) {
+            return match self.children[idx].state {
+                State::Gone => Err(format!("host {name} is no longer part of the job (its proxy is gone)")),
+                _ => Ok(idx),
+            };
+        }
+        let is_local = self.local[node as usize];
+        let addrs = if is_local { &self.loopback } else { &self.advertised };
+        let (rsh, exe) = (&self.template.rsh, &self.template.proxy_path);
+        let pid = match proxy::start_proxy(rsh, name, is_local, exe, node, addrs, &self.secret) {
+            Ok(pid) => pid,
+            Err(e) => {
+                self.lost.insert(node);
+                return Err(e);
+            }
+        };
+        let idx = self.children.len();
+        self.by_node.insert(node, idx);
+        self.subtree.insert(node, Vec::new());
+        self.children.push(ChildProxy::new(node, Vec::new(), Some(pid)));
+        Ok(idx)
     }
 
     /// The earliest start deadline of a proxy not connected yet.
@@ -298,8 +459,30 @@ impl Tree {
     }
 }
 
+/// Processes lost with a host: live ranks of the first job, and of each
+/// spawned job.
+#[derive(Default)]
+pub(crate) struct Lost {
+    pub first: Vec<u32>,
+    pub spawned: Vec<(JobNo, Vec<u32>)>,
+}
+
+impl Lost {
+    pub fn is_empty(&self) -> bool {
+        self.first.is_empty() && self.spawned.is_empty()
+    }
+}
+
+/// Why a direct child is gone.
+enum Gone {
+    /// A message complete in itself.
+    Said(String),
+    /// Its link ended for this reason; the message names what was lost.
+    Lost(String),
+}
+
 impl Job {
-    fn tree(&mut self) -> &mut Tree {
+    pub(crate) fn tree(&mut self) -> &mut Tree {
         self.tree.as_mut().expect("tree mode")
     }
 
@@ -311,37 +494,90 @@ impl Job {
         }
     }
 
-    /// The ranks of `node`'s subtree that have not exited.
-    fn live_ranks_below(&self, node: u32) -> Vec<u32> {
-        let Some(t) = &self.tree else { return Vec::new() };
-        t.nodes_of(node)
-            .iter()
-            .flat_map(|&n| t.ranks_on[n as usize].iter().copied())
-            .filter(|&r| !self.ranks[r as usize].exited)
-            .collect()
+    /// Everything still running on `nodes` is lost: marked exited and
+    /// returned. Spawned jobs still starting there fail to start with
+    /// `spawn_error` instead.
+    pub(crate) fn lose_nodes(&mut self, nodes: &[u32], spawn_error: &str) -> Lost {
+        let mut lost = Lost::default();
+        for (i, r) in self.ranks.iter_mut().enumerate() {
+            if !r.exited && nodes.contains(&(r.node as u32)) {
+                r.exited = true;
+                lost.first.push(i as u32);
+            }
+        }
+        let nos: Vec<JobNo> = self.spawned.keys().copied().collect();
+        for no in nos {
+            let ranks = self.spawned_lose_nodes(no, nodes, spawn_error);
+            if !ranks.is_empty() {
+                lost.spawned.push((no, ranks));
+            }
+        }
+        if let Some(t) = self.tree.as_mut() {
+            t.lost.extend(nodes.iter().copied());
+        }
+        lost
     }
 
-    /// Child `idx` is gone; unless it had finished, its subtree's ranks are
-    /// lost and the job fails with `why`.
-    fn child_gone(&mut self, idx: usize, why: impl FnOnce(&Job, &[u32]) -> String) {
-        let (node, state) = {
+    /// Child `idx` is gone, and with it its subtree; if anything still ran
+    /// there, the job fails.
+    fn child_gone(&mut self, idx: usize, why: Gone) {
+        let node = {
             let c = &mut self.tree().children[idx];
-            let before = c.state;
             c.state = State::Gone;
+            c.queued.clear();
             if let Some(l) = &c.link {
                 l.close();
             }
-            (c.node, before)
+            c.node
         };
-        if state != State::Done && state != State::Gone {
-            let lost = self.live_ranks_below(node);
-            for &r in &lost {
-                self.ranks[r as usize].exited = true;
+        let nodes = self.tree.as_ref().expect("tree mode").nodes_of(node);
+        let name = self.names[node as usize].clone();
+        let spawn_error = match &why {
+            Gone::Said(msg) => format!("cannot spawn: {msg}"),
+            Gone::Lost(reason) => format!("cannot spawn: lost contact with host {name}: {reason}"),
+        };
+        let lost = self.lose_nodes(&nodes, &spawn_error);
+        if !lost.is_empty() {
+            let msg = match why {
+                Gone::Said(msg) => msg,
+                Gone::Lost(reason) => {
+                    let own: Vec<u32> =
+                        lost.first.iter().copied().filter(|&r| self.ranks[r as usize].node == node as usize).collect();
+                    let behind = lost.first.len() - own.len();
+                    let mut what = match (own.is_empty(), behind) {
+                        (false, 1..) => format!("{}; {behind} more on the hosts it started", rank_ranges(&own)),
+                        _ if lost.first.is_empty() => String::new(),
+                        _ => rank_ranges(&lost.first),
+                    };
+                    for (no, ranks) in &lost.spawned {
+                        let sep = if what.is_empty() { "" } else { "; " };
+                        what = format!("{what}{sep}spawned job {no}: {}", rank_ranges(ranks));
+                    }
+                    format!("lost contact with host {name} ({what}): {reason}")
+                }
+            };
+            self.fail(HOST_FAILURE_STATUS, &msg);
+        }
+        self.tree_update_open();
+    }
+
+    /// Everything is over: idle proxies are told to go by closing their
+    /// links, and one still starting is not needed.
+    pub(crate) fn tree_wind_down(&mut self) {
+        let Some(t) = self.tree.as_mut() else { return };
+        let mut late = Vec::new();
+        for (i, c) in t.children.iter().enumerate() {
+            match (c.state, &c.link) {
+                (State::Done, Some(l)) if !l.is_closed() => l.close(),
+                (State::Starting, _) => late.push(i),
+                _ => {}
             }
-            if !lost.is_empty() {
-                let msg = why(self, &lost);
-                self.fail(HOST_FAILURE_STATUS, &msg);
+        }
+        for idx in late {
+            if let Some(pid) = self.tree().children[idx].pid {
+                sys::kill_group(pid, libc::SIGKILL);
             }
+            self.tree().children[idx].state = State::Gone;
         }
         self.tree_update_open();
     }
@@ -357,9 +593,12 @@ impl Job {
         let how = describe_status(status);
         let local = self.tree().template.rsh.first().cloned().unwrap_or_default();
         let name = self.names[node as usize].clone();
-        self.child_gone(idx, |_, _| {
-            format!("cannot start the proxy on host {name}: its start command (remote shell '{local}') {how} before the proxy connected")
-        });
+        self.child_gone(
+            idx,
+            Gone::Said(format!(
+                "cannot start the proxy on host {name}: its start command (remote shell '{local}') {how} before the proxy connected"
+            )),
+        );
     }
 
     pub(crate) fn tree_tick(&mut self) {
@@ -378,12 +617,11 @@ impl Job {
                 sys::kill_group(pid, libc::SIGKILL);
             }
             let name = self.names[node as usize].clone();
-            self.child_gone(idx, |_, _| {
-                format!(
-                    "cannot start the proxy on host {name}: it did not connect back within {} s",
-                    PROXY_START_TIMEOUT.as_secs()
-                )
-            });
+            let secs = PROXY_START_TIMEOUT.as_secs();
+            self.child_gone(
+                idx,
+                Gone::Said(format!("cannot start the proxy on host {name}: it did not connect back within {secs} s")),
+            );
         }
     }
 
@@ -402,10 +640,12 @@ impl Job {
                 sys::kill_group(pid, libc::SIGKILL);
             }
             let node = self.tree().children[idx].node;
-            for r in self.live_ranks_below(node) {
-                self.ranks[r as usize].exited = true;
-            }
-            self.tree().children[idx].state = State::Gone;
+            let nodes = self.tree().nodes_of(node);
+            // Nothing ran there yet; the failure is already reported.
+            self.lose_nodes(&nodes, "cannot spawn: the job is being ended");
+            let c = &mut self.tree().children[idx];
+            c.state = State::Gone;
+            c.queued.clear();
         }
         self.tree_update_open();
     }
@@ -427,20 +667,9 @@ impl Job {
             }
             LinkEvent::Closed { node, reason } => {
                 let Some(&idx) = self.tree().by_node.get(&node) else { return };
-                let name = self.names[node as usize].clone();
-                self.child_gone(idx, |job, lost| {
-                    let own: Vec<u32> =
-                        lost.iter().copied().filter(|&r| job.ranks[r as usize].node == node as usize).collect();
-                    let behind = lost.len() - own.len();
-                    let mut msg = format!("lost contact with host {name} ({})", rank_ranges(lost));
-                    if behind > 0 && !own.is_empty() {
-                        msg = format!(
-                            "lost contact with host {name} ({}; {behind} more on the hosts it started)",
-                            rank_ranges(&own)
-                        );
-                    }
-                    format!("{msg}: {reason}")
-                });
+                if self.tree().children[idx].state != State::Gone {
+                    self.child_gone(idx, Gone::Lost(reason));
+                }
             }
             LinkEvent::Msg { node, msg } => self.child_msg(node, msg),
             LinkEvent::FromParent(_) | LinkEvent::ParentClosed(_) => {}
@@ -471,7 +700,7 @@ impl Job {
         let (reader, link) = match started {
             Ok(v) => v,
             Err(e) => {
-                self.child_gone(idx, |_, _| format!("cannot set up the connection to host {name}: {e}"));
+                self.child_gone(idx, Gone::Said(format!("cannot set up the connection to host {name}: {e}")));
                 return;
             }
         };
@@ -481,10 +710,13 @@ impl Job {
         };
         // A failed send shuts the link down; its reader then reports it.
         link.send(&TreeMsg::Launch(Box::new(spec)));
+        for payload in std::mem::take(&mut self.tree().children[idx].queued) {
+            link.send_payload(&payload);
+        }
         let tx = self.tree().tx.clone();
         if let Err(e) = link::start(&reader, &link, Some(node), hb, tx) {
             link.close();
-            self.child_gone(idx, |_, _| format!("cannot start the threads for host {name}: {e}"));
+            self.child_gone(idx, Gone::Said(format!("cannot start the threads for host {name}: {e}")));
             return;
         }
         let c = &mut self.tree().children[idx];
@@ -498,13 +730,16 @@ impl Job {
         let Some(&idx) = self.tree().by_node.get(&node) else { return };
         match msg {
             TreeMsg::Output { stderr, data } => output::emit_local(stderr, &data),
-            TreeMsg::RankExited { rank, pid, status, connected, finalized } => {
+            TreeMsg::RankExited { job: 0, rank, pid, status, connected, finalized } => {
                 if let Some(r) = self.ranks.get_mut(rank as usize) {
                     r.pid = pid;
                     r.connected = connected;
                     r.finalized = finalized;
                     self.rank_exited(rank as usize, status);
                 }
+            }
+            TreeMsg::RankExited { job, rank, pid, status, connected, finalized } => {
+                self.tree_spawned_rank_exited(job, rank, pid, status, connected, finalized);
             }
             TreeMsg::SpawnFailed { rank, status, msg, not_started } => {
                 for r in not_started.iter().chain([&rank]) {
@@ -514,59 +749,43 @@ impl Job {
                 }
                 self.fail(status, &msg);
             }
-            TreeMsg::Abort { rank, code, msg } => self.abort("", rank, code, &msg),
+            TreeMsg::Abort { job: 0, rank, code, msg } => self.abort("", rank, code, &msg),
+            TreeMsg::Abort { job, rank, code, msg } => self.abort(&format!("spawned job {job}: "), rank, code, &msg),
             TreeMsg::Log { msg } => say!("mpiexec: {msg}"),
-            TreeMsg::NodeFailed { node: lost, status, msg } => {
-                let t = self.tree.as_ref().expect("tree mode");
-                let ranks: Vec<u32> =
-                    t.nodes_of(lost).iter().flat_map(|&n| t.ranks_on[n as usize].iter().copied()).collect();
-                for r in ranks {
-                    self.ranks[r as usize].exited = true;
-                }
-                self.fail(status, &msg);
-            }
-            TreeMsg::FenceUp { epoch, kvs } => {
-                let expected = self.tree().fence_epoch;
-                if epoch != expected {
-                    let name = self.names[node as usize].clone();
-                    self.fail(
-                        HOST_FAILURE_STATUS,
-                        &format!("host {name} entered fence {epoch}, expected fence {expected}"),
-                    );
-                    return;
-                }
-                let t = self.tree();
-                t.fence_arrived += 1;
-                t.fence_kvs.extend(kvs);
-                if t.fence_arrived == t.children.len() {
-                    let payload = TreeMsg::FenceDown { epoch, kvs: std::mem::take(&mut t.fence_kvs) }.encode();
-                    if payload.len() > wire::MAX_FRAME_LEN {
-                        let msg = format!(
-                            "the key-values put before fence {epoch} total {} bytes, more than the {} a fence can carry",
-                            payload.len(),
-                            wire::MAX_FRAME_LEN
-                        );
-                        self.fail(1, &msg);
-                        return;
-                    }
-                    let t = self.tree();
-                    t.fence_arrived = 0;
-                    t.fence_epoch += 1;
-                    for c in &t.children {
-                        if let (State::Up, Some(l)) = (c.state, &c.link) {
-                            l.send_payload(&payload);
-                        }
-                    }
+            TreeMsg::NodeFailed { node: gone, status, msg } => {
+                let nodes = self.tree().nodes_of(gone);
+                let lost = self.lose_nodes(&nodes, &format!("cannot spawn: {msg}"));
+                // A host that had finished matters only to later spawns.
+                if !lost.is_empty() {
+                    self.fail(status, &msg);
                 }
             }
-            TreeMsg::Done => {
+            TreeMsg::FenceUp { job: 0, epoch, kvs } => {
+                let name = self.names[node as usize].clone();
+                match self.tree().fence.arrive(0, epoch, kvs, &name) {
+                    Ok(None) => {}
+                    Ok(Some(payload)) => {
+                        let t = self.tree();
+                        t.fence.complete(&t.children, &payload);
+                    }
+                    Err((status, msg)) => self.fail(status, &msg),
+                }
+            }
+            TreeMsg::FenceUp { job, epoch, kvs } => self.tree_spawned_fence(job, node, epoch, kvs),
+            TreeMsg::Done { launches } => {
                 let c = &mut self.tree().children[idx];
-                c.state = State::Done;
-                if let Some(l) = &c.link {
-                    // Our close is the proxy's cue to exit.
-                    l.close();
+                if c.state == State::Up && c.launches == launches {
+                    c.state = State::Done;
+                }
+                if self.first_job_over() && self.spawned.is_empty() {
+                    self.tree_wind_down();
                 }
             }
+            TreeMsg::SpawnRequest { node: from, id, job, cmds, parent_port } => {
+                self.tree_spawn_request(from, id, job, &cmds, &parent_port);
+            }
+            TreeMsg::JobStarted { job, node: at, error } => self.tree_job_started(job, at, error),
+            TreeMsg::JobDone { job, node: at } => self.tree_job_done(job, at),
             other => {
                 let name = self.names[node as usize].clone();
                 say!("mpiexec: ignored an unexpected message from the proxy on host {name}: {other:?}");

@@ -500,3 +500,74 @@ fn unauthenticated_connection_to_the_launcher_port_is_refused() {
     assert!(!rejected.is_empty(), "{}", o.stderr);
     assert!(rejected[0].contains("bad magic"), "{}", o.stderr);
 }
+
+#[test]
+fn spawn_across_namespace_hosts() {
+    let Some(h) = Hosts::up(8, 2) else { return };
+    let p = probe();
+    let (h1, h2) = (h.names[0].as_str(), h.names[1].as_str());
+    let node_of = |o: &Out| -> Vec<String> {
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        let mut v: Vec<(u32, String)> = o
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("child job "))
+            .map(|l| {
+                let w: Vec<&str> = l.split(' ').collect();
+                let at = |k: &str| w[w.iter().position(|x| *x == k).unwrap() + 1].to_owned();
+                (at("rank").parse().unwrap(), at("node"))
+            })
+            .collect();
+        v.sort();
+        v.into_iter().map(|(_, n)| n).collect()
+    };
+    // Both ranks of the first job on the first host; the children where
+    // the info asks, with that host's BATON_NODE.
+    let spawn = format!("spawn:self|2|host={h2}|child");
+    let o = mpiexec(&["--rsh", &rsh(), "-hosts", &h.list(&[":2", ":2"]), "-n", "2", &p, "parent", &spawn], &[]);
+    assert_eq!(node_of(&o), [h2, h2]);
+    let o = mpiexec(
+        &[
+            "--rsh",
+            &rsh(),
+            "-rr",
+            "-hosts",
+            &h.list(&[":3", ":3"]),
+            "-n",
+            "2",
+            &p,
+            "parent",
+            "spawn:self|4|map_by=node|child",
+        ],
+        &[],
+    );
+    assert_eq!(node_of(&o), [h1, h2, h1, h2]);
+
+    // End-to-end time from the request to the last child running (the
+    // namespaces share this machine's monotonic clock).
+    for n in ["1", "4"] {
+        let o = mpiexec(&["--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "2", &p, "spawn-time", n, "5"], &[]);
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        let mut lat = Vec::new();
+        for req in o.stdout.lines().filter_map(|l| l.strip_prefix("request ")) {
+            let w: Vec<&str> = req.split(' ').collect();
+            let t0: u128 = w[1].parse().unwrap();
+            let t1: u128 = w[2].parse().unwrap();
+            let last = o
+                .stdout
+                .lines()
+                .filter_map(|l| l.strip_prefix("started "))
+                .filter(|l| l.split(' ').next() == Some(w[0]))
+                .map(|l| l.rsplit(' ').next().unwrap().parse::<u128>().unwrap())
+                .max()
+                .unwrap();
+            lat.push((last.saturating_sub(t0) / 1000, (t1 - t0) / 1000));
+        }
+        assert_eq!(lat.len(), 5, "{}", o.stdout);
+        eprintln!(
+            "spawn of {n} over 2 namespace hosts: (request -> last child running, request -> answer) in µs: {lat:?}"
+        );
+        lat.sort();
+        assert!(lat[2].0 < 500_000, "median spawn latency {} µs", lat[2].0);
+    }
+}

@@ -1,6 +1,7 @@
 //! MPI_Comm_spawn from the launcher's side: `pmi_probe parent ...` asks
 //! mpiexec for new jobs through `PmiClient::spawn`, and the spawned copies
-//! of `pmi_probe` report what they were told.
+//! of `pmi_probe` report what they were told. (Jobs on several hosts:
+//! `spawn_hosts.rs`.)
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -323,7 +324,7 @@ fn the_parent_failing_kills_spawned_jobs() {
 #[test]
 fn abort_in_a_spawned_job_ends_everything() {
     let p = probe();
-    let mut r = start(&[
+    let r = start(&[
         "-n",
         "1",
         p.to_str().unwrap(),
@@ -332,12 +333,13 @@ fn abort_in_a_spawned_job_ends_everything() {
         "spawn:self|2||child-abort",
         "wait-stdin",
     ]);
-    let kids = pid_lines(&r.wait_lines("child rank ", 1));
     let o = r.finish(Duration::from_secs(10));
     assert_eq!(o.code, Some(7), "{}", o.stderr);
     assert!(o.stderr.starts_with("mpiexec: spawned job 2: rank "), "{}", o.stderr);
     assert!(o.stderr.ends_with(" called MPI_Abort (code 7): boom\n"), "{}", o.stderr);
-    assert_all_gone(&kids, Duration::from_millis(200));
+    // Under load the abort may come before the sleeper has said who it is.
+    let said: Vec<String> = o.stdout.lines().filter(|l| l.starts_with("child rank ")).map(str::to_owned).collect();
+    assert_all_gone(&pid_lines(&said), Duration::from_millis(200));
 }
 
 #[test]
@@ -392,25 +394,4 @@ fn spawn_latency() {
         // Generous: a debug build on a loaded machine; the numbers are printed.
         assert!(lat[2].0 < 300_000, "median spawn latency {} µs", lat[2].0);
     }
-}
-
-#[test]
-fn spawn_is_refused_in_multi_host_jobs() {
-    let p = probe();
-    let o = run(&[
-        "-hosts",
-        "127.0.0.1,127.0.0.2",
-        "-n",
-        "2",
-        "--map-by",
-        "node",
-        p.to_str().unwrap(),
-        "parent",
-        "spawn:self|1||child",
-    ]);
-    assert_eq!(o.code, Some(0), "{}", o.stderr);
-    assert_eq!(
-        o.stdout.trim(),
-        "spawn error: MPI_Comm_spawn is not supported yet in jobs started on several hosts (see README)"
-    );
 }

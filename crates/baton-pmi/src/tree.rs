@@ -9,10 +9,13 @@
 //! strings UTF-8, and trailing bytes are an error.
 //!
 //! [`LaunchSpec`] is what a proxy needs to start its share of the job; it
-//! travels in [`TreeMsg::Launch`], never on a command line.
+//! travels in [`TreeMsg::Launch`], never on a command line. Jobs started
+//! later by `MPI_Comm_spawn` travel as [`JobSpec`]s in [`TreeMsg::JobLaunch`];
+//! messages about a job's ranks carry its number (`job`: 0 for the job of
+//! the command line, then 1, 2, ... as mpiexec numbers the spawned ones).
 
 use crate::error::PmiError;
-use crate::wire::{len_u32, put_bytes, put_u32, Cursor, KeyValue};
+use crate::wire::{get_spawn_cmds, len_u32, put_bytes, put_spawn_cmds, put_u32, Cursor, KeyValue, SpawnCmd};
 
 const TAG_PROXY_HELLO: u8 = 0x41;
 const TAG_LAUNCH: u8 = 0x42;
@@ -28,6 +31,11 @@ const TAG_ABORT: u8 = 0x4b;
 const TAG_LOG: u8 = 0x4c;
 const TAG_NODE_FAILED: u8 = 0x4d;
 const TAG_DONE: u8 = 0x4e;
+const TAG_SPAWN_REQUEST: u8 = 0x4f;
+const TAG_SPAWN_REPLY: u8 = 0x50;
+const TAG_JOB_LAUNCH: u8 = 0x51;
+const TAG_JOB_STARTED: u8 = 0x52;
+const TAG_JOB_DONE: u8 = 0x53;
 
 /// One MPMD segment as a proxy needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +75,38 @@ pub struct LaunchSpec {
     pub base_env: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
+/// One command of a spawned job, checked by mpiexec as far as that can be
+/// done anywhere; the working directory and the program are looked up on
+/// the hosts that run it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpawnSegment {
+    pub nprocs: u32,
+    /// As the user wrote it (a path relative to `wdir`, or a name to search).
+    pub program: String,
+    pub args: Vec<String>,
+    /// `-genv`/`-x` and the `env` info, later entries winning.
+    pub env: Vec<(String, String)>,
+    /// Absolute working directory.
+    pub wdir: Vec<u8>,
+    /// The `path` info: directories searched before `PATH`.
+    pub path: Option<String>,
+}
+
+/// A job started by `MPI_Comm_spawn`, as the proxies of its hosts (and
+/// those in between) need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobSpec {
+    /// mpiexec's number for the job (never 0).
+    pub job: u32,
+    pub job_id: u64,
+    pub size: u32,
+    /// `BATON_PARENT_PORT` of its processes.
+    pub parent_port: String,
+    pub cmds: Vec<SpawnSegment>,
+    /// `(rank, node)` for every rank placed in the receiver's subtree.
+    pub ranks: Vec<(u32, u32)>,
+}
+
 /// The messages of the launcher tree. "Up" messages travel towards
 /// mpiexec, "down" messages away from it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,31 +117,48 @@ pub enum TreeMsg {
     Launch(Box<LaunchSpec>),
     /// Both ways, to prove the peer is alive when nothing else flows.
     Ping,
-    /// Up: every rank of the sender's subtree entered fence `epoch`; their puts.
-    FenceUp { epoch: u64, kvs: Vec<KeyValue> },
-    /// Down: fence `epoch` is complete; all puts of the job for it.
-    FenceDown { epoch: u64, kvs: Vec<KeyValue> },
+    /// Up: every rank of job `job` in the sender's subtree entered fence
+    /// `epoch`; their puts.
+    FenceUp { job: u32, epoch: u64, kvs: Vec<KeyValue> },
+    /// Down: fence `epoch` of job `job` is complete; all its puts for it.
+    FenceDown { job: u32, epoch: u64, kvs: Vec<KeyValue> },
     /// Down: send `sig` to the ranks still running (to every rank's process
-    /// group, to catch leftovers, with `all`).
-    Signal { sig: i32, all: bool },
+    /// group, to catch leftovers, with `all`) of job `job`, or of every job.
+    Signal { job: Option<u32>, sig: i32, all: bool },
     /// Down, routed to `node`: bytes for rank 0's stdin; empty means EOF.
     Stdin { node: u32, data: Vec<u8> },
     /// Up: whole lines of rank output, already tagged when `-l` is on.
     Output { stderr: bool, data: Vec<u8> },
-    /// Up: a rank ended; `status` is the raw wait status.
-    RankExited { rank: u32, pid: i32, status: i32, connected: bool, finalized: bool },
+    /// Up: a rank of job `job` ended; `status` is the raw wait status.
+    RankExited { job: u32, rank: u32, pid: i32, status: i32, connected: bool, finalized: bool },
     /// Up: `rank` could not be started, nor the ranks in `not_started`.
     SpawnFailed { rank: u32, status: i32, msg: String, not_started: Vec<u32> },
-    /// Up: a rank called abort.
-    Abort { rank: u32, code: i32, msg: String },
+    /// Up: a rank of job `job` called abort.
+    Abort { job: u32, rank: u32, code: i32, msg: String },
     /// Up: a line for mpiexec's stderr (already says which host).
     Log { msg: String },
     /// Up: the proxy of `node` could not start or was lost; its whole
     /// subtree is gone.
     NodeFailed { node: u32, status: i32, msg: String },
-    /// Up: the sender's subtree has finished (all ranks reaped, output
-    /// flushed); the proxy exits after sending it.
-    Done,
+    /// Up: nothing runs in the sender's subtree any more (all ranks of
+    /// every job reaped, output flushed) after the `launches` `JobLaunch`es
+    /// it has been sent; a `Done` overtaken by a later launch is stale. The
+    /// proxy exits when its parent then closes the link.
+    Done { launches: u32 },
+    /// Up from the proxy of `node`: a rank of its job `job` called
+    /// `MPI_Comm_spawn`; the proxy's own request number `id` comes back in
+    /// the `SpawnReply`.
+    SpawnRequest { node: u32, id: u64, job: u32, cmds: Vec<SpawnCmd>, parent_port: String },
+    /// Down, routed to `node`: the answer to its request `id`.
+    SpawnReply { node: u32, id: u64, result: Result<(u64, u32), String> },
+    /// Down: start a spawned job's ranks in the receiver's subtree.
+    JobLaunch(Box<JobSpec>),
+    /// Up from the proxy of `node`: its part of job `job` runs, or could
+    /// not be started (nothing of it is left there then).
+    JobStarted { job: u32, node: u32, error: Option<String> },
+    /// Up from the proxy of `node`: its ranks of job `job` have all exited
+    /// and their output is flushed.
+    JobDone { job: u32, node: u32 },
 }
 
 fn put_u64(out: &mut Vec<u8>, v: u64) {
@@ -131,6 +188,41 @@ fn put_pairs(out: &mut Vec<u8>, pairs: &[(String, String)]) {
         put_str(out, k);
         put_str(out, v);
     }
+}
+
+fn put_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
+    put_bool(out, s.is_some());
+    if let Some(s) = s {
+        put_str(out, s);
+    }
+}
+
+fn put_strings(out: &mut Vec<u8>, v: &[String]) {
+    put_u32(out, len_u32(v.len()));
+    for s in v {
+        put_str(out, s);
+    }
+}
+
+fn get_opt_str(r: &mut Cursor) -> Result<Option<String>, PmiError> {
+    Ok(if get_bool(r)? { Some(r.string()?) } else { None })
+}
+
+fn put_pairs_u32(out: &mut Vec<u8>, pairs: &[(u32, u32)]) {
+    put_u32(out, len_u32(pairs.len()));
+    for (a, b) in pairs {
+        put_u32(out, *a);
+        put_u32(out, *b);
+    }
+}
+
+fn get_pairs_u32(r: &mut Cursor) -> Result<Vec<(u32, u32)>, PmiError> {
+    let n = r.count(8)?;
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        v.push((r.u32()?, r.u32()?));
+    }
+    Ok(v)
 }
 
 fn get_bool(r: &mut Cursor) -> Result<bool, PmiError> {
@@ -194,29 +286,19 @@ impl LaunchSpec {
         put_bool(out, self.tag_output);
         put_bool(out, self.forward_stdin);
         put_str(out, &self.iface);
-        put_u32(out, len_u32(self.rsh.len()));
-        for a in &self.rsh {
-            put_str(out, a);
-        }
+        put_strings(out, &self.rsh);
         put_str(out, &self.proxy_path);
         put_u32(out, len_u32(self.nodes.len()));
         for (node, name) in &self.nodes {
             put_u32(out, *node);
             put_str(out, name);
         }
-        put_u32(out, len_u32(self.ranks.len()));
-        for (rank, node) in &self.ranks {
-            put_u32(out, *rank);
-            put_u32(out, *node);
-        }
+        put_pairs_u32(out, &self.ranks);
         put_u32(out, len_u32(self.segments.len()));
         for s in &self.segments {
             put_u32(out, s.nprocs);
             put_str(out, &s.program);
-            put_u32(out, len_u32(s.args.len()));
-            for a in &s.args {
-                put_str(out, a);
-            }
+            put_strings(out, &s.args);
             put_pairs(out, &s.env);
             put_bytes(out, &s.wdir);
         }
@@ -244,11 +326,7 @@ impl LaunchSpec {
         for _ in 0..n {
             nodes.push((r.u32()?, r.string()?));
         }
-        let n = r.count(8)?;
-        let mut ranks = Vec::with_capacity(n);
-        for _ in 0..n {
-            ranks.push((r.u32()?, r.u32()?));
-        }
+        let ranks = get_pairs_u32(r)?;
         let n = r.count(20)?;
         let mut segments = Vec::with_capacity(n);
         for _ in 0..n {
@@ -286,6 +364,47 @@ impl LaunchSpec {
     }
 }
 
+impl JobSpec {
+    fn encode_into(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.job);
+        put_u64(out, self.job_id);
+        put_u32(out, self.size);
+        put_str(out, &self.parent_port);
+        put_u32(out, len_u32(self.cmds.len()));
+        for c in &self.cmds {
+            put_u32(out, c.nprocs);
+            put_str(out, &c.program);
+            put_strings(out, &c.args);
+            put_pairs(out, &c.env);
+            put_bytes(out, &c.wdir);
+            put_opt_str(out, c.path.as_deref());
+        }
+        put_pairs_u32(out, &self.ranks);
+    }
+
+    fn decode_from(r: &mut Cursor) -> Result<JobSpec, PmiError> {
+        let job = r.u32()?;
+        let job_id = r.u64()?;
+        let size = r.u32()?;
+        let parent_port = r.string()?;
+        // nprocs, four lengths or counts, and the option flag.
+        let n = r.count(21)?;
+        let mut cmds = Vec::with_capacity(n);
+        for _ in 0..n {
+            cmds.push(SpawnSegment {
+                nprocs: r.u32()?,
+                program: r.string()?,
+                args: get_strings(r)?,
+                env: get_pairs(r)?,
+                wdir: r.bytes()?.to_vec(),
+                path: get_opt_str(r)?,
+            });
+        }
+        let ranks = get_pairs_u32(r)?;
+        Ok(JobSpec { job, job_id, size, parent_port, cmds, ranks })
+    }
+}
+
 impl TreeMsg {
     /// Serializes the message into a frame payload (without length prefix).
     pub fn encode(&self) -> Vec<u8> {
@@ -300,18 +419,22 @@ impl TreeMsg {
                 spec.encode_into(&mut out);
             }
             TreeMsg::Ping => out.push(TAG_PING),
-            TreeMsg::FenceUp { epoch, kvs } => {
+            TreeMsg::FenceUp { job, epoch, kvs } => {
                 out.push(TAG_FENCE_UP);
+                put_u32(&mut out, *job);
                 put_u64(&mut out, *epoch);
                 put_kvs(&mut out, kvs);
             }
-            TreeMsg::FenceDown { epoch, kvs } => {
+            TreeMsg::FenceDown { job, epoch, kvs } => {
                 out.push(TAG_FENCE_DOWN);
+                put_u32(&mut out, *job);
                 put_u64(&mut out, *epoch);
                 put_kvs(&mut out, kvs);
             }
-            TreeMsg::Signal { sig, all } => {
+            TreeMsg::Signal { job, sig, all } => {
                 out.push(TAG_SIGNAL);
+                put_bool(&mut out, job.is_some());
+                put_u32(&mut out, job.unwrap_or(0));
                 put_u32(&mut out, *sig as u32);
                 put_bool(&mut out, *all);
             }
@@ -325,8 +448,9 @@ impl TreeMsg {
                 put_bool(&mut out, *stderr);
                 put_bytes(&mut out, data);
             }
-            TreeMsg::RankExited { rank, pid, status, connected, finalized } => {
+            TreeMsg::RankExited { job, rank, pid, status, connected, finalized } => {
                 out.push(TAG_RANK_EXITED);
+                put_u32(&mut out, *job);
                 put_u32(&mut out, *rank);
                 put_u32(&mut out, *pid as u32);
                 put_u32(&mut out, *status as u32);
@@ -343,8 +467,9 @@ impl TreeMsg {
                     put_u32(&mut out, *r);
                 }
             }
-            TreeMsg::Abort { rank, code, msg } => {
+            TreeMsg::Abort { job, rank, code, msg } => {
                 out.push(TAG_ABORT);
+                put_u32(&mut out, *job);
                 put_u32(&mut out, *rank);
                 put_u32(&mut out, *code as u32);
                 put_str(&mut out, msg);
@@ -359,7 +484,49 @@ impl TreeMsg {
                 put_u32(&mut out, *status as u32);
                 put_str(&mut out, msg);
             }
-            TreeMsg::Done => out.push(TAG_DONE),
+            TreeMsg::Done { launches } => {
+                out.push(TAG_DONE);
+                put_u32(&mut out, *launches);
+            }
+            TreeMsg::SpawnRequest { node, id, job, cmds, parent_port } => {
+                out.push(TAG_SPAWN_REQUEST);
+                put_u32(&mut out, *node);
+                put_u64(&mut out, *id);
+                put_u32(&mut out, *job);
+                put_spawn_cmds(&mut out, cmds);
+                put_str(&mut out, parent_port);
+            }
+            TreeMsg::SpawnReply { node, id, result } => {
+                out.push(TAG_SPAWN_REPLY);
+                put_u32(&mut out, *node);
+                put_u64(&mut out, *id);
+                match result {
+                    Ok((job_id, size)) => {
+                        put_bool(&mut out, true);
+                        put_u64(&mut out, *job_id);
+                        put_u32(&mut out, *size);
+                    }
+                    Err(msg) => {
+                        put_bool(&mut out, false);
+                        put_str(&mut out, msg);
+                    }
+                }
+            }
+            TreeMsg::JobLaunch(spec) => {
+                out.push(TAG_JOB_LAUNCH);
+                spec.encode_into(&mut out);
+            }
+            TreeMsg::JobStarted { job, node, error } => {
+                out.push(TAG_JOB_STARTED);
+                put_u32(&mut out, *job);
+                put_u32(&mut out, *node);
+                put_opt_str(&mut out, error.as_deref());
+            }
+            TreeMsg::JobDone { job, node } => {
+                out.push(TAG_JOB_DONE);
+                put_u32(&mut out, *job);
+                put_u32(&mut out, *node);
+            }
         }
         out
     }
@@ -371,12 +538,17 @@ impl TreeMsg {
             TAG_PROXY_HELLO => TreeMsg::ProxyHello { node: r.u32()? },
             TAG_LAUNCH => TreeMsg::Launch(Box::new(LaunchSpec::decode_from(&mut r)?)),
             TAG_PING => TreeMsg::Ping,
-            TAG_FENCE_UP => TreeMsg::FenceUp { epoch: r.u64()?, kvs: get_kvs(&mut r)? },
-            TAG_FENCE_DOWN => TreeMsg::FenceDown { epoch: r.u64()?, kvs: get_kvs(&mut r)? },
-            TAG_SIGNAL => TreeMsg::Signal { sig: get_i32(&mut r)?, all: get_bool(&mut r)? },
+            TAG_FENCE_UP => TreeMsg::FenceUp { job: r.u32()?, epoch: r.u64()?, kvs: get_kvs(&mut r)? },
+            TAG_FENCE_DOWN => TreeMsg::FenceDown { job: r.u32()?, epoch: r.u64()?, kvs: get_kvs(&mut r)? },
+            TAG_SIGNAL => {
+                let some = get_bool(&mut r)?;
+                let job = r.u32()?;
+                TreeMsg::Signal { job: some.then_some(job), sig: get_i32(&mut r)?, all: get_bool(&mut r)? }
+            }
             TAG_STDIN => TreeMsg::Stdin { node: r.u32()?, data: r.bytes()?.to_vec() },
             TAG_OUTPUT => TreeMsg::Output { stderr: get_bool(&mut r)?, data: r.bytes()?.to_vec() },
             TAG_RANK_EXITED => TreeMsg::RankExited {
+                job: r.u32()?,
                 rank: r.u32()?,
                 pid: get_i32(&mut r)?,
                 status: get_i32(&mut r)?,
@@ -389,10 +561,25 @@ impl TreeMsg {
                 msg: r.string()?,
                 not_started: get_u32s(&mut r)?,
             },
-            TAG_ABORT => TreeMsg::Abort { rank: r.u32()?, code: get_i32(&mut r)?, msg: r.string()? },
+            TAG_ABORT => TreeMsg::Abort { job: r.u32()?, rank: r.u32()?, code: get_i32(&mut r)?, msg: r.string()? },
             TAG_LOG => TreeMsg::Log { msg: r.string()? },
             TAG_NODE_FAILED => TreeMsg::NodeFailed { node: r.u32()?, status: get_i32(&mut r)?, msg: r.string()? },
-            TAG_DONE => TreeMsg::Done,
+            TAG_DONE => TreeMsg::Done { launches: r.u32()? },
+            TAG_SPAWN_REQUEST => TreeMsg::SpawnRequest {
+                node: r.u32()?,
+                id: r.u64()?,
+                job: r.u32()?,
+                cmds: get_spawn_cmds(&mut r)?,
+                parent_port: r.string()?,
+            },
+            TAG_SPAWN_REPLY => {
+                let (node, id) = (r.u32()?, r.u64()?);
+                let result = if get_bool(&mut r)? { Ok((r.u64()?, r.u32()?)) } else { Err(r.string()?) };
+                TreeMsg::SpawnReply { node, id, result }
+            }
+            TAG_JOB_LAUNCH => TreeMsg::JobLaunch(Box::new(JobSpec::decode_from(&mut r)?)),
+            TAG_JOB_STARTED => TreeMsg::JobStarted { job: r.u32()?, node: r.u32()?, error: get_opt_str(&mut r)? },
+            TAG_JOB_DONE => TreeMsg::JobDone { job: r.u32()?, node: r.u32()? },
             tag => return Err(PmiError::protocol(format!("unknown launcher message tag {tag}"))),
         };
         r.finish()?;
@@ -431,25 +618,67 @@ mod tests {
         }
     }
 
+    fn job_spec() -> JobSpec {
+        JobSpec {
+            job: 3,
+            job_id: 0xdead_beef,
+            size: 3,
+            parent_port: "baton-port:x".into(),
+            cmds: vec![
+                SpawnSegment {
+                    nprocs: 2,
+                    program: "./child".into(),
+                    args: vec!["a".into()],
+                    env: vec![("G".into(), "1".into())],
+                    wdir: b"/tmp".to_vec(),
+                    path: Some("bin:/opt".into()),
+                },
+                SpawnSegment {
+                    nprocs: 1,
+                    program: "other".into(),
+                    args: vec![],
+                    env: vec![],
+                    wdir: vec![0xff],
+                    path: None,
+                },
+            ],
+            ranks: vec![(0, 1), (1, 2), (2, 1)],
+        }
+    }
+
     fn all() -> Vec<TreeMsg> {
         let kvs = vec![KeyValue { rank: 3, key: "k".into(), value: vec![1, 2] }];
+        let cmds = vec![SpawnCmd {
+            program: "prog".into(),
+            args: vec!["x".into()],
+            maxprocs: 4,
+            info: vec![("host".into(), "a,b".into())],
+        }];
         vec![
             TreeMsg::ProxyHello { node: 3 },
             TreeMsg::Launch(Box::new(spec())),
             TreeMsg::Ping,
-            TreeMsg::FenceUp { epoch: 2, kvs: kvs.clone() },
-            TreeMsg::FenceDown { epoch: 2, kvs },
-            TreeMsg::FenceDown { epoch: 9, kvs: vec![] },
-            TreeMsg::Signal { sig: 15, all: true },
+            TreeMsg::FenceUp { job: 0, epoch: 2, kvs: kvs.clone() },
+            TreeMsg::FenceDown { job: 5, epoch: 2, kvs },
+            TreeMsg::FenceDown { job: 0, epoch: 9, kvs: vec![] },
+            TreeMsg::Signal { job: None, sig: 15, all: true },
+            TreeMsg::Signal { job: Some(2), sig: 9, all: false },
             TreeMsg::Stdin { node: 1, data: b"abc".to_vec() },
             TreeMsg::Stdin { node: 1, data: vec![] },
             TreeMsg::Output { stderr: true, data: b"[1] x\n".to_vec() },
-            TreeMsg::RankExited { rank: 4, pid: 1234, status: 9, connected: true, finalized: false },
+            TreeMsg::RankExited { job: 1, rank: 4, pid: 1234, status: 9, connected: true, finalized: false },
             TreeMsg::SpawnFailed { rank: 2, status: 127, msg: "no".into(), not_started: vec![3, 4] },
-            TreeMsg::Abort { rank: 1, code: -2, msg: "bye".into() },
+            TreeMsg::Abort { job: 0, rank: 1, code: -2, msg: "bye".into() },
             TreeMsg::Log { msg: "hello".into() },
             TreeMsg::NodeFailed { node: 2, status: 255, msg: "gone".into() },
-            TreeMsg::Done,
+            TreeMsg::Done { launches: 7 },
+            TreeMsg::SpawnRequest { node: 2, id: 9, job: 1, cmds, parent_port: "p".into() },
+            TreeMsg::SpawnReply { node: 2, id: 9, result: Ok((77, 4)) },
+            TreeMsg::SpawnReply { node: 2, id: 10, result: Err("no room".into()) },
+            TreeMsg::JobLaunch(Box::new(job_spec())),
+            TreeMsg::JobStarted { job: 3, node: 1, error: None },
+            TreeMsg::JobStarted { job: 3, node: 2, error: Some("cannot spawn".into()) },
+            TreeMsg::JobDone { job: 3, node: 1 },
         ]
     }
 
@@ -482,9 +711,10 @@ mod tests {
     #[test]
     fn hostile_counts_lengths_and_values() {
         assert!(TreeMsg::decode(&[0x7f]).is_err());
-        assert!(TreeMsg::decode(&[TAG_SIGNAL, 15, 0, 0, 0, 2]).is_err(), "boolean 2");
+        assert!(TreeMsg::decode(&[TAG_SIGNAL, 0, 0, 0, 0, 0, 15, 0, 0, 0, 2]).is_err(), "boolean 2");
+        assert!(TreeMsg::decode(&[TAG_SIGNAL, 2, 0, 0, 0, 0, 15, 0, 0, 0, 1]).is_err(), "option flag 2");
         // A count of 4 billion key-values with nothing behind it.
-        let mut p = vec![TAG_FENCE_UP];
+        let mut p = vec![TAG_FENCE_UP, 0, 0, 0, 0];
         p.extend_from_slice(&1u64.to_le_bytes());
         p.extend_from_slice(&u32::MAX.to_le_bytes());
         assert!(TreeMsg::decode(&p).is_err());
@@ -504,6 +734,16 @@ mod tests {
         let mut p = TreeMsg::Launch(Box::new(s)).encode();
         let at = p.windows(5).position(|w| w == [1, 0, 0, 0, b'P']).unwrap() + 4;
         p[at] = 0xff;
+        assert!(TreeMsg::decode(&p).is_err());
+        // A spawned job whose rank list claims more entries than are there.
+        let mut p = TreeMsg::JobLaunch(Box::new(JobSpec { ranks: vec![], ..job_spec() })).encode();
+        let n = p.len();
+        p[n - 4..].copy_from_slice(&1000u32.to_le_bytes());
+        assert!(TreeMsg::decode(&p).is_err());
+        // A relayed spawn request with more commands than it could hold.
+        let mut p = vec![TAG_SPAWN_REQUEST];
+        p.extend_from_slice(&[0; 4 + 8 + 4]);
+        p.extend_from_slice(&u32::MAX.to_le_bytes());
         assert!(TreeMsg::decode(&p).is_err());
     }
 }

@@ -155,20 +155,7 @@ impl Msg {
             }
             Msg::Spawn { cmds, parent_port } => {
                 out.push(TAG_SPAWN);
-                put_u32(&mut out, len_u32(cmds.len()));
-                for c in cmds {
-                    put_bytes(&mut out, c.program.as_bytes());
-                    put_u32(&mut out, len_u32(c.args.len()));
-                    for a in &c.args {
-                        put_bytes(&mut out, a.as_bytes());
-                    }
-                    put_u32(&mut out, c.maxprocs);
-                    put_u32(&mut out, len_u32(c.info.len()));
-                    for (k, v) in &c.info {
-                        put_bytes(&mut out, k.as_bytes());
-                        put_bytes(&mut out, v.as_bytes());
-                    }
-                }
+                put_spawn_cmds(&mut out, cmds);
                 put_bytes(&mut out, parent_port.as_bytes());
             }
             Msg::SpawnDone { job_id, size } => {
@@ -214,28 +201,7 @@ impl Msg {
             TAG_FINALIZE => Msg::Finalize,
             TAG_FINALIZE_ACK => Msg::FinalizeAck,
             TAG_ERROR => Msg::Error { msg: r.string()? },
-            TAG_SPAWN => {
-                // A command is at least four u32 fields (program length,
-                // argument count, maxprocs, info count).
-                let n = r.bounded_count(16)?;
-                let mut cmds = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let program = r.string()?;
-                    let nargs = r.bounded_count(4)?;
-                    let mut args = Vec::with_capacity(nargs);
-                    for _ in 0..nargs {
-                        args.push(r.string()?);
-                    }
-                    let maxprocs = r.u32()?;
-                    let ninfo = r.bounded_count(8)?;
-                    let mut info = Vec::with_capacity(ninfo);
-                    for _ in 0..ninfo {
-                        info.push((r.string()?, r.string()?));
-                    }
-                    cmds.push(SpawnCmd { program, args, maxprocs, info });
-                }
-                Msg::Spawn { cmds, parent_port: r.string()? }
-            }
+            TAG_SPAWN => Msg::Spawn { cmds: get_spawn_cmds(&mut r)?, parent_port: r.string()? },
             TAG_SPAWN_DONE => Msg::SpawnDone { job_id: r.u64()?, size: r.u32()? },
             tag => return Err(PmiError::protocol(format!("unknown message tag {tag}"))),
         };
@@ -259,6 +225,47 @@ pub(crate) fn put_u32(out: &mut Vec<u8>, v: u32) {
 pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_u32(out, len_u32(b.len()));
     out.extend_from_slice(b);
+}
+
+/// The commands of a spawn request (also relayed up the launcher tree).
+pub(crate) fn put_spawn_cmds(out: &mut Vec<u8>, cmds: &[SpawnCmd]) {
+    put_u32(out, len_u32(cmds.len()));
+    for c in cmds {
+        put_bytes(out, c.program.as_bytes());
+        put_u32(out, len_u32(c.args.len()));
+        for a in &c.args {
+            put_bytes(out, a.as_bytes());
+        }
+        put_u32(out, c.maxprocs);
+        put_u32(out, len_u32(c.info.len()));
+        for (k, v) in &c.info {
+            put_bytes(out, k.as_bytes());
+            put_bytes(out, v.as_bytes());
+        }
+    }
+}
+
+pub(crate) fn get_spawn_cmds(r: &mut Cursor) -> Result<Vec<SpawnCmd>, PmiError> {
+    // A command is at least four u32 fields (program length, argument
+    // count, maxprocs, info count).
+    let n = r.bounded_count(16)?;
+    let mut cmds = Vec::with_capacity(n);
+    for _ in 0..n {
+        let program = r.string()?;
+        let nargs = r.bounded_count(4)?;
+        let mut args = Vec::with_capacity(nargs);
+        for _ in 0..nargs {
+            args.push(r.string()?);
+        }
+        let maxprocs = r.u32()?;
+        let ninfo = r.bounded_count(8)?;
+        let mut info = Vec::with_capacity(ninfo);
+        for _ in 0..ninfo {
+            info.push((r.string()?, r.string()?));
+        }
+        cmds.push(SpawnCmd { program, args, maxprocs, info });
+    }
+    Ok(cmds)
 }
 
 pub(crate) struct Cursor<'a> {

@@ -1,0 +1,505 @@
+//! MPI_Comm_spawn in jobs run through proxies. The hosts are other names
+//! of this machine (127.0.0.x: a proxy each, as for a remote host), so
+//! these run anywhere; the one that needs a host where a program is
+//! missing hides it in a mount namespace and skips without root.
+//! `pmi_probe parent` asks for the jobs; each spawned `pmi_probe child`
+//! reports what it was told and the hosts of its job's ranks (learnt
+//! through its job's fence).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+const MPIEXEC: &str = env!("CARGO_BIN_EXE_mpiexec");
+const A: &str = "127.0.0.1";
+const B: &str = "127.0.0.2";
+const C: &str = "127.0.0.3";
+
+fn probe() -> String {
+    // Test binaries live in target/<profile>/deps; examples beside it.
+    let exe = std::env::current_exe().unwrap();
+    let p = exe.parent().unwrap().parent().unwrap().join("examples/pmi_probe");
+    assert!(p.exists(), "{} is missing: build it with `cargo build -p baton-launch --examples`", p.display());
+    p.to_str().unwrap().to_owned()
+}
+
+/// A running mpiexec whose stdout is read line by line.
+struct Run {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    seen: String,
+    stderr: JoinHandle<String>,
+    started: Instant,
+}
+
+struct Done {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+}
+
+fn start(args: &[&str]) -> Run {
+    let mut cmd = Command::new(MPIEXEC);
+    cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = cmd.spawn().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let stderr = thread::spawn(move || {
+        let mut s = String::new();
+        se.read_to_string(&mut s).unwrap();
+        s
+    });
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    Run { stdin: child.stdin.take(), child, stdout, seen: String::new(), stderr, started }
+}
+
+impl Run {
+    /// Reads stdout until `n` lines starting with `prefix` have been seen.
+    fn wait_lines(&mut self, prefix: &str, n: usize) -> Vec<String> {
+        loop {
+            let got: Vec<String> = self.seen.lines().filter(|l| l.starts_with(prefix)).map(str::to_owned).collect();
+            if got.len() >= n {
+                return got;
+            }
+            let mut line = String::new();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "mpiexec ended early; output so far:\n{}",
+                self.seen
+            );
+            self.seen.push_str(&line);
+        }
+    }
+
+    fn send_line(&mut self) {
+        let mut pipe = self.stdin.take().unwrap();
+        pipe.write_all(b"go\n").unwrap();
+    }
+
+    fn finish(mut self, limit: Duration) -> Done {
+        self.stdin.take();
+        self.stdout.read_to_string(&mut self.seen).unwrap();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                let elapsed = self.started.elapsed();
+                return Done { code: st.code(), stdout: self.seen, stderr: self.stderr.join().unwrap(), elapsed };
+            }
+            if self.started.elapsed() > limit {
+                let _ = self.child.kill();
+                panic!("mpiexec did not finish within {limit:?}");
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+fn run(args: &[&str]) -> Done {
+    start(args).finish(Duration::from_secs(30))
+}
+
+/// Alive and not a zombie.
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+            !matches!(state, Some('Z') | Some('X') | None)
+        }
+        Err(_) => false,
+    }
+}
+
+fn assert_all_gone(pids: &[i32], limit: Duration) {
+    let start = Instant::now();
+    loop {
+        let left: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
+        if left.is_empty() {
+            return;
+        }
+        if start.elapsed() > limit {
+            for &p in &left {
+                // SAFETY: cleaning up processes this test started.
+                unsafe { libc::kill(p, libc::SIGKILL) };
+            }
+            panic!("processes {left:?} outlived their job");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The word after `key` in a probe's report line.
+fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    let words: Vec<&str> = line.split(' ').collect();
+    let i = words.iter().position(|w| *w == key).unwrap_or_else(|| panic!("no {key} in {line}"));
+    words.get(i + 1).copied().unwrap_or("")
+}
+
+/// The `child job ...` reports, by request (port) and rank.
+fn reports(stdout: &str) -> Vec<&str> {
+    let mut v: Vec<&str> = stdout.lines().filter(|l| l.starts_with("child job ")).collect();
+    v.sort_by_key(|l| (field(l, "port").to_owned(), field(l, "rank").parse::<u32>().unwrap()));
+    v
+}
+
+fn pid_lines(lines: &[String]) -> Vec<i32> {
+    lines.iter().map(|l| l.rsplit(' ').next().unwrap().parse().unwrap()).collect()
+}
+
+/// Runs `pmi_probe parent` on `hosts` with `first` (placement flags of the
+/// first job) and the spawn `steps`; returns the children's hosts, in rank
+/// order, after checking the run went well.
+fn spawned_on(hosts: &str, first: &[&str], steps: &[&str]) -> (Vec<String>, Done) {
+    let p = probe();
+    let mut args = vec!["-hosts", hosts];
+    args.extend(first);
+    args.extend([p.as_str(), "parent"]);
+    args.extend(steps);
+    let o = run(&args);
+    assert_eq!(o.code, Some(0), "{args:?}: {}", o.stderr);
+    assert_eq!(o.stderr, "", "{args:?}");
+    let r = reports(&o.stdout);
+    let nodes: Vec<String> = r.iter().map(|l| field(l, "node").to_owned()).collect();
+    // Every child saw the same placement through its job's fence.
+    for l in &r {
+        assert_eq!(field(l, "peers"), nodes.join(","), "{}", o.stdout);
+    }
+    (nodes, o)
+}
+
+#[test]
+fn placement_default_cyclic_host_key_and_new_hosts() {
+    let three = format!("{A}:3,{B}:3,{C}:3");
+    // The first job takes one slot of A and of B (-rr), and keeps them.
+    let first = ["-rr", "-n", "2"];
+    let (nodes, o) = spawned_on(&three, &first, &["spawn:self|4||child"]);
+    assert_eq!(nodes, [A, A, B, B], "free slots, host by host");
+    let r = reports(&o.stdout);
+    let local: Vec<&str> = r.iter().map(|l| field(l, "local")).collect();
+    assert_eq!(local, ["0/2", "1/2", "0/2", "1/2"], "local rank and size per host within the new job");
+    for l in &r {
+        assert_eq!((field(l, "size"), field(l, "universe"), field(l, "port")), ("4", "9", "port-0"));
+        assert_eq!(field(l, "job"), field(r[0], "job"));
+    }
+    let job = o.stdout.lines().find_map(|l| l.strip_prefix("spawned job ")).unwrap();
+    assert_eq!(job, format!("{} size 4", field(r[0], "job")));
+
+    let (nodes, o) = spawned_on(&three, &first, &["spawn:self|4|map_by=cyclic|child"]);
+    assert_eq!(nodes, [A, B, C, A], "round-robin over the hosts' free slots");
+    let local: Vec<&str> = reports(&o.stdout).iter().map(|l| field(l, "local")).collect();
+    assert_eq!(local, ["0/2", "0/1", "0/1", "1/2"]);
+    let (nodes, _) = spawned_on(&three, &first, &[&format!("spawn:self|4|host={C},{B}|child")]);
+    assert_eq!(nodes, [B, B, C, C], "only the hosts named, in host-list order");
+    let (nodes, _) = spawned_on(&three, &first, &[&format!("spawn:self|5|host={C};map_by=node|child")]);
+    assert_eq!(nodes, [C, C, C, C, C], "a single host, oversubscribed");
+    let (nodes, _) = spawned_on(&three, &first, &["spawn:self|2|host=localhost|child"]);
+    assert_eq!(nodes, [A, A], "this machine: its first host in the list");
+    // More than the free slots: the rest wraps around as on empty hosts.
+    let (nodes, _) = spawned_on(&three, &first, &["spawn:self|8||child"]);
+    assert_eq!(nodes, [A, A, B, B, C, C, C, A]);
+    // Commands of one request are placed one after the other.
+    let (nodes, o) = spawned_on(&three, &first, &["spawn:self|2||child+self|2|map_by=slot;wdir=/tmp|child"]);
+    assert_eq!(nodes, [A, A, B, B]);
+    let r = reports(&o.stdout);
+    let apps: Vec<(&str, &str)> = r.iter().map(|l| (field(l, "appnum"), field(l, "cwd"))).collect();
+    let cwd = std::env::current_dir().unwrap();
+    let cwd = cwd.to_str().unwrap();
+    assert_eq!(apps, [("0", cwd), ("0", cwd), ("1", "/tmp"), ("1", "/tmp")]);
+
+    // C had no rank of the first job: its proxy starts with the spawn.
+    let (nodes, _) = spawned_on(&format!("{A},{B},{C}:2"), &["-n", "2"], &["spawn:self|3||child"]);
+    assert_eq!(nodes, [C, C, A]);
+}
+
+#[test]
+fn spawned_jobs_spawn_and_fence_across_hosts() {
+    let p = probe();
+    let o = run(&[
+        "-l",
+        "-hosts",
+        &format!("{A},{B}"),
+        "-n",
+        "2",
+        &p,
+        "parent",
+        "spawn:self|2|map_by=node|child-spawn",
+        "spawn:self|1||child",
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(o.stderr, "");
+    // Job 1's rank 0 asked for two more, one per host.
+    let grand = o.stdout.lines().find(|l| l.contains("grandchildren ")).expect(&o.stdout);
+    assert!(grand.starts_with("[0] grandchildren job ") && grand.ends_with(" size 2"), "{grand}");
+    let mut r: Vec<&str> = o.stdout.lines().filter(|l| l.contains("] child job ")).collect();
+    r.sort();
+    assert_eq!(r.len(), 3, "{}", o.stdout);
+    let grandkids: Vec<&&str> = r.iter().filter(|l| field(l, "port") == "grandchild").collect();
+    let nodes: Vec<&str> = grandkids.iter().map(|l| field(l, "node")).collect();
+    assert!(grandkids.iter().all(|l| field(l, "peers") == nodes.join(",")), "{}", o.stdout);
+    // Which host comes first depends on whether the first job has ended
+    // (freeing its slots) by the time the request is placed.
+    let mut sorted = nodes.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, [A, B], "one per host");
+}
+
+#[test]
+fn refusals_start_nothing() {
+    let p = probe();
+    let o = run(&[
+        "-hosts",
+        &format!("{A}:2,{B}:2"),
+        "-rr",
+        "-n",
+        "2",
+        &p,
+        "parent",
+        "spawn:self|1|host=elsewhere.invalid|child",
+        "spawn:self|1|map_by=diagonal|child",
+        "spawn:nosuch|2|map_by=node|",
+        "spawn:self|2|map_by=node;wdir=/nonexistent/dir|child",
+        "spawn:self|0||child",
+        "spawn:self|1|env=NOEQUALS|child",
+        &format!("spawn:self|1||child+self|1|host={B},{A},nowhere|child"),
+    ]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(o.stderr, "");
+    assert!(!o.stdout.contains("child "), "something was started:\n{}", o.stdout);
+    let errors: Vec<&str> = o.stdout.lines().filter_map(|l| l.strip_prefix("spawn error: ")).collect();
+    assert_eq!(errors.len(), 7, "{}", o.stdout);
+    assert_eq!(
+        errors[0],
+        format!("cannot spawn '{p}': info host 'elsewhere.invalid' is not one of the job's hosts ({A}, {B})")
+    );
+    assert_eq!(
+        errors[1],
+        format!("cannot spawn '{p}': info map_by 'diagonal' is not one of block, slot, cyclic, node")
+    );
+    // Looked up on each host, which both say so: either is reported.
+    assert!(errors[2].starts_with("cannot spawn 'nosuch' on host 127.0.0."), "{}", errors[2]);
+    assert!(errors[2].ends_with(": no such executable in PATH"), "{}", errors[2]);
+    assert!(errors[3].ends_with(": working directory '/nonexistent/dir' is not a directory"), "{}", errors[3]);
+    assert_eq!(errors[4], "cannot spawn: no process was asked for (maxprocs 0)");
+    assert!(errors[5].ends_with(": info env line 'NOEQUALS' is not NAME=VALUE"), "{}", errors[5]);
+    assert!(
+        errors[6].starts_with(&format!("cannot spawn '{p}' (command 2 of 2): info host 'nowhere'")),
+        "{}",
+        errors[6]
+    );
+}
+
+#[test]
+fn a_spawned_job_failing_leaves_the_parent_running() {
+    let p = probe();
+    let mut r = start(&[
+        "-hosts",
+        &format!("{A},{B}:3"),
+        "-n",
+        "2",
+        &p,
+        "parent",
+        &format!("spawn:self|2|host={B}|child-sleep"),
+        "wait-stdin",
+        &format!("spawn:self|1|host={B}|child"),
+    ]);
+    let lines = r.wait_lines("child rank ", 2);
+    let kids = pid_lines(&lines);
+    let victim = pid_lines(&lines.into_iter().filter(|l| l.starts_with("child rank 1 ")).collect::<Vec<_>>())[0];
+    // SAFETY: the process was started by this test's mpiexec.
+    unsafe { libc::kill(victim, libc::SIGKILL) };
+    // The rest of the spawned job goes (SIGTERM), the parent stays.
+    assert_all_gone(&kids, Duration::from_secs(2));
+    r.send_line();
+    let o = r.finish(Duration::from_secs(20));
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(
+        o.stderr,
+        format!("mpiexec: spawned job 1: rank 1 (pid {victim} on {B}) was killed by signal 9 (Killed)\n")
+    );
+    // Spawning still works afterwards, on that host too.
+    let nodes: Vec<&str> = reports(&o.stdout).iter().map(|l| field(l, "node")).collect();
+    assert_eq!(nodes, [B], "{}", o.stdout);
+}
+
+#[test]
+fn the_parent_failing_or_an_abort_ends_spawned_jobs_on_every_host() {
+    let p = probe();
+    let hosts = format!("{A},{B}");
+    let mut r = start(&[
+        "-hosts",
+        &hosts,
+        "-n",
+        "2",
+        &p,
+        "parent",
+        "spawn:self|2|map_by=node|child-sleep",
+        "pid",
+        "wait-stdin",
+    ]);
+    let mut pids = pid_lines(&r.wait_lines("child rank ", 2));
+    let parent = pid_lines(&r.wait_lines("rank 0 pid ", 1))[0];
+    // SAFETY: the process was started by this test's mpiexec.
+    unsafe { libc::kill(parent, libc::SIGKILL) };
+    let o = r.finish(Duration::from_secs(10));
+    assert_eq!(o.code, Some(137), "{}", o.stderr);
+    assert_eq!(o.stderr, format!("mpiexec: rank 0 (pid {parent} on {A}) was killed by signal 9 (Killed)\n"));
+    assert!(o.elapsed < Duration::from_secs(3), "{:?}", o.elapsed);
+    pids.push(parent);
+    assert_all_gone(&pids, Duration::from_millis(500));
+
+    let r = start(&[
+        "-hosts",
+        &hosts,
+        "-n",
+        "2",
+        &p,
+        "parent",
+        &format!("spawn:self|1|host={A}|child-sleep"),
+        &format!("spawn:self|2|host={B}|child-abort"),
+        "wait-stdin",
+    ]);
+    let o = r.finish(Duration::from_secs(10));
+    assert_eq!(o.code, Some(7), "{}", o.stderr);
+    assert!(o.stderr.starts_with("mpiexec: spawned job 2: rank "), "{}", o.stderr);
+    assert!(o.stderr.ends_with(" called MPI_Abort (code 7): boom\n"), "{}", o.stderr);
+    // Under load the abort may come before the sleeper has said who it is.
+    let said: Vec<String> = o.stdout.lines().filter(|l| l.starts_with("child rank ")).map(str::to_owned).collect();
+    assert_all_gone(&pid_lines(&said), Duration::from_millis(500));
+}
+
+/// Processes whose command line contains `pattern`.
+fn pgrep(pattern: &str) -> Vec<String> {
+    let out = Command::new("pgrep").args(["-af", pattern]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn a_program_missing_on_one_host_starts_nowhere() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipping: hiding a program on one host needs root (a mount namespace)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("baton-spawn-hosts-{}", std::process::id()));
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let copy = bin.join("probe-copy");
+    std::fs::copy(probe(), &copy).unwrap();
+    // A remote shell that runs the proxy here; for host "hidden" inside a
+    // mount namespace where an empty file system covers the copy's directory.
+    let rsh = dir.join("rsh");
+    let script = format!(
+        "#!/bin/sh\nhost=$1\nshift\ncase $host in\n  hidden) exec unshare -m sh -c 'mount -t tmpfs tmpfs \"$1\" && exec sh -c \"$2\"' sh '{}' \"$*\" ;;\n  *) exec sh -c \"$*\" ;;\nesac\n",
+        bin.display()
+    );
+    std::fs::write(&rsh, script).unwrap();
+    std::fs::set_permissions(&rsh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let c = copy.to_str().unwrap();
+    let o = run(&[
+        "--rsh",
+        rsh.to_str().unwrap(),
+        "-hosts",
+        &format!("{A},hidden"),
+        "-n",
+        "2",
+        &probe(),
+        "parent",
+        &format!("spawn:{c}|2|map_by=node|child-sleep"),
+        &format!("spawn:{c}|1|host={A}|child"),
+    ]);
+    let left = pgrep(c);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(o.stderr, "");
+    let errors: Vec<&str> = o.stdout.lines().filter_map(|l| l.strip_prefix("spawn error: ")).collect();
+    assert_eq!(
+        errors,
+        [format!(
+            "cannot spawn '{c}' on host hidden: '{c}' does not exist (the processes started on other hosts were killed)"
+        )]
+    );
+    assert!(!o.stdout.contains("child rank"), "{}", o.stdout);
+    // The job goes on: the next spawn works where the program is.
+    assert_eq!(reports(&o.stdout).len(), 1, "{}", o.stdout);
+    assert!(left.is_empty(), "left running: {left:?}");
+}
+
+#[test]
+fn spawn_latency_across_hosts() {
+    let p = probe();
+    for n in ["1", "4"] {
+        // Wherever the free slots are, 4 children take both hosts.
+        let o = run(&["-hosts", &format!("{A},{B}"), "-n", "2", &p, "spawn-time", n, "5"]);
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        let mut lat = Vec::new();
+        for req in o.stdout.lines().filter_map(|l| l.strip_prefix("request ")) {
+            let w: Vec<&str> = req.split(' ').collect();
+            let t0: u128 = w[1].parse().unwrap();
+            let t1: u128 = w[2].parse().unwrap();
+            let starts: Vec<u128> = o
+                .stdout
+                .lines()
+                .filter_map(|l| l.strip_prefix("started "))
+                .filter(|l| l.split(' ').next() == Some(w[0]))
+                .map(|l| l.rsplit(' ').next().unwrap().parse::<u128>().unwrap())
+                .collect();
+            assert_eq!(starts.len().to_string(), n, "{}", o.stdout);
+            let last = starts.into_iter().max().unwrap();
+            lat.push(((last.saturating_sub(t0)) / 1000, (t1 - t0) / 1000));
+        }
+        assert_eq!(lat.len(), 5);
+        eprintln!("spawn of {n} over 2 hosts: (request -> last child running, request -> answer) in µs: {lat:?}");
+        lat.sort();
+        // Generous: a debug build on a loaded machine; the numbers are printed.
+        assert!(lat[2].0 < 500_000, "median spawn latency {} µs", lat[2].0);
+    }
+}
+
+/// The parent pid of `pid`.
+fn ppid(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat.rsplit_once(") ").unwrap().1.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_lost_host_with_spawned_processes_ends_everything() {
+    let p = probe();
+    // C runs nothing of the first job: its proxy starts for the children.
+    let mut r = start(&[
+        "-hosts",
+        &format!("{A},{B},{C}"),
+        "-n",
+        "2",
+        &p,
+        "parent",
+        &format!("spawn:self|2|host={C}|child-sleep"),
+        "wait-stdin",
+    ]);
+    let kids = pid_lines(&r.wait_lines("child rank ", 2));
+    let proxy = ppid(kids[0]);
+    // SAFETY: the proxy was started by this test's mpiexec.
+    unsafe { libc::kill(proxy, libc::SIGKILL) };
+    let o = r.finish(Duration::from_secs(10));
+    assert_eq!(o.code, Some(255), "{}", o.stderr);
+    assert!(
+        o.stderr.starts_with(&format!("mpiexec: lost contact with host {C} (spawned job 1: ranks 0-1): ")),
+        "{}",
+        o.stderr
+    );
+    assert!(o.elapsed < Duration::from_secs(5), "{:?}", o.elapsed);
+    assert_all_gone(&kids, Duration::from_millis(500));
+}
+
+#[test]
+fn many_spawns_leave_no_descriptors_or_threads_behind_in_the_proxy() {
+    // pmi_probe measures its launcher, here the proxy of its host.
+    let o = run(&["-hosts", &format!("{A},{B}"), "-n", "2", &probe(), "spawn-loop", "250"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let line = o.stdout.lines().find(|l| l.starts_with("loop ")).expect("loop report");
+    let n: Vec<usize> = line.split(' ').filter_map(|w| w.parse().ok()).collect();
+    let (fds, threads) = ((n[1], n[2], n[3]), (n[4], n[5], n[6]));
+    eprintln!("250 spawns over 2 hosts in {:?}: proxy fds before/peak/after {fds:?}, threads {threads:?}", o.elapsed);
+    assert!(fds.2 <= fds.0, "the proxy's descriptors grew: {line}");
+    assert!(threads.2 <= threads.0, "the proxy's threads grew: {line}");
+}
