@@ -426,12 +426,14 @@ pub fn disconnect(mpi: &Mpi, comm: &Comm) {
                 let lost = mpi.dpm.lost.lock().unwrap_or_else(|e| e.into_inner());
                 comm.peers().procs.iter().any(|p| lost.contains(p))
             };
+            // No longer in use from here on: the other side may finish first and close.
+            mpi.dpm.comms.lock().unwrap_or_else(|e| e.into_inner()).retain(|(c, _)| *c != comm.ctx);
+            let idle = mpi.dpm.unuse_procs(&comm.peers().procs);
+            mpi.expect_close(&idle);
             mpi.barrier(local);
             if !gone {
                 mpi.leader_swap(comm, Vec::new());
             }
-            mpi.dpm.comms.lock().unwrap_or_else(|e| e.into_inner()).retain(|(c, _)| *c != comm.ctx);
-            let idle = mpi.dpm.unuse_procs(&comm.peers().procs);
             mpi.release_remote(&idle);
         }
         None => mpi.barrier(comm),

@@ -155,7 +155,7 @@ impl State {
                     // a process of another job that still had our address never disconnected).
                     if let Some(t) = fabric.tcp.as_mut() {
                         t.drop_rx(rx);
-                        if t.is_foreign(from) && t.reaches(from) && !retired {
+                        if t.end_is_loss(from) && !retired {
                             let who = t.describe(from);
                             t.peer_failed(from, format!("{who} closed its connection"));
                         }
@@ -168,7 +168,7 @@ impl State {
                     if let Some(t) = fabric.tcp.as_mut() {
                         let who = t.describe(from);
                         t.drop_rx(rx);
-                        if !retired {
+                        if !retired && (t.end_is_loss(from) || !t.is_foreign(from)) {
                             t.peer_failed(from, format!("the connection to {who} failed: {e}"));
                         }
                     }
@@ -1030,6 +1030,10 @@ impl Mpi {
             let info = parse_proc_value(rest);
             let Some(addr) = info.addr else { return Err(bad(d)) };
             let proc = Proc { job, rank, pid: info.pid, host: info.node.clone() };
+            if let Some(p) = known {
+                // Met again: whatever was concluded about it last time no longer holds.
+                self.dpm.lost.lock().unwrap_or_else(|e| e.into_inner()).retain(|&q| q != p);
+            }
             let p = match known {
                 Some(p) => p,
                 None => t.insert(proc, &mut self.dpm.free.lock().unwrap_or_else(|e| e.into_inner())),
@@ -1043,6 +1047,17 @@ impl Mpi {
             tcp.trust(secret, job);
         }
         Ok(out)
+    }
+
+    /// Processes `ps` are being disconnected: the end of their connections is expected from now
+    /// on (the other side may finish first and close).
+    pub fn expect_close(&self, ps: &[ProcIdx]) {
+        let mut st = self.lock();
+        if let Some(t) = st.fabric.tcp.as_mut() {
+            for &p in ps {
+                t.expect_close(p);
+            }
+        }
     }
 
     /// Ends this process's connections to processes `ps` of other jobs (after

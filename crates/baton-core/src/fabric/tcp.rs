@@ -189,6 +189,8 @@ pub struct TcpNet {
     foreign: Vec<bool>,
     /// Processes of other jobs whose connection broke, with why; frames to them are dropped.
     pub lost: Vec<(ProcIdx, String)>,
+    /// Per process: being disconnected, so the end of its connections is expected.
+    closing: Vec<bool>,
     secret: Secret,
     /// Per process, per lane: the sending half, once connected.
     tx: Vec<Vec<Option<Tx>>>,
@@ -257,6 +259,7 @@ impl TcpNet {
             dial_secret: vec![None; nprocs],
             foreign: vec![false; nprocs],
             lost: Vec::new(),
+            closing: vec![false; nprocs],
             secret,
             tx: (0..nprocs).map(|_| Vec::new()).collect(),
             new_rx: Vec::new(),
@@ -292,6 +295,7 @@ impl TcpNet {
             self.hosts.resize(i + 1, String::new());
             self.dial_secret.resize(i + 1, None);
             self.foreign.resize(i + 1, false);
+            self.closing.resize(i + 1, false);
             self.tx.resize_with(i + 1, Vec::new);
             let mut links = self.sh.links.lock().unwrap_or_else(|e| e.into_inner());
             links.resize((i + 1) * self.cfg.stripes, Link::Down);
@@ -299,6 +303,7 @@ impl TcpNet {
         self.addrs[i] = addr;
         self.hosts[i] = host.to_string();
         self.foreign[i] = id.0 != self.sh.job;
+        self.closing[i] = false;
         self.lost.retain(|(q, _)| *q != p);
         if secret.is_some() {
             self.dial_secret[i] = secret;
@@ -379,6 +384,18 @@ impl TcpNet {
         } else {
             self.fail(msg);
         }
+    }
+
+    /// `p` is being disconnected: it may close its connections any moment now.
+    pub fn expect_close(&mut self, p: ProcIdx) {
+        if let Some(c) = self.closing.get_mut(p as usize) {
+            *c = true;
+        }
+    }
+
+    /// Whether the end of `p`'s connections would mean that it vanished.
+    pub fn end_is_loss(&self, p: ProcIdx) -> bool {
+        self.is_foreign(p) && !self.closing.get(p as usize).copied().unwrap_or(true)
     }
 
     pub fn is_foreign(&self, p: ProcIdx) -> bool {
