@@ -52,6 +52,10 @@ pub struct State {
     inbox_gen: u64,
 }
 
+/// How long a probe of a process of another job on another machine may try to connect before
+/// that process counts as gone.
+const PROBE_LIMIT: Duration = Duration::from_secs(2);
+
 /// With more TCP connections than this, a progress pass asks epoll which ones have data
 /// instead of trying each.
 const TCP_POLL_EACH_MAX: usize = 4;
@@ -1113,6 +1117,17 @@ impl Mpi {
         let in_use = self.dpm.in_use();
         if in_use.is_empty() {
             return false;
+        }
+        // A process on another machine has no pid we can check: connect to it once, so that its
+        // end is seen on the connection (a refusal says it is already gone).
+        for &p in &in_use {
+            if !st.fabric.is_near_foreign(p) {
+                if let Some(t) = st.fabric.tcp.as_mut() {
+                    if t.is_foreign(p) && t.end_is_loss(p) {
+                        t.probe(p, PROBE_LIMIT);
+                    }
+                }
+            }
         }
         let mut lost = self.dpm.lost.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = st.fabric.tcp.as_ref() {

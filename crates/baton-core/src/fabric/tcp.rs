@@ -457,6 +457,23 @@ impl TcpNet {
         let _ = self.sh.data.remove(rx.raw_fd());
     }
 
+    /// Makes sure a connection to `p` (of another job, on another machine) exists, so that its
+    /// end would be seen: a process that vanished without ever being connected to is found by
+    /// the refusal, within `limit`. Returns whether `p` is reachable.
+    pub fn probe(&mut self, p: ProcIdx, limit: Duration) -> bool {
+        if self.is_lost(p) {
+            return false;
+        }
+        if self.lanes_up(p) {
+            return true;
+        }
+        let keep = self.cfg.connect_timeout;
+        self.cfg.connect_timeout = limit;
+        let ok = self.open(p);
+        self.cfg.connect_timeout = keep;
+        ok
+    }
+
     /// Whether a connection to `p` was ever opened (by either side).
     pub fn was_connected(&self, p: ProcIdx) -> bool {
         let links = self.sh.links.lock().unwrap_or_else(|e| e.into_inner());
@@ -908,6 +925,33 @@ mod tests {
             a.shutdown();
             b.shutdown();
         }
+    }
+
+    /// A process of another job that is gone (nothing listens at its address any more) is
+    /// found lost by a probe within the limit; a live one is connected.
+    #[test]
+    fn probe_finds_a_vanished_process_and_connects_a_live_one() {
+        let secret = Secret::generate().unwrap();
+        let (mut a, _) = net(0, &secret, 1);
+        let (b, addr_b) = net(1, &secret, 1);
+        let gone = {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        // Processes 2 and 3 "of another job": 3 no longer listens.
+        let link = Secret::generate().unwrap();
+        a.add_peer(2, (8, 0), Some(addr_b), "hb", Some(secret.clone()));
+        a.add_peer(3, (8, 1), Some(gone), "hc", Some(link));
+        // Process 2 is really `b` under another identity: teach `b` to accept it.
+        b.sh.index.lock().unwrap().insert((7, 0), 0);
+        let t0 = Instant::now();
+        assert!(!a.probe(3, Duration::from_millis(500)));
+        assert!(a.is_lost(3) && a.fatal.is_none(), "{:?}", a.fatal);
+        assert!(t0.elapsed() < Duration::from_secs(3));
+        assert!(a.probe(2, Duration::from_secs(5)), "{:?} {:?}", a.lost, a.fatal);
+        assert!(a.was_connected(2));
+        a.shutdown();
+        b.shutdown();
     }
 
     fn ifa(name: &str, addr: &str) -> IfAddr {
