@@ -321,30 +321,34 @@ pub unsafe extern "C" fn PMPI_Comm_join(fd: c_int, intercomm: *mut usize) -> c_i
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Publish_name(service_name: *mut c_char, info: usize, port_name: *mut c_char) -> c_int {
+/// Publish and unpublish: a service name and a port name, both read.
+unsafe fn name_and_port(
+    call: &str,
+    service_name: *mut c_char,
+    info: usize,
+    port_name: *mut c_char,
+    f: impl FnOnce(&str, &str) -> Result<()>,
+) -> c_int {
     guard(c::MPI_COMM_SELF, || {
-        let call = "MPI_Publish_name";
         lib(call)?;
         crate::info::info_pairs(call, info)?;
         // SAFETY: NUL-terminated per the MPI contract (checked non-null).
         let (service, port) =
             unsafe { (cstr_in(call, "service_name", service_name)?, cstr_in(call, "port_name", port_name)?) };
-        baton_core::names::publish(&service, &port)
+        f(&service, &port)
     })
 }
 
 #[no_mangle]
+pub unsafe extern "C" fn PMPI_Publish_name(service_name: *mut c_char, info: usize, port_name: *mut c_char) -> c_int {
+    // SAFETY: forwarded as received.
+    unsafe { name_and_port("MPI_Publish_name", service_name, info, port_name, baton_core::names::publish) }
+}
+
+#[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpublish_name(service_name: *mut c_char, info: usize, port_name: *mut c_char) -> c_int {
-    guard(c::MPI_COMM_SELF, || {
-        let call = "MPI_Unpublish_name";
-        lib(call)?;
-        crate::info::info_pairs(call, info)?;
-        // SAFETY: NUL-terminated per the MPI contract (checked non-null).
-        let (service, port) =
-            unsafe { (cstr_in(call, "service_name", service_name)?, cstr_in(call, "port_name", port_name)?) };
-        baton_core::names::unpublish(&service, &port)
-    })
+    // SAFETY: forwarded as received.
+    unsafe { name_and_port("MPI_Unpublish_name", service_name, info, port_name, baton_core::names::unpublish) }
 }
 
 #[no_mangle]

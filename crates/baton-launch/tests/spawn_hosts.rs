@@ -6,12 +6,11 @@
 //! reports what it was told and the hosts of its job's ranks (learnt
 //! through its job's fence).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-const MPIEXEC: &str = env!("CARGO_BIN_EXE_mpiexec");
+mod common;
+use common::*;
 const A: &str = "127.0.0.1";
 const B: &str = "127.0.0.2";
 const C: &str = "127.0.0.3";
@@ -24,127 +23,8 @@ fn probe() -> String {
     p.to_str().unwrap().to_owned()
 }
 
-/// A running mpiexec whose stdout is read line by line.
-struct Run {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
-    seen: String,
-    stderr: JoinHandle<String>,
-    started: Instant,
-}
-
-struct Done {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    elapsed: Duration,
-}
-
-fn start(args: &[&str]) -> Run {
-    let mut cmd = Command::new(MPIEXEC);
-    cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let started = Instant::now();
-    let mut child = cmd.spawn().unwrap();
-    let mut se = child.stderr.take().unwrap();
-    let stderr = thread::spawn(move || {
-        let mut s = String::new();
-        se.read_to_string(&mut s).unwrap();
-        s
-    });
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    Run { stdin: child.stdin.take(), child, stdout, seen: String::new(), stderr, started }
-}
-
-impl Run {
-    /// Reads stdout until `n` lines starting with `prefix` have been seen.
-    fn wait_lines(&mut self, prefix: &str, n: usize) -> Vec<String> {
-        loop {
-            let got: Vec<String> = self.seen.lines().filter(|l| l.starts_with(prefix)).map(str::to_owned).collect();
-            if got.len() >= n {
-                return got;
-            }
-            let mut line = String::new();
-            assert!(
-                self.stdout.read_line(&mut line).unwrap() > 0,
-                "mpiexec ended early; output so far:\n{}",
-                self.seen
-            );
-            self.seen.push_str(&line);
-        }
-    }
-
-    fn send_line(&mut self) {
-        let mut pipe = self.stdin.take().unwrap();
-        pipe.write_all(b"go\n").unwrap();
-    }
-
-    fn finish(mut self, limit: Duration) -> Done {
-        self.stdin.take();
-        self.stdout.read_to_string(&mut self.seen).unwrap();
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                let elapsed = self.started.elapsed();
-                return Done { code: st.code(), stdout: self.seen, stderr: self.stderr.join().unwrap(), elapsed };
-            }
-            if self.started.elapsed() > limit {
-                let _ = self.child.kill();
-                panic!("mpiexec did not finish within {limit:?}");
-            }
-            thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
 fn run(args: &[&str]) -> Done {
     start(args).finish(Duration::from_secs(30))
-}
-
-/// Alive and not a zombie.
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
-            !matches!(state, Some('Z') | Some('X') | None)
-        }
-        Err(_) => false,
-    }
-}
-
-fn assert_all_gone(pids: &[i32], limit: Duration) {
-    let start = Instant::now();
-    loop {
-        let left: Vec<i32> = pids.iter().copied().filter(|&p| alive(p)).collect();
-        if left.is_empty() {
-            return;
-        }
-        if start.elapsed() > limit {
-            for &p in &left {
-                // SAFETY: cleaning up processes this test started.
-                unsafe { libc::kill(p, libc::SIGKILL) };
-            }
-            panic!("processes {left:?} outlived their job");
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// The word after `key` in a probe's report line.
-fn field<'a>(line: &'a str, key: &str) -> &'a str {
-    let words: Vec<&str> = line.split(' ').collect();
-    let i = words.iter().position(|w| *w == key).unwrap_or_else(|| panic!("no {key} in {line}"));
-    words.get(i + 1).copied().unwrap_or("")
-}
-
-/// The `child job ...` reports, by request (port) and rank.
-fn reports(stdout: &str) -> Vec<&str> {
-    let mut v: Vec<&str> = stdout.lines().filter(|l| l.starts_with("child job ")).collect();
-    v.sort_by_key(|l| (field(l, "port").to_owned(), field(l, "rank").parse::<u32>().unwrap()));
-    v
-}
-
-fn pid_lines(lines: &[String]) -> Vec<i32> {
-    lines.iter().map(|l| l.rsplit(' ').next().unwrap().parse().unwrap()).collect()
 }
 
 /// Runs `pmi_probe parent` on `hosts` with `first` (placement flags of the
