@@ -11,6 +11,7 @@ use baton_core::dpm::{self, SpawnCmd};
 use baton_core::error::{MpiError, Result};
 use std::ffi::{c_char, c_int};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 fn out<T: Copy>(call: &str, arg: &str, p: *mut T, v: T) -> Result<()> {
     nonnull_mut(call, arg, p)?;
@@ -302,7 +303,16 @@ pub unsafe extern "C" fn PMPI_Comm_disconnect(comm: *mut usize) -> c_int {
         let l = lib(call)?;
         nonnull_mut(call, "comm", comm)?;
         let cm = l.comm_arc(call, h)?;
-        dpm::disconnect(&l.mpi, &cm.core);
+        // Processes the application's other communicators still reach stay connected.
+        let kept: Vec<_> = {
+            let t = l.t();
+            t.comms
+                .values()
+                .filter(|o| !Arc::ptr_eq(o, &cm))
+                .flat_map(|o| o.core.group.procs.iter().chain(o.core.peers().procs.iter()).copied().collect::<Vec<_>>())
+                .collect()
+        };
+        dpm::disconnect(&l.mpi, &cm.core, &kept);
         free_comm(l, call, h)?;
         let _ = l.parent.compare_exchange(h, c::MPI_COMM_NULL, Ordering::SeqCst, Ordering::SeqCst);
         out(call, "comm", comm, c::MPI_COMM_NULL)

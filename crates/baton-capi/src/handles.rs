@@ -84,6 +84,11 @@ impl<T> Table<T> {
         self.decode(h).and_then(|s| self.slots[s].as_mut())
     }
 
+    /// Every live entry.
+    pub fn values(&self) -> impl Iterator<Item = &T> {
+        self.slots.iter().flatten()
+    }
+
     pub fn remove(&mut self, h: usize) -> Option<T> {
         let s = self.decode(h)?;
         self.gens[s] = (self.gens[s] + 1) & ((1 << GEN_BITS) - 1);

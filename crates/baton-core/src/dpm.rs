@@ -48,7 +48,7 @@ pub struct DpmState {
     ports: Mutex<HashMap<String, Arc<OpenPort>>>,
     /// Intercommunicators from accept/connect/spawn/join that include each process of another
     /// job; its connections end when the last of them is disconnected.
-    uses: Mutex<HashMap<ProcIdx, usize>>,
+    pub(crate) uses: Mutex<HashMap<ProcIdx, usize>>,
     /// Context id and remote group of each intercommunicator to another job, to tell which
     /// receives a vanished process leaves hanging.
     comms: Mutex<Vec<(u64, Arc<Group>)>>,
@@ -416,9 +416,14 @@ fn connect_root(p: &PortName, descs: &[String]) -> io::Result<(u64, Secret, Vec<
 }
 
 /// `MPI_Comm_disconnect`: waits until both groups reach it (so nothing is in flight), then
-/// ends the connections to processes of other jobs that no other intercommunicator from
-/// accept/connect/spawn/join uses.
-pub fn disconnect(mpi: &Mpi, comm: &Comm) {
+/// ends the connections to processes of other jobs that nothing connects this process to any
+/// more: no other intercommunicator from accept/connect/spawn/join, and none of `kept` (the
+/// processes of the application's other communicators, e.g. one merged from this one).
+pub fn disconnect(mpi: &Mpi, comm: &Comm, kept: &[ProcIdx]) {
+    let free = |ps: Vec<ProcIdx>| -> Vec<ProcIdx> {
+        let uses = mpi.dpm.uses.lock().unwrap_or_else(|e| e.into_inner());
+        ps.into_iter().filter(|p| !kept.contains(p) && !uses.contains_key(p)).collect()
+    };
     match &comm.local {
         Some(local) => {
             // Both groups must arrive: unless the other side is gone.
@@ -428,7 +433,7 @@ pub fn disconnect(mpi: &Mpi, comm: &Comm) {
             };
             // No longer in use from here on: the other side may finish first and close.
             mpi.dpm.comms.lock().unwrap_or_else(|e| e.into_inner()).retain(|(c, _)| *c != comm.ctx);
-            let idle = mpi.dpm.unuse_procs(&comm.peers().procs);
+            let idle = free(mpi.dpm.unuse_procs(&comm.peers().procs));
             mpi.expect_close(&idle);
             mpi.barrier(local);
             if !gone {
@@ -436,7 +441,16 @@ pub fn disconnect(mpi: &Mpi, comm: &Comm) {
             }
             mpi.release_remote(&idle);
         }
-        None => mpi.barrier(comm),
+        None => {
+            // An intracommunicator spanning jobs (merged from an intercommunicator): its
+            // processes of other jobs that nothing else holds go with it.
+            let me = mpi.proc_id(mpi.me).0;
+            let others: Vec<ProcIdx> = comm.group.procs.iter().copied().filter(|&p| mpi.proc_id(p).0 != me).collect();
+            let idle = free(others);
+            mpi.expect_close(&idle);
+            mpi.barrier(comm);
+            mpi.release_remote(&idle);
+        }
     }
 }
 
