@@ -15,7 +15,7 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-fn out<T: Copy>(call: &str, arg: &str, p: *mut T, v: T) -> Result<()> {
+pub(crate) fn out<T: Copy>(call: &str, arg: &str, p: *mut T, v: T) -> Result<()> {
     nonnull_mut(call, arg, p)?;
     // SAFETY: checked non-null; the caller owns the location.
     unsafe { *p = v };

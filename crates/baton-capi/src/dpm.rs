@@ -1,7 +1,7 @@
 //! Dynamic processes: spawn, ports, accept/connect, names, join, disconnect, the parent.
 //! The work is in `baton_core::dpm`; this is argument checking and handles.
 
-use crate::comm::{free_comm, register};
+use crate::comm::{free_comm, out, register};
 use crate::errors::guard;
 use crate::state::{lib, Lib};
 use crate::{cstr_in, cstr_out, nonnull_mut};
@@ -13,17 +13,10 @@ use std::ffi::{c_char, c_int};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-fn out<T: Copy>(call: &str, arg: &str, p: *mut T, v: T) -> Result<()> {
-    nonnull_mut(call, arg, p)?;
-    // SAFETY: checked non-null; the caller owns the location.
-    unsafe { *p = v };
-    Ok(())
-}
-
-/// Registers an intercommunicator to another job; it starts with `MPI_ERRORS_ARE_FATAL`
-/// like any new communicator not derived from one.
-fn register_new(l: &Lib, parent_h: usize, core: Comm) -> Result<usize> {
-    let parent = l.comm("MPI_Comm_spawn", parent_h)?;
+/// Registers an intercommunicator to another job; it takes the error handler of the
+/// communicator it was created over.
+fn register_new(l: &Lib, call: &str, parent_h: usize, core: Comm) -> Result<usize> {
+    let parent = l.comm(call, parent_h)?;
     Ok(register(l, &parent, core))
 }
 
@@ -32,7 +25,7 @@ pub(crate) fn connect_parent(l: &Lib) -> Result<()> {
     let Some(port) = l.mpi.parent_port.clone() else { return Ok(()) };
     let core = dpm::connect_parent(&l.mpi, &port)
         .map_err(|e| MpiError::new(e.class, format!("MPI_Init: cannot connect to the parent job: {}", e.msg)))?;
-    let h = register_new(l, c::MPI_COMM_WORLD, core)?;
+    let h = register_new(l, "MPI_Init", c::MPI_COMM_WORLD, core)?;
     l.parent.store(h, Ordering::SeqCst);
     Ok(())
 }
@@ -109,7 +102,7 @@ fn spawn_finish(
     }
     match r {
         Ok(core) => {
-            let h = register_new(l, comm, core)?;
+            let h = register_new(l, call, comm, core)?;
             out(call, "intercomm", intercomm, h)
         }
         Err(e) => {
@@ -122,18 +115,26 @@ fn spawn_finish(
     }
 }
 
+/// The communicator of spawn, accept or connect, checked before the root-only arguments are
+/// read.
 fn spawn_comm<'a>(l: &'a Lib, call: &str, comm: usize, root: c_int) -> Result<crate::state::CommRef<'a>> {
     let cm = l.comm(call, comm)?;
-    if cm.core.is_inter() {
-        return Err(MpiError::new(c::MPI_ERR_COMM, format!("{call}: comm is an intercommunicator")));
-    }
-    if !(0..cm.core.size()).contains(&root) {
-        return Err(MpiError::new(
-            c::MPI_ERR_ROOT,
-            format!("{call}: root {root} is out of range for comm of size {}", cm.core.size()),
-        ));
-    }
+    dpm::check_root(call, root, &cm.core)?;
     Ok(cm)
+}
+
+/// One command as the root passed it: program, `argv` (null: none), maxprocs, info.
+unsafe fn spawn_cmd(
+    call: &str,
+    command_arg: &str,
+    command: *mut c_char,
+    argv: *mut *mut c_char,
+    maxprocs: c_int,
+    info: usize,
+) -> Result<SpawnCmd> {
+    // SAFETY: NUL-terminated strings and a NULL-terminated argv, per the MPI contract.
+    let (program, args) = unsafe { (cstr_in(call, command_arg, command)?, argv_in(call, argv)?) };
+    Ok(SpawnCmd { program, args, maxprocs: check_maxprocs(call, maxprocs)?, info: spawn_info(call, info)? })
 }
 
 #[no_mangle]
@@ -152,13 +153,9 @@ pub unsafe extern "C" fn PMPI_Comm_spawn(
         let l = lib(call)?;
         nonnull_mut(call, "intercomm", intercomm)?;
         let cm = spawn_comm(l, call, comm, root)?;
-        let cmds = (cm.core.rank == root).then(|| {
-            // SAFETY: the arguments follow the MPI contract at the root.
-            let program = unsafe { cstr_in(call, "command", command) }?;
-            let args = unsafe { argv_in(call, argv) }?;
-            let maxprocs = check_maxprocs(call, maxprocs)?;
-            Ok(vec![SpawnCmd { program, args, maxprocs, info: spawn_info(call, info)? }])
-        });
+        // SAFETY: the arguments follow the MPI contract at the root.
+        let cmds = (cm.core.rank == root)
+            .then(|| Ok(vec![unsafe { spawn_cmd(call, "command", command, argv, maxprocs, info) }?]));
         let r = dpm::spawn(&l.mpi, call, cmds, root, &cm.core);
         spawn_finish(l, call, comm, r, intercomm, errcodes)
     })
@@ -192,12 +189,10 @@ pub unsafe extern "C" fn PMPI_Comm_spawn_multiple(
             for i in 0..count as usize {
                 // SAFETY: arrays of `count` entries per the MPI contract (checked non-null).
                 let (cmd, n, info) = unsafe { (*commands.add(i), *maxprocs.add(i), *infos.add(i)) };
-                let program = unsafe { cstr_in(call, "array_of_commands", cmd) }?;
                 // SAFETY: MPI_ARGVS_NULL (null) means no arguments for any command.
                 let argv = if argvs.is_null() { std::ptr::null_mut() } else { unsafe { *argvs.add(i) } };
-                let args = unsafe { argv_in(call, argv) }?;
-                let maxprocs = check_maxprocs(call, n)?;
-                v.push(SpawnCmd { program, args, maxprocs, info: spawn_info(call, info)? });
+                // SAFETY: as above.
+                v.push(unsafe { spawn_cmd(call, "array_of_commands", cmd, argv, n, info) }?);
             }
             Ok(v)
         });
@@ -259,7 +254,7 @@ unsafe fn accept_or_connect(
         };
         match core {
             Ok(core) => {
-                let h = register_new(l, comm, core)?;
+                let h = register_new(l, call, comm, core)?;
                 out(call, "newcomm", newcomm, h)
             }
             Err(e) => {
@@ -326,7 +321,7 @@ pub unsafe extern "C" fn PMPI_Comm_join(fd: c_int, intercomm: *mut usize) -> c_i
         let l = lib(call)?;
         nonnull_mut(call, "intercomm", intercomm)?;
         let core = dpm::join(&l.mpi, fd)?;
-        let h = register_new(l, c::MPI_COMM_SELF, core)?;
+        let h = register_new(l, call, c::MPI_COMM_SELF, core)?;
         out(call, "intercomm", intercomm, h)
     })
 }

@@ -87,11 +87,6 @@ fn port_err(call: &str, why: impl std::fmt::Display) -> MpiError {
     MpiError::new(c::MPI_ERR_PORT, format!("{call}: {why}"))
 }
 
-fn random_u64() -> u64 {
-    let s = Secret::generate().map(|s| s.0).unwrap_or([7; 32]);
-    u64::from_le_bytes(s[..8].try_into().expect("8 bytes"))
-}
-
 // ----- a small codec for the roots' messages and the broadcasts -----
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
@@ -162,8 +157,9 @@ fn encode_outcome(o: &Outcome) -> Vec<u8> {
     out
 }
 
-fn decode_outcome(call: &str, b: &[u8]) -> Outcome {
-    let bad = || MpiError::new(c::MPI_ERR_INTERN, format!("{call}: malformed message from the root"));
+/// Reads [`encode_outcome`]'s bytes, which came from `who`.
+fn decode_outcome(call: &str, who: &str, b: &[u8]) -> Outcome {
+    let bad = || MpiError::new(c::MPI_ERR_INTERN, format!("{call}: malformed message from {who}"));
     let mut r = Reader { b, at: 1 };
     match b.first() {
         Some(0) => {
@@ -294,7 +290,7 @@ fn finish(mpi: &Mpi, call: &str, comm: &Comm, root: i32, outcome: Option<Outcome
             mpi.bcast_internal(comm, root, encode_outcome(&o));
             o
         }
-        None => decode_outcome(call, &mpi.bcast_internal(comm, root, Vec::new())),
+        None => decode_outcome(call, "the root", &mpi.bcast_internal(comm, root, Vec::new())),
     };
     let (ctx, secret, descs) = outcome?;
     let remote = mpi.add_remote(&descs, &secret).map_err(|e| MpiError::new(e.class, format!("{call}: {}", e.msg)))?;
@@ -304,7 +300,8 @@ fn finish(mpi: &Mpi, call: &str, comm: &Comm, root: i32, outcome: Option<Outcome
     Ok(Comm::new_inter(ctx, comm.group.clone(), comm.rank, remote))
 }
 
-fn check_root(call: &str, root: i32, comm: &Comm) -> Result<()> {
+/// The communicator of spawn, accept and connect must be an intracommunicator holding `root`.
+pub fn check_root(call: &str, root: i32, comm: &Comm) -> Result<()> {
     if comm.is_inter() {
         return Err(MpiError::new(
             c::MPI_ERR_COMM,
@@ -370,13 +367,11 @@ fn serve_connect(mut s: TcpStream, port: &OpenPort, descs: &[String]) -> io::Res
         return Err(io::Error::other("not a connect request"));
     }
     let remote = r.strings().filter(|v| !v.is_empty()).ok_or_else(|| io::Error::other("malformed connect request"))?;
-    let ctx = random_u64() & !1;
     let secret = Secret::generate().map_err(other)?;
-    let mut answer = Vec::new();
-    answer.extend_from_slice(&ctx.to_le_bytes());
-    answer.extend_from_slice(&secret.0);
-    put_strings(&mut answer, descs);
-    write_frame(&mut s, &answer).map_err(other)?;
+    // The context id comes from the same fresh randomness: two jobs that never shared a
+    // communicator cannot derive one from a common parent.
+    let ctx = u64::from_le_bytes(secret.derive("context id").0[..8].try_into().expect("8 bytes")) & !1;
+    write_frame(&mut s, &encode_outcome(&Ok((ctx, secret.clone(), descs.to_vec())))).map_err(other)?;
     Ok((ctx, secret, remote))
 }
 
@@ -407,12 +402,11 @@ fn connect_root(p: &PortName, descs: &[String]) -> io::Result<(u64, Secret, Vec<
     write_frame(&mut s, &hello).map_err(other)?;
     let answer =
         read_frame(&mut s).map_err(other)?.ok_or_else(|| io::Error::other("the port closed the connection"))?;
-    let mut r = Reader { b: &answer, at: 0 };
-    let bad = || io::Error::other("malformed answer from the port");
-    let ctx = r.u64().ok_or_else(bad)?;
-    let secret = Secret(r.take(32).ok_or_else(bad)?.try_into().map_err(|_| bad())?);
-    let remote = r.strings().filter(|v| !v.is_empty()).ok_or_else(bad)?;
-    Ok((ctx, secret, remote))
+    match decode_outcome("MPI_Comm_connect", "the port", &answer) {
+        Ok((_, _, remote)) if remote.is_empty() => Err(io::Error::other("the port answered with no processes")),
+        Ok(o) => Ok(o),
+        Err(e) => Err(io::Error::other(e.msg)),
+    }
 }
 
 /// `MPI_Comm_disconnect`: waits until both groups reach it (so nothing is in flight), then
@@ -553,7 +547,7 @@ pub fn spawn(
     if verdict.get(4..) != Some(&[0][..]) {
         let e = match started {
             Some(Err(e)) => e,
-            _ => decode_outcome(call, verdict.get(4..).unwrap_or(&[]))
+            _ => decode_outcome(call, "the root", verdict.get(4..).unwrap_or(&[]))
                 .err()
                 .unwrap_or_else(|| MpiError::new(c::MPI_ERR_SPAWN, format!("{call}: the root failed"))),
         };
