@@ -46,6 +46,9 @@ pub struct State {
     tcp_rx: Vec<(ProcIdx, Rx, bool)>,
     /// Descriptors epoll reported readable in this pass (kept, so polling does not allocate).
     tcp_ready: Vec<u64>,
+    /// This process's inbox, once it has met other jobs (beside the fabric, so that reading it
+    /// borrows neither the other).
+    inbox: Option<Arc<Inbox>>,
     /// Readers of the rings other jobs' processes leased in our inbox: (sender, slot, reader).
     inbox_cons: Vec<(ProcIdx, usize, Consumer)>,
     /// The inbox generation last seen (a change means a lease started or closed).
@@ -84,7 +87,7 @@ impl State {
             engine.on_frame(fabric, me, &h, &data);
             did = true;
         }
-        if fabric.inbox.is_some() {
+        if self.inbox.is_some() {
             did |= self.progress_inbox();
         }
         did
@@ -92,8 +95,7 @@ impl State {
 
     /// Adopts new leases of our inbox, reads every leased ring and frees closed ones.
     fn progress_inbox(&mut self) -> bool {
-        let State { engine, fabric, inbox_cons, inbox_gen, .. } = self;
-        let Some(ib) = fabric.inbox.clone() else { return false };
+        let State { engine, fabric, inbox: Some(ib), inbox_cons, inbox_gen, .. } = self else { return false };
         let g = ib.generation();
         if g != *inbox_gen {
             let known: Vec<usize> = inbox_cons.iter().map(|(_, s, _)| *s).collect();
@@ -188,7 +190,7 @@ impl State {
     fn frames_waiting(&self) -> bool {
         self.consumers.iter().any(|(_, c)| c.ready())
             || self.inbox_cons.iter().any(|(_, _, c)| c.ready())
-            || self.fabric.inbox.as_ref().is_some_and(|ib| ib.generation() != self.inbox_gen)
+            || self.inbox.as_ref().is_some_and(|ib| ib.generation() != self.inbox_gen)
             || !self.fabric.loopback.is_empty()
             || self.tcp_rx.iter().any(|(_, rx, _)| rx.has_buffered_frame())
     }
@@ -312,7 +314,7 @@ pub struct Mpi {
     pub dpm: crate::dpm::DpmState,
     /// The port of the job that spawned this one (`BATON_PARENT_PORT`).
     pub parent_port: Option<String>,
-    /// This process's inbox (also in the fabric), for sleeping on its doorbell.
+    /// This process's inbox (also in `State`), for sleeping on its doorbell without the lock.
     inbox: std::sync::OnceLock<Arc<Inbox>>,
     /// When `poll` last looked for vanished processes of other jobs (ns since the epoch).
     lost_checked: AtomicU64,
@@ -610,6 +612,7 @@ impl Mpi {
                 consumers,
                 tcp_rx: Vec::new(),
                 tcp_ready: Vec::new(),
+                inbox: None,
                 inbox_cons: Vec::new(),
                 inbox_gen: 0,
             }),
@@ -963,20 +966,20 @@ impl Mpi {
 
     // ----- processes of other jobs -----
 
-    /// Starts listening for TCP connections if this process does not yet (a job on one host
-    /// starts without), so that processes of other jobs can reach it.
+    /// Makes this process reachable by processes of other jobs: an inbox for those on this
+    /// machine, and a TCP listener (a job on one host starts without one).
     pub fn ensure_tcp(&self) -> Result<std::net::SocketAddr> {
         let mut st = self.lock();
-        if st.fabric.inbox.is_none() && transports_allowed().is_ok_and(|(shm, _)| shm) {
+        if st.inbox.is_none() && transports_allowed().is_ok_and(|(shm, _)| shm) {
             // Processes of other jobs on this machine send through rings leased here; without
             // an inbox (creation failed) they use TCP.
-            let ring = FabricConfig::from_env().ring_size;
-            if let Ok(ib) = Inbox::create(self.job_id, self.me, ring) {
+            let cfg = FabricConfig::from_env();
+            if let Ok(ib) = Inbox::create(self.job_id, self.me, cfg.ring_size) {
                 let ib = Arc::new(ib);
-                st.fabric.inbox = Some(ib.clone());
+                st.inbox = Some(ib.clone());
                 st.fabric.me_id = (self.job_id, self.me);
                 let _ = self.inbox.set(ib);
-                if FabricConfig::from_env().cma {
+                if cfg.cma {
                     baton_transport::cma::allow_peers();
                 }
             }

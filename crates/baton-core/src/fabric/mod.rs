@@ -78,8 +78,6 @@ pub struct Fabric {
     pub loopback: VecDeque<(Header, Vec<u8>)>,
     /// Connections to other hosts, when this process listens for them.
     pub tcp: Option<TcpNet>,
-    /// This process's inbox, once it has met other jobs.
-    pub inbox: Option<Arc<Inbox>>,
     /// Per process of another job on this machine: its identity and inbox descriptor.
     inbox_of: Vec<Option<((u64, u32), i32)>>,
     /// Per process of another job: whether it runs on this machine (its pid means something).
@@ -101,7 +99,6 @@ impl Fabric {
             eps: Vec::new(),
             loopback: VecDeque::new(),
             tcp: None,
-            inbox: None,
             inbox_of: Vec::new(),
             near: Vec::new(),
             foreign_ids: std::collections::HashMap::new(),
