@@ -176,21 +176,29 @@ const TOK_LISTEN: u64 = 1;
 const TOK_CTL: u64 = 2;
 const TOK_DATA: u64 = 3;
 
+/// What this process knows of another one.
+#[derive(Clone, Default)]
+struct Peer {
+    /// Where it listens (`None`: unknown, or forgotten after a disconnect).
+    addr: Option<SocketAddr>,
+    host: String,
+    /// The secret to prove when dialling it (`None`: our job's).
+    dial_secret: Option<Secret>,
+    /// It belongs to another job: losing it does not end this job (the application hears of
+    /// it); losing one of our own does.
+    foreign: bool,
+    /// Being disconnected, so the end of its connections is expected.
+    closing: bool,
+}
+
 /// This process's TCP side.
 pub struct TcpNet {
     sh: Arc<Shared>,
     cfg: TcpConfig,
-    addrs: Vec<Option<SocketAddr>>,
-    hosts: Vec<String>,
-    /// Per process: the secret to prove when dialling it (`None`: our job's).
-    dial_secret: Vec<Option<Secret>>,
-    /// Per process: whether it belongs to another job. Losing such a process does not end
-    /// this job (the application hears of it); losing one of our own does.
-    foreign: Vec<bool>,
+    /// Per process: how to reach it.
+    peers: Vec<Peer>,
     /// Processes of other jobs whose connection broke, with why; frames to them are dropped.
     pub lost: Vec<(ProcIdx, String)>,
-    /// Per process: being disconnected, so the end of its connections is expected.
-    closing: Vec<bool>,
     secret: Secret,
     /// Per process, per lane: the sending half, once connected.
     tx: Vec<Vec<Option<Tx>>>,
@@ -254,12 +262,8 @@ impl TcpNet {
         let net = TcpNet {
             sh,
             cfg,
-            addrs: vec![None; nprocs],
-            hosts: vec![String::new(); nprocs],
-            dial_secret: vec![None; nprocs],
-            foreign: vec![false; nprocs],
+            peers: vec![Peer::default(); nprocs],
             lost: Vec::new(),
-            closing: vec![false; nprocs],
             secret,
             tx: (0..nprocs).map(|_| Vec::new()).collect(),
             new_rx: Vec::new(),
@@ -290,24 +294,21 @@ impl TcpNet {
         secret: Option<Secret>,
     ) {
         let i = p as usize;
-        if self.addrs.len() <= i {
-            self.addrs.resize(i + 1, None);
-            self.hosts.resize(i + 1, String::new());
-            self.dial_secret.resize(i + 1, None);
-            self.foreign.resize(i + 1, false);
-            self.closing.resize(i + 1, false);
+        if self.peers.len() <= i {
+            self.peers.resize_with(i + 1, Peer::default);
             self.tx.resize_with(i + 1, Vec::new);
             let mut links = self.sh.links.lock().unwrap_or_else(|e| e.into_inner());
             links.resize((i + 1) * self.cfg.stripes, Link::Down);
         }
-        self.addrs[i] = addr;
-        self.hosts[i] = host.to_string();
-        self.foreign[i] = id.0 != self.sh.job;
-        self.closing[i] = false;
-        self.lost.retain(|(q, _)| *q != p);
+        let peer = &mut self.peers[i];
+        peer.addr = addr;
+        peer.host = host.to_string();
+        peer.foreign = id.0 != self.sh.job;
+        peer.closing = false;
         if secret.is_some() {
-            self.dial_secret[i] = secret;
+            peer.dial_secret = secret;
         }
+        self.lost.retain(|(q, _)| *q != p);
         self.sh.index.lock().unwrap_or_else(|e| e.into_inner()).insert(id, p);
     }
 
@@ -351,8 +352,8 @@ impl TcpNet {
                 *l = Link::Down;
             }
         }
-        if let Some(a) = self.addrs.get_mut(i) {
-            *a = None;
+        if let Some(peer) = self.peers.get_mut(i) {
+            peer.addr = None;
         }
         self.sh.index.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
     }
@@ -363,11 +364,11 @@ impl TcpNet {
     }
 
     pub fn reaches(&self, p: ProcIdx) -> bool {
-        self.addrs.get(p as usize).is_some_and(|a| a.is_some())
+        self.peers.get(p as usize).is_some_and(|q| q.addr.is_some())
     }
 
     fn who(&self, p: ProcIdx) -> String {
-        let host = self.hosts.get(p as usize).map_or("?", String::as_str);
+        let host = self.peers.get(p as usize).map_or("?", |q| q.host.as_str());
         format!("process {p} on host {host}")
     }
 
@@ -388,18 +389,18 @@ impl TcpNet {
 
     /// `p` is being disconnected: it may close its connections any moment now.
     pub fn expect_close(&mut self, p: ProcIdx) {
-        if let Some(c) = self.closing.get_mut(p as usize) {
-            *c = true;
+        if let Some(q) = self.peers.get_mut(p as usize) {
+            q.closing = true;
         }
     }
 
     /// Whether the end of `p`'s connections would mean that it vanished.
     pub fn end_is_loss(&self, p: ProcIdx) -> bool {
-        self.is_foreign(p) && !self.closing.get(p as usize).copied().unwrap_or(true)
+        self.peers.get(p as usize).is_some_and(|q| q.foreign && !q.closing)
     }
 
     pub fn is_foreign(&self, p: ProcIdx) -> bool {
-        self.foreign.get(p as usize).copied().unwrap_or(false)
+        self.peers.get(p as usize).is_some_and(|q| q.foreign)
     }
 
     pub fn is_lost(&self, p: ProcIdx) -> bool {
@@ -493,7 +494,7 @@ impl TcpNet {
         if self.fatal.is_some() {
             return false;
         }
-        let Some(addr) = self.addrs[p as usize] else {
+        let Some(addr) = self.peers[p as usize].addr else {
             self.fail(format!("no transport reaches {} (it has no TCP address)", self.who(p)));
             return false;
         };
@@ -551,7 +552,7 @@ impl TcpNet {
         s.set_nodelay(true)?;
         s.set_read_timeout(Some(left))?;
         s.set_write_timeout(Some(left))?;
-        let secret = self.dial_secret.get(p as usize).and_then(Option::as_ref).unwrap_or(&self.secret);
+        let secret = self.peers.get(p as usize).and_then(|q| q.dial_secret.as_ref()).unwrap_or(&self.secret);
         client_handshake_keyed(&mut s, secret, &TRANSPORT).map_err(|e| io::Error::other(e.to_string()))?;
         let mut id = [0u8; IDENT_LEN];
         id[..4].copy_from_slice(&IDENT_MAGIC);
