@@ -177,16 +177,30 @@ stat_t measure(MPI_Comm comm, kernel_fn fn, void *ctx)
     long it = 0;
     double v[2], r[2];
 
-    /* Warm-up, fully validated; it also estimates the cost of one iteration. */
+    /* Warm-up, fully validated. It pays the one-time costs (first touch of the
+     * buffers, connections opened on demand), so it says little about one
+     * iteration: a first message can cost a hundred of them. */
     if (comm != MPI_COMM_NULL)
         MPI_Barrier(comm);
-    v[0] = fn(ctx, it, o->warmup, 1);
+    fn(ctx, it, o->warmup, 1);
     it += o->warmup;
-    if (comm != MPI_COMM_NULL)
-        MPI_Allreduce(v, r, 1, MPI_DOUBLE, MPI_MAX, comm);
-    else
-        r[0] = v[0];
-    double per_iter_us = r[0] * 1e6 / o->warmup;
+    /* Calibration: double the count until a run lasts an eighth of a batch;
+     * the allreduce keeps every rank's decision the same. */
+    long c = 1;
+    for (;;) {
+        if (comm != MPI_COMM_NULL)
+            MPI_Barrier(comm);
+        v[0] = fn(ctx, it, (int)c, 0);
+        it += c;
+        if (comm != MPI_COMM_NULL)
+            MPI_Allreduce(v, r, 1, MPI_DOUBLE, MPI_MAX, comm);
+        else
+            r[0] = v[0];
+        if (r[0] * 1e6 >= o->batch_us / 8 || c >= 100000)
+            break;
+        c *= 2;
+    }
+    double per_iter_us = r[0] * 1e6 / (double)c;
     long k = per_iter_us > 0 ? (long)(o->batch_us / per_iter_us) : 1000;
     if (k < 1)
         k = 1;
