@@ -24,7 +24,7 @@ pub enum Kind {
 }
 
 /// Packs (kind, generation, slot) into a handle (see the module doc).
-pub fn encode(kind: Kind, slot: u32, gen: u32) -> usize {
+pub const fn encode(kind: Kind, slot: u32, gen: u32) -> usize {
     ((kind as usize) << KIND_SHIFT) | (((gen & ((1 << GEN_BITS) - 1)) as usize) << SLOT_BITS) | slot as usize
 }
 

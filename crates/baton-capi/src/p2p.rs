@@ -7,7 +7,7 @@ use crate::state::{lib, CommObj, Lib, PersistentOp, PersistentReq};
 use crate::{put_status, MPI_Status};
 use baton_abi::consts as c;
 use baton_core::datatype::{predefined, Layout};
-use baton_core::engine::{ReqId, SendData, Sink, Status};
+use baton_core::engine::{ProcIdx, ReqId, SendData, Sink, Status};
 use baton_core::error::{MpiError, Result};
 use baton_core::runtime::State;
 use baton_transport::mem::UserBuf;
@@ -345,16 +345,10 @@ pub fn check_status(call: &str, s: &Status) -> Result<()> {
     Ok(())
 }
 
-/// The communicator and contiguous layout of the commonest calls: a predefined communicator and
-/// a predefined contiguous datatype with a plain count. `None` sends the call down the generic
-/// path, which checks everything and reports any error.
+/// The byte count of the commonest calls: a predefined contiguous datatype with a plain count.
+/// `None` sends the call down the generic path, which checks everything and reports any error.
 #[inline]
-fn express(l: &Lib, comm_h: usize, count: i64, dt: usize, buf: *mut c_void) -> Option<(&CommObj, usize)> {
-    let cm: &CommObj = match comm_h {
-        c::MPI_COMM_WORLD => &l.world,
-        c::MPI_COMM_SELF => &l.self_comm,
-        _ => return None,
-    };
+fn express_bytes(count: i64, dt: usize, buf: *mut c_void) -> Option<usize> {
     let lay = predefined(dt)?;
     if count < 0 || !lay.is_contiguous() {
         return None;
@@ -363,24 +357,65 @@ fn express(l: &Lib, comm_h: usize, count: i64, dt: usize, buf: *mut c_void) -> O
     if n > 0 && buf.is_null() {
         return None;
     }
-    Some((cm, n))
+    Some(n)
+}
+
+/// What a point-to-point call needs of its communicator: the process that `peer` names (or
+/// None for `MPI_ANY_SOURCE`), the context id and this process's rank. None when the handle is
+/// not at hand without a lookup or `peer` is not a plain rank (`MPI_PROC_NULL`, out of range).
+#[inline]
+fn express_comm(l: &Lib, comm_h: usize, peer: c_int, any_ok: bool) -> Option<(Option<ProcIdx>, u64, i32)> {
+    l.with_comm_fast(comm_h, |cm| {
+        let core = &cm.core;
+        let to = if (0..core.peer_size()).contains(&peer) {
+            Some(core.proc_of(peer))
+        } else if any_ok && peer == c::MPI_ANY_SOURCE {
+            None
+        } else {
+            return None;
+        };
+        Some((to, core.ctx, core.rank))
+    })
+    .flatten()
 }
 
 /// `MPI_Send` of an eager message on the express path; false to take the generic path.
 #[inline]
 fn express_send(comm_h: usize, buf: *mut c_void, count: i64, dt: usize, dest: c_int, tag: c_int) -> bool {
     let Some(l) = crate::state::lib_fast() else { return false };
-    let Some((cm, n)) = express(l, comm_h, count, dt, buf) else { return false };
-    let core = &cm.core;
-    if tag < 0 || dest < 0 || dest >= core.size() {
+    let Some(n) = express_bytes(count, dt, buf) else { return false };
+    if tag < 0 {
         return false;
     }
+    let Some((Some(to), ctx, rank)) = express_comm(l, comm_h, dest, false) else { return false };
     // SAFETY: MPI requires `buf` to hold `count` elements of the (contiguous) datatype during
     // the call; the bytes are copied into the ring before it returns.
     let span = unsafe { UserBuf::new(buf as usize, n) };
     let mut st = l.mpi.lock();
     let State { engine, fabric, .. } = &mut *st;
-    engine.send_now(fabric, core.proc_of(dest), core.ctx, core.rank, tag, span.read(0, n))
+    engine.send_now(fabric, to, ctx, rank, tag, span.read(0, n))
+}
+
+/// Posts a receive on the express path; None to take the generic path.
+#[inline]
+fn express_irecv(comm_h: usize, buf: *mut c_void, count: i64, dt: usize, src: c_int, tag: c_int) -> Option<ReqId> {
+    let l = crate::state::lib_fast()?;
+    let n = express_bytes(count, dt, buf)?;
+    if !(tag >= 0 || tag == c::MPI_ANY_TAG) {
+        return None;
+    }
+    let (_, ctx, _) = express_comm(l, comm_h, src, true)?;
+    // SAFETY: MPI requires the receive buffer to have room for `count` elements of the
+    // (contiguous) datatype and not to be accessed until the receive completes.
+    let sink = Sink::Contig(unsafe { UserBuf::new(buf as usize, n) });
+    let mut st = l.mpi.lock();
+    let State { engine, fabric, .. } = &mut *st;
+    let id = engine.recv(fabric, ctx, src, tag, sink);
+    if let Some(r) = engine.get_mut(id) {
+        // Its error handler, should it complete with an error (truncation).
+        r.comm = comm_h;
+    }
+    Some(id)
 }
 
 /// `MPI_Recv` on the express path; None to take the generic path.
@@ -394,20 +429,8 @@ fn express_recv(
     tag: c_int,
     status: *mut MPI_Status,
 ) -> Option<c_int> {
+    let id = express_irecv(comm_h, buf, count, dt, src, tag)?;
     let l = crate::state::lib_fast()?;
-    let (cm, n) = express(l, comm_h, count, dt, buf)?;
-    let core = &cm.core;
-    if !(tag >= 0 || tag == c::MPI_ANY_TAG) || !((0..core.size()).contains(&src) || src == c::MPI_ANY_SOURCE) {
-        return None;
-    }
-    // SAFETY: MPI requires the receive buffer to have room for `count` elements of the
-    // (contiguous) datatype and not to be accessed until the receive completes.
-    let sink = Sink::Contig(unsafe { UserBuf::new(buf as usize, n) });
-    let id = {
-        let mut st = l.mpi.lock();
-        let State { engine, fabric, .. } = &mut *st;
-        engine.recv(fabric, core.ctx, src, tag, sink)
-    };
     let (s, _) = l.mpi.wait_pending(id);
     // SAFETY: status is MPI_STATUS_IGNORE (null) or points to a caller-owned MPI_Status.
     unsafe { put_status(status, &s, false) };
@@ -471,6 +494,14 @@ fn nonblocking_send(
     mode: SendMode,
     request: *mut usize,
 ) -> c_int {
+    if matches!(mode, SendMode::Standard | SendMode::Ready)
+        && !request.is_null()
+        && express_send(comm_h, buf, count, dt, dest, tag)
+    {
+        // SAFETY: checked non-null; MPI gives us the handle to write.
+        unsafe { *request = crate::request::SENT };
+        return c::MPI_SUCCESS;
+    }
     guard(comm_h, || {
         let call = mode.call(true);
         let l = lib(call)?;
@@ -492,6 +523,13 @@ fn nonblocking_recv(
     tag: c_int,
     request: *mut usize,
 ) -> c_int {
+    if !request.is_null() {
+        if let Some(id) = express_irecv(comm_h, buf, count, dt, src, tag) {
+            // SAFETY: checked non-null; MPI gives us the handle to write.
+            unsafe { *request = crate::request::handle_of(id) };
+            return c::MPI_SUCCESS;
+        }
+    }
     guard(comm_h, || {
         let l = lib("MPI_Irecv")?;
         out_request("MPI_Irecv", request)?;

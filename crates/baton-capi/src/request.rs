@@ -26,12 +26,31 @@ enum Res {
         id: ReqId,
         persistent: Option<usize>,
     },
+    /// [`SENT`]: a send that was complete when it started.
+    Sent,
 }
+
+impl Res {
+    /// An active request (one that `Waitany`/`Waitsome` report), as opposed to a null or an
+    /// inactive persistent one.
+    fn live(&self) -> bool {
+        matches!(self, Res::Engine { .. } | Res::Sent)
+    }
+}
+
+/// The engine slot that no request gets: it names [`SENT`].
+const SENT_SLOT: u32 = (1 << 20) - 1;
+
+/// The handle of every nonblocking send that was complete when it started (an eager message
+/// that went straight into the ring). It stands for no engine request, so such a send costs no
+/// slot to create nor to complete; the standard does not ask for distinct handles, and waiting
+/// on it gives the empty status and `MPI_REQUEST_NULL` like any completed send.
+pub const SENT: usize = handles::encode(Kind::Request, SENT_SLOT, 0);
 
 /// The handle of engine request `id`: its slot and generation, so that no table stands between
 /// `MPI_Isend` and `MPI_Wait`.
 pub fn handle_of(id: ReqId) -> usize {
-    if id.idx >= 1 << 20 {
+    if id.idx >= SENT_SLOT {
         // A million requests in flight at once: beyond what a handle can name.
         crate::errors::fatal(&MpiError::new(c::MPI_ERR_INTERN, "more than 2^20 requests are active at once"));
     }
@@ -45,6 +64,9 @@ fn invalid(call: &str, h: usize) -> MpiError {
 fn resolve(l: &Lib, call: &str, h: usize) -> Result<Res> {
     if h == c::MPI_REQUEST_NULL {
         return Ok(Res::Null);
+    }
+    if h == SENT {
+        return Ok(Res::Sent);
     }
     if let Some((idx, gen)) = handles::decode(Kind::Request, h) {
         return Ok(Res::Engine { id: ReqId { idx, gen }, persistent: None });
@@ -69,16 +91,25 @@ fn done(st: &State, r: &Res) -> Option<bool> {
 /// Waits until every request in `rs` is complete (or, with `any`, one of the live ones) and
 /// returns the indices that are; an invalid one fails the call.
 fn block_on(l: &Lib, call: &str, hs: &[usize], rs: &[Res], any: bool) -> Result<Vec<usize>> {
+    // For `all`: the requests before `first_open` were complete at an earlier poll, and a
+    // complete request stays so until we release it; each poll starts from the first one that
+    // was not, so a window of n requests costs O(n) checks in all, not O(n) per poll.
+    let mut first_open = 0;
     let found = l.mpi.block(|st| {
-        // The common poll finds an incomplete request: leave before allocating anything.
-        if !any && rs.iter().any(|r| done(st, r) == Some(false)) {
-            return None;
+        if !any {
+            while first_open < rs.len() && done(st, &rs[first_open]) == Some(true) {
+                first_open += 1;
+            }
+            // The common poll finds an incomplete request: leave before allocating anything.
+            if rs[first_open..].iter().any(|r| done(st, r) == Some(false)) {
+                return None;
+            }
         }
         let mut ready = Vec::new();
         for (i, r) in rs.iter().enumerate() {
             match done(st, r) {
                 None => return Some(Err(i)),
-                Some(true) if !any || matches!(r, Res::Engine { .. }) => ready.push(i),
+                Some(true) if !any || r.live() => ready.push(i),
                 _ => {}
             }
         }
@@ -113,6 +144,10 @@ fn finish(l: &Lib, hs: &mut [usize], rs: &[Res], idx: &[usize]) -> Vec<(Status, 
         for &i in idx {
             match rs[i] {
                 Res::Null | Res::Inactive => out.push((empty_status(), c::MPI_COMM_WORLD)),
+                Res::Sent => {
+                    out.push((empty_status(), c::MPI_COMM_WORLD));
+                    hs[i] = c::MPI_REQUEST_NULL;
+                }
                 Res::Engine { id, persistent: p } => {
                     let (s, comm) = st.engine.get(id).map(|q| (q.status, q.comm)).unwrap_or((empty_status(), 0));
                     st.engine.release(id);
@@ -188,7 +223,11 @@ pub unsafe extern "C" fn PMPI_Wait(request: *mut usize, status: *mut MPI_Status)
                 }
                 (s, if cm == 0 { c::MPI_COMM_WORLD } else { cm })
             }
-            _ => (empty_status(), c::MPI_COMM_WORLD),
+            Res::Sent => {
+                *hp = c::MPI_REQUEST_NULL;
+                (empty_status(), c::MPI_COMM_WORLD)
+            }
+            Res::Null | Res::Inactive => (empty_status(), c::MPI_COMM_WORLD),
         };
         *comm = cm;
         // SAFETY: ignore (null) or caller-owned status.
@@ -301,7 +340,7 @@ fn wait_any(
         // SAFETY: `n` handles at `reqs`.
         let hs = unsafe { req_array(call, n, reqs)? };
         let rs = hs.iter().map(|&h| resolve(l, call, h)).collect::<Result<Vec<_>>>()?;
-        if !rs.iter().any(|r| matches!(r, Res::Engine { .. })) {
+        if !rs.iter().any(Res::live) {
             // SAFETY: checked non-null out pointers; status ignore or caller-owned.
             unsafe {
                 *index = c::MPI_UNDEFINED;
@@ -315,7 +354,7 @@ fn wait_any(
         let ready: Vec<usize> = if blocking {
             block_on(l, call, hs, &rs, true)?
         } else {
-            poll_on(l, call, hs, &rs)?.into_iter().filter(|&i| matches!(rs[i], Res::Engine { .. })).collect()
+            poll_on(l, call, hs, &rs)?.into_iter().filter(|&i| rs[i].live()).collect()
         };
         if !blocking {
             // SAFETY: checked non-null.
@@ -368,7 +407,7 @@ fn wait_some(
         // SAFETY: `n` handles at `reqs`.
         let hs = unsafe { req_array(call, n, reqs)? };
         let rs = hs.iter().map(|&h| resolve(l, call, h)).collect::<Result<Vec<_>>>()?;
-        if !rs.iter().any(|r| matches!(r, Res::Engine { .. })) {
+        if !rs.iter().any(Res::live) {
             // SAFETY: checked non-null.
             unsafe { *outcount = c::MPI_UNDEFINED };
             return Ok(());
@@ -376,7 +415,7 @@ fn wait_some(
         let got: Vec<usize> = if blocking {
             block_on(l, call, hs, &rs, true)?
         } else {
-            poll_on(l, call, hs, &rs)?.into_iter().filter(|&i| matches!(rs[i], Res::Engine { .. })).collect()
+            poll_on(l, call, hs, &rs)?.into_iter().filter(|&i| rs[i].live()).collect()
         };
         if !got.is_empty() {
             crate::nonnull_mut(call, "array_of_indices", indices)?;
@@ -454,6 +493,7 @@ pub unsafe extern "C" fn PMPI_Request_free(request: *mut usize) -> c_int {
         let h = unsafe { *request };
         match resolve(l, call, h)? {
             Res::Null => return Err(MpiError::new(c::MPI_ERR_REQUEST, format!("{call}: request is MPI_REQUEST_NULL"))),
+            Res::Sent => {}
             Res::Engine { id, persistent: None } => {
                 let mut st = l.mpi.lock();
                 st.engine.get(id).ok_or_else(|| invalid(call, h))?;

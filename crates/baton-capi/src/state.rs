@@ -193,6 +193,25 @@ impl Lib {
         self.comm_arc(call, h).map(CommRef::Owned)
     }
 
+    /// Runs `f` on the communicator behind `h` when that costs neither a lock nor reference
+    /// count traffic: a predefined one, or the one this thread's previous call used (see
+    /// [`comm_arc`](Self::comm_arc)). None otherwise; the express paths then take the generic
+    /// path, which looks the handle up (and caches it for the next call).
+    #[inline]
+    pub fn with_comm_fast<R>(&self, h: usize, f: impl FnOnce(&CommObj) -> R) -> Option<R> {
+        match h {
+            c::MPI_COMM_WORLD => Some(f(&self.world)),
+            c::MPI_COMM_SELF => Some(f(&self.self_comm)),
+            _ => {
+                let epoch = COMM_EPOCH.load(Ordering::Acquire);
+                COMM_CACHE.with(|c| match &*c.borrow() {
+                    Some((ch, ce, obj)) if *ch == h && *ce == epoch => Some(f(obj)),
+                    _ => None,
+                })
+            }
+        }
+    }
+
     /// Like [`comm`](Self::comm), as an owned reference (to keep beyond the call).
     pub fn comm_arc(&self, call: &str, h: usize) -> Result<Arc<CommObj>> {
         // Most calls reuse the communicator of the previous call on this thread; the epoch

@@ -66,6 +66,13 @@ pub trait Net {
     }
     /// Largest payload of one frame to `to`.
     fn max_frame(&self, to: ProcIdx) -> usize;
+
+    /// Sends an eager frame if its payload is within the eager limit for `to` and the
+    /// transport takes it now; false, having done nothing, otherwise. One call where the hot
+    /// path would otherwise ask for both limits and then send.
+    fn try_send_eager(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> bool {
+        payload.len() <= self.eager_limit(to).min(self.max_frame(to)) && self.try_send(to, h, payload)
+    }
     /// Messages up to this many bytes go eagerly to `to`.
     fn eager_limit(&self, to: ProcIdx) -> usize;
     /// Copies `dst.len()` bytes at `addr` in process `from` straight into the application's
@@ -230,6 +237,8 @@ pub struct Request {
     proto: Proto,
     to: ProcIdx,
     gen: u32,
+    /// Whether the slot holds a request; a free slot keeps its generation for the next one.
+    live: bool,
 }
 
 /// A request id as carried on the wire and in handles: slot index and generation.
@@ -271,8 +280,9 @@ enum Pending {
 
 #[derive(Default)]
 pub struct Engine {
-    slots: Vec<Option<Request>>,
-    gens: Vec<u32>,
+    /// Request slots, reused in place: allocation and release write a few fields instead of
+    /// moving a whole request in and dropping it out.
+    slots: Vec<Request>,
     free: VecDeque<u32>,
     posted: VecDeque<Posted>,
     unexpected: VecDeque<Unexpected>,
@@ -301,27 +311,44 @@ impl Engine {
     }
 
     fn alloc(&mut self, to: ProcIdx, proto: Proto) -> ReqId {
+        let status = Status { source: c::MPI_ANY_SOURCE, tag: c::MPI_ANY_TAG, ..Default::default() };
         let idx = match self.free.pop_front() {
             Some(i) => i,
             None => {
-                self.slots.push(None);
-                self.gens.push(0);
+                self.slots.push(Request {
+                    complete: false,
+                    status,
+                    detached: false,
+                    comm: 0,
+                    owned: None,
+                    proto: Proto::Idle,
+                    to,
+                    gen: 0,
+                    live: false,
+                });
                 (self.slots.len() - 1) as u32
             }
         };
-        let gen = self.gens[idx as usize];
-        let status = Status { source: c::MPI_ANY_SOURCE, tag: c::MPI_ANY_TAG, ..Default::default() };
-        self.slots[idx as usize] =
-            Some(Request { complete: false, status, detached: false, comm: 0, owned: None, proto, to, gen });
-        ReqId { idx, gen }
+        let r = &mut self.slots[idx as usize];
+        // `owned` was taken or dropped at release, and `proto` left holding nothing to drop.
+        r.complete = false;
+        r.status = status;
+        r.detached = false;
+        r.comm = 0;
+        r.proto = proto;
+        r.to = to;
+        r.live = true;
+        ReqId { idx, gen: r.gen }
     }
 
+    #[inline]
     pub fn get(&self, id: ReqId) -> Option<&Request> {
-        self.slots.get(id.idx as usize)?.as_ref().filter(|r| r.gen == id.gen)
+        self.slots.get(id.idx as usize).filter(|r| r.live && r.gen == id.gen)
     }
 
+    #[inline]
     pub fn get_mut(&mut self, id: ReqId) -> Option<&mut Request> {
-        self.slots.get_mut(id.idx as usize)?.as_mut().filter(|r| r.gen == id.gen)
+        self.slots.get_mut(id.idx as usize).filter(|r| r.live && r.gen == id.gen)
     }
 
     /// Largest slot index handed out so far plus one (handle encodings check their bounds).
@@ -333,9 +360,15 @@ impl Engine {
     pub fn release(&mut self, id: ReqId) {
         let Some(r) = self.get_mut(id) else { return };
         if r.complete {
-            self.slots[id.idx as usize] = None;
+            r.live = false;
             // Generations wrap within the handle encoding; 7 bits are kept there.
-            self.gens[id.idx as usize] = (id.gen + 1) & 0x7f;
+            r.gen = (id.gen + 1) & 0x7f;
+            // Only what holds memory is dropped now; a receive into the application's buffer
+            // (the common case) has nothing to drop.
+            if !matches!(r.proto, Proto::Idle | Proto::SendWaitAck | Proto::RecvPosted { sink: Sink::Contig(_) }) {
+                r.proto = Proto::Idle;
+            }
+            r.owned = None;
             self.free.push_back(id.idx);
         } else {
             r.detached = true;
@@ -447,11 +480,11 @@ impl Engine {
     /// nothing is queued ahead of it for `to`. Returns false (having done nothing) otherwise;
     /// the caller then uses [`send`](Self::send). Used by blocking sends.
     pub fn send_now(&mut self, net: &mut dyn Net, to: ProcIdx, ctx: u64, src: i32, tag: i32, bytes: &[u8]) -> bool {
-        if bytes.len() > net.eager_limit(to).min(net.max_frame(to)) || self.has_queue(to) {
+        if self.has_queue(to) {
             return false;
         }
         let h = Header { kind: Kind::Eager, ctx, src, tag, len: bytes.len() as u64, id: 0, aux: 0 };
-        net.try_send(to, &h, bytes)
+        net.try_send_eager(to, &h, bytes)
     }
 
     /// Tries to push the first frame of send `id`; on success moves it to its next state.
@@ -674,10 +707,16 @@ impl Engine {
     }
 
     /// Pushes queued frames and streamed data; call from every progress pass.
+    #[inline]
     pub fn progress(&mut self, net: &mut dyn Net) {
-        if self.queued == 0 && self.streaming.is_empty() {
-            return;
+        // Idle polls only pay for this test.
+        if self.queued != 0 || !self.streaming.is_empty() {
+            self.push_pending(net);
         }
+    }
+
+    #[inline(never)]
+    fn push_pending(&mut self, net: &mut dyn Net) {
         for to in 0..self.pending.len() {
             while let Some(p) = self.pending[to].front() {
                 let ok = match p {
@@ -774,7 +813,9 @@ impl Engine {
         }
         let mut failed = Vec::new();
         for (i, r) in self.slots.iter().enumerate() {
-            let Some(r) = r else { continue };
+            if !r.live {
+                continue;
+            }
             let involved = matches!(
                 r.proto,
                 Proto::SendQueued { .. }

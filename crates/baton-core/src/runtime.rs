@@ -717,10 +717,15 @@ impl Mpi {
     /// Advances every collective in flight. Runs outside the engine lock, because reductions
     /// may call the application's functions; a thread that finds another already doing this
     /// (or a reduction calling back into MPI) simply goes on.
+    #[inline]
     fn progress_colls(&self) {
-        if self.active_colls.load(Ordering::Acquire) == 0 {
-            return;
+        if self.active_colls.load(Ordering::Acquire) != 0 {
+            self.progress_colls_now();
         }
+    }
+
+    #[inline(never)]
+    fn progress_colls_now(&self) {
         let Ok(mut list) = self.colls.try_lock() else { return };
         let mut finished = false;
         list.retain(|a| {

@@ -319,6 +319,8 @@ pub struct Consumer {
     /// Length of the record at `tail` once `next_frame` returned it.
     cur: usize,
     key: u64,
+    /// The stamp the record at `tail` will carry: computed once per record, not once per poll.
+    want: u64,
 }
 
 // SAFETY: as for Producer.
@@ -449,6 +451,7 @@ impl Consumer {
             tail: 0,
             cur: 0,
             key,
+            want: stamp_for(key, 0),
         }
     }
 
@@ -457,22 +460,34 @@ impl Consumer {
         unsafe { self.data.add(pos as usize & (self.size - 1)) as *const RecHdr }
     }
 
+    #[inline]
     fn published(&self) -> bool {
         // SAFETY: record positions are 8-aligned inside the ring.
         let stamp = unsafe { &*(self.rec(self.tail) as *const AtomicU64) };
         // SeqCst pairs with the producer's SeqCst stamp store in the sleep protocol; on x86 and
         // AArch64 it costs the same as Acquire.
-        stamp.load(Ordering::SeqCst) == stamp_for(self.key, self.tail)
+        stamp.load(Ordering::SeqCst) == self.want
     }
 
     /// True when a record is waiting (does not consume it).
+    #[inline]
     pub fn ready(&self) -> bool {
         self.published()
     }
 
     /// The header of the next frame, skipping padding; call [`consume`](Self::consume) when done
     /// with it and its [`payload`](Self::payload).
+    #[inline]
     pub fn next_frame(&mut self) -> Option<Header> {
+        // The empty case is what every idle poll sees: keep it to one load and compare inline.
+        if !self.published() {
+            return None;
+        }
+        self.read_frame()
+    }
+
+    #[inline(never)]
+    fn read_frame(&mut self) -> Option<Header> {
         loop {
             if !self.published() {
                 return None;
@@ -512,7 +527,8 @@ impl Consumer {
         self.publish();
     }
 
-    fn publish(&self) {
+    fn publish(&mut self) {
+        self.want = stamp_for(self.key, self.tail);
         // SAFETY: `tail_pub` points into the live mapping.
         unsafe { &*self.tail_pub }.store(self.tail, Ordering::Release);
     }

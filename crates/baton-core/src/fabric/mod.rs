@@ -187,6 +187,7 @@ impl Fabric {
         self.shm_slot.get(self.me as usize).copied().flatten()
     }
 
+    #[inline]
     fn endpoint(&mut self, to: ProcIdx) -> &mut Endpoint {
         let i = to as usize;
         if matches!(self.eps[i], Endpoint::Unopened) {
@@ -225,6 +226,20 @@ impl Net for Fabric {
             Endpoint::Tcp => self.tcp.as_mut().is_some_and(|t| t.try_send(to, h, payload)),
             Endpoint::Dead => true,
             Endpoint::Unopened => unreachable!(),
+        }
+    }
+
+    fn try_send_eager(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> bool {
+        let eager_max = self.cfg.eager_max.min(self.cfg.ring_size / 4);
+        match self.endpoint(to) {
+            Endpoint::Shm { prod, .. } => {
+                if payload.len() > eager_max || !prod.try_push_with(h, payload.len(), |b| b.copy_from_slice(payload)) {
+                    return false;
+                }
+                prod.ring_doorbell();
+                true
+            }
+            _ => payload.len() <= self.eager_limit(to).min(self.max_frame(to)) && self.try_send(to, h, payload),
         }
     }
 
