@@ -469,8 +469,11 @@ pub fn allreduce(s: &mut Schedule, a: Algo, src: Loc, dst: Loc) {
 
 /// Folds a communicator of any size onto a power of two (Rabenseifner's way): of the first
 /// 2·rem ranks, each even one hands its vector to the odd one above and sits out. Returns the
-/// new rank (None for those sitting out), the power of two, and a map back to real ranks.
-fn fold(s: &mut Schedule, src: Loc, acc: Loc) -> (Option<i32>, i32, i32) {
+/// new rank (None for those sitting out), the power of two, a map back to real ranks, and
+/// whether `acc` now holds this rank's data. It does not for a rank that did not fold unless
+/// `copy` asks: Rabenseifner's first round then reads `src` itself, which saves a pass over
+/// the whole vector.
+fn fold(s: &mut Schedule, src: Loc, acc: Loc, copy: bool) -> (Option<i32>, i32, i32, bool) {
     let (n, me) = (s.size(), s.rank());
     let p2 = 1 << (31 - (n as u32).leading_zeros());
     let rem = n - p2;
@@ -478,18 +481,20 @@ fn fold(s: &mut Schedule, src: Loc, acc: Loc) -> (Option<i32>, i32, i32) {
         if me % 2 == 0 {
             s.send(me + 1, src);
             s.end_round();
-            return (None, p2, rem);
+            return (None, p2, rem, false);
         }
         let t = s.scratch(src.len);
         s.recv(me - 1, t);
         s.copy(src, acc);
         s.reduce(t, acc, true);
         s.end_round();
-        return (Some(me / 2), p2, rem);
+        return (Some(me / 2), p2, rem, true);
     }
-    s.copy(src, acc);
-    s.end_round();
-    (Some(me - rem), p2, rem)
+    if copy {
+        s.copy(src, acc);
+        s.end_round();
+    }
+    (Some(me - rem), p2, rem, copy || src == acc)
 }
 
 fn unfold_rank(v: i32, rem: i32) -> i32 {
@@ -505,13 +510,28 @@ fn unfold_rank(v: i32, rem: i32) -> i32 {
 fn allreduce_rd(s: &mut Schedule, src: Loc, dst: Loc, halving: bool) {
     let me = s.rank();
     let acc = accumulator(s, dst);
-    let (newrank, p2, rem) = fold(s, src, acc);
+    // Rabenseifner's first round can read plain input where it lies; anything else is copied
+    // into the accumulator first.
+    let copy = !halving || !s.is_plain(src);
+    let (newrank, p2, rem, in_acc) = fold(s, src, acc, copy);
     if let Some(nr) = newrank {
         if halving {
             let unit = s.reducer().map_or(1, |r| r.unit);
             let chunks = split(acc, unit, p2 as usize);
-            let t = s.scratch(acc.len);
-            let tchunks = split(t, unit, p2 as usize);
+            let src_chunks = split(src, unit, p2 as usize);
+            // Until the first round has run, this rank's data may still be in `src` only.
+            let mut from_src = !in_acc;
+            // Scratch for what the rounds receive: each round keeps an aligned block of
+            // chunks within the one before, so the largest half (or, when the first round
+            // receives straight into `acc`, the largest quarter) bounds them all.
+            let parts = if from_src { 4 } else { 2 }.min(p2 as usize);
+            let need = if from_src && p2 == 2 {
+                0
+            } else {
+                let per = p2 as usize / parts;
+                (0..parts).map(|q| span(&chunks, q * per, (q + 1) * per).len).max().unwrap_or(0)
+            };
+            let t = s.scratch(need);
             let (mut lo, mut hi) = (0usize, p2 as usize);
             let mut mask = p2 / 2;
             while mask >= 1 {
@@ -519,9 +539,20 @@ fn allreduce_rd(s: &mut Schedule, src: Loc, dst: Loc, halving: bool) {
                 let peer = unfold_rank(pn, rem);
                 let mid = (lo + hi) / 2;
                 let (keep, give) = if nr & mask == 0 { ((lo, mid), (mid, hi)) } else { ((mid, hi), (lo, mid)) };
-                s.send(peer, span(&chunks, give.0, give.1));
-                s.recv(peer, span(&tchunks, keep.0, keep.1));
-                s.reduce(span(&tchunks, keep.0, keep.1), span(&chunks, keep.0, keep.1), pn < nr);
+                let keep_acc = span(&chunks, keep.0, keep.1);
+                if from_src {
+                    // The peer's half lands straight in `acc`, and ours is reduced into it:
+                    // no copy of the input first.
+                    s.send(peer, span(&src_chunks, give.0, give.1));
+                    s.recv(peer, keep_acc);
+                    s.reduce(span(&src_chunks, keep.0, keep.1), keep_acc, nr < pn);
+                    from_src = false;
+                } else {
+                    let tk = t.at(0, keep_acc.len);
+                    s.send(peer, span(&chunks, give.0, give.1));
+                    s.recv(peer, tk);
+                    s.reduce(tk, keep_acc, pn < nr);
+                }
                 s.end_round();
                 (lo, hi) = keep;
                 mask /= 2;
