@@ -136,10 +136,25 @@ static LIB: OnceLock<Lib> = OnceLock::new();
 /// Bumped whenever a communicator is freed; see [`Lib::comm_arc`].
 pub static COMM_EPOCH: AtomicU64 = AtomicU64::new(0);
 
-type CommCacheEntry = Option<(usize, u64, Arc<CommObj>)>;
+/// The per-thread cache of the last communicator used: (handle, epoch, object).
+struct CommCacheEntry(Option<(usize, u64, Arc<CommObj>)>);
+
+impl Drop for CommCacheEntry {
+    fn drop(&mut self) {
+        // The thread is ending: its express paths must not reach the object any more (a
+        // destructor of another thread-local could still call MPI).
+        let _ = COMM_FAST.try_with(|f| f.set((0, u64::MAX, std::ptr::null())));
+    }
+}
 
 thread_local! {
-    static COMM_CACHE: std::cell::RefCell<CommCacheEntry> = const { std::cell::RefCell::new(None) };
+    static COMM_CACHE: std::cell::RefCell<CommCacheEntry> = const { std::cell::RefCell::new(CommCacheEntry(None)) };
+    /// The same entry for the express paths, as plain values: a `Cell` of `Copy` data needs no
+    /// borrow flag and no destructor registration, so reading it is one thread-local access.
+    /// The pointer is valid while `COMM_CACHE` holds the same object, which both are updated
+    /// together to do.
+    static COMM_FAST: std::cell::Cell<(usize, u64, *const CommObj)> =
+        const { std::cell::Cell::new((0, u64::MAX, std::ptr::null())) };
 }
 /// 0 before init, 1 initialized, 2 finalized.
 pub static PHASE: AtomicU8 = AtomicU8::new(0);
@@ -204,10 +219,13 @@ impl Lib {
             c::MPI_COMM_SELF => Some(f(&self.self_comm)),
             _ => {
                 let epoch = COMM_EPOCH.load(Ordering::Acquire);
-                COMM_CACHE.with(|c| match &*c.borrow() {
-                    Some((ch, ce, obj)) if *ch == h && *ce == epoch => Some(f(obj)),
-                    _ => None,
-                })
+                let (ch, ce, obj) = COMM_FAST.get();
+                if ch != h || ce != epoch || obj.is_null() {
+                    return None;
+                }
+                // SAFETY: `COMM_CACHE` of this thread holds an `Arc` of this very object (set
+                // together in `comm_arc`), so it is alive; the epoch check says it is not freed.
+                Some(f(unsafe { &*obj }))
             }
         }
     }
@@ -217,7 +235,7 @@ impl Lib {
         // Most calls reuse the communicator of the previous call on this thread; the epoch
         // (bumped by every MPI_Comm_free) makes a cached entry of a freed one miss.
         let epoch = COMM_EPOCH.load(Ordering::Acquire);
-        let hit = COMM_CACHE.with(|c| match &*c.borrow() {
+        let hit = COMM_CACHE.with(|c| match &c.borrow().0 {
             Some((ch, ce, obj)) if *ch == h && *ce == epoch => Some(obj.clone()),
             _ => None,
         });
@@ -225,7 +243,8 @@ impl Lib {
             return Ok(obj);
         }
         let obj = self.comm_lookup(call, h)?;
-        COMM_CACHE.with(|c| *c.borrow_mut() = Some((h, epoch, obj.clone())));
+        COMM_CACHE.with(|c| c.borrow_mut().0 = Some((h, epoch, obj.clone())));
+        COMM_FAST.set((h, epoch, Arc::as_ptr(&obj)));
         Ok(obj)
     }
 
