@@ -36,6 +36,22 @@ use crate::{judge_exit, output, spawn, sys, tree_spawn, Event, Job, JobNo, Rank,
 /// Most processes one spawn request may start.
 pub const MAX_SPAWN_PROCS: u64 = 4096;
 
+/// What every spawn request must satisfy, wherever its processes go: some processes, not too
+/// many, and a parent port that can travel as a C string.
+pub fn check_request(cmds: &[SpawnCmd], parent_port: &str) -> Result<(), String> {
+    let total: u64 = cmds.iter().map(|c| u64::from(c.maxprocs)).sum();
+    if total == 0 {
+        return Err("cannot spawn: no process was asked for (maxprocs 0)".into());
+    }
+    if total > MAX_SPAWN_PROCS {
+        return Err(format!("cannot spawn {total} processes: at most {MAX_SPAWN_PROCS} per spawn request"));
+    }
+    if parent_port.contains('\0') {
+        return Err("cannot spawn: the parent port name contains a NUL byte".into());
+    }
+    Ok(())
+}
+
 /// The search path `execvp` uses when `PATH` is unset.
 pub const DEFAULT_PATH: &str = "/bin:/usr/bin";
 
@@ -96,16 +112,7 @@ impl Spawner {
 
     /// Checks every command; nothing is started unless all pass.
     fn plan(&self, cmds: &[SpawnCmd], parent_port: &str) -> Result<Vec<Planned>, String> {
-        let total: u64 = cmds.iter().map(|c| u64::from(c.maxprocs)).sum();
-        if total == 0 {
-            return Err("cannot spawn: no process was asked for (maxprocs 0)".into());
-        }
-        if total > MAX_SPAWN_PROCS {
-            return Err(format!("cannot spawn {total} processes: at most {MAX_SPAWN_PROCS} per spawn request"));
-        }
-        if parent_port.contains('\0') {
-            return Err("cannot spawn: the parent port name contains a NUL byte".into());
-        }
+        check_request(cmds, parent_port)?;
         let cwd = std::env::current_dir().map_err(|e| format!("cannot spawn: cannot read mpiexec's directory: {e}"))?;
         let mut out = Vec::with_capacity(cmds.len());
         for (i, cmd) in cmds.iter().enumerate() {

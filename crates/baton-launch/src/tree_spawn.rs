@@ -27,7 +27,7 @@ use baton_pmi::tree::{JobSpec, SpawnSegment, TreeMsg};
 use baton_pmi::wire::{self, KeyValue};
 use baton_pmi::SpawnCmd;
 
-use crate::comm_spawn::{parse_env, SpawnedJob, MAX_SPAWN_PROCS};
+use crate::comm_spawn::{check_request, parse_env, SpawnedJob};
 use crate::hosts::{self, Mapping};
 use crate::root::{Fence, State};
 use crate::{sys, Job, JobNo, Rank};
@@ -108,16 +108,7 @@ fn plan(
     cwd: &Path,
     genv: &[(String, String)],
 ) -> Result<Vec<Planned>, String> {
-    let total: u64 = cmds.iter().map(|c| u64::from(c.maxprocs)).sum();
-    if total == 0 {
-        return Err("cannot spawn: no process was asked for (maxprocs 0)".into());
-    }
-    if total > MAX_SPAWN_PROCS {
-        return Err(format!("cannot spawn {total} processes: at most {MAX_SPAWN_PROCS} per spawn request"));
-    }
-    if parent_port.contains('\0') {
-        return Err("cannot spawn: the parent port name contains a NUL byte".into());
-    }
+    check_request(cmds, parent_port)?;
     let mut out = Vec::with_capacity(cmds.len());
     for (i, cmd) in cmds.iter().enumerate() {
         let planned = plan_one(cmd, names, cwd, genv).map_err(|why| format!("{}: {why}", which(cmds, i)))?;
