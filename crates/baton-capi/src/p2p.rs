@@ -398,8 +398,15 @@ fn express_send(comm_h: usize, buf: *mut c_void, count: i64, dt: usize, dest: c_
 
 /// Posts a receive on the express path; None to take the generic path.
 #[inline]
-fn express_irecv(comm_h: usize, buf: *mut c_void, count: i64, dt: usize, src: c_int, tag: c_int) -> Option<ReqId> {
-    let l = crate::state::lib_fast()?;
+fn express_irecv(
+    l: &Lib,
+    comm_h: usize,
+    buf: *mut c_void,
+    count: i64,
+    dt: usize,
+    src: c_int,
+    tag: c_int,
+) -> Option<ReqId> {
     let n = express_bytes(count, dt, buf)?;
     if !(tag >= 0 || tag == c::MPI_ANY_TAG) {
         return None;
@@ -429,8 +436,8 @@ fn express_recv(
     tag: c_int,
     status: *mut MPI_Status,
 ) -> Option<c_int> {
-    let id = express_irecv(comm_h, buf, count, dt, src, tag)?;
     let l = crate::state::lib_fast()?;
+    let id = express_irecv(l, comm_h, buf, count, dt, src, tag)?;
     let (s, _) = l.mpi.wait_pending(id);
     // SAFETY: status is MPI_STATUS_IGNORE (null) or points to a caller-owned MPI_Status.
     unsafe { put_status(status, &s, false) };
@@ -523,8 +530,8 @@ fn nonblocking_recv(
     tag: c_int,
     request: *mut usize,
 ) -> c_int {
-    if !request.is_null() {
-        if let Some(id) = express_irecv(comm_h, buf, count, dt, src, tag) {
+    if let Some(l) = crate::state::lib_fast().filter(|_| !request.is_null()) {
+        if let Some(id) = express_irecv(l, comm_h, buf, count, dt, src, tag) {
             // SAFETY: checked non-null; MPI gives us the handle to write.
             unsafe { *request = crate::request::handle_of(id) };
             return c::MPI_SUCCESS;
