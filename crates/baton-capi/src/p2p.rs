@@ -6,8 +6,8 @@ use crate::errors::guard;
 use crate::state::{lib, CommObj, Lib, PersistentOp, PersistentReq};
 use crate::{put_status, MPI_Status};
 use baton_abi::consts as c;
-use baton_core::datatype::{predefined, Layout};
-use baton_core::engine::{ProcIdx, ReqId, SendData, Sink, Status};
+use baton_core::datatype::{predefined, predefined_contig_size, Layout};
+use baton_core::engine::{DirectEnd, ProcIdx, ReqId, SendData, Sink, Status};
 use baton_core::error::{MpiError, Result};
 use baton_core::runtime::State;
 use baton_transport::mem::UserBuf;
@@ -349,11 +349,11 @@ pub fn check_status(call: &str, s: &Status) -> Result<()> {
 /// `None` sends the call down the generic path, which checks everything and reports any error.
 #[inline]
 fn express_bytes(count: i64, dt: usize, buf: *mut c_void) -> Option<usize> {
-    let lay = predefined(dt)?;
-    if count < 0 || !lay.is_contiguous() {
+    let size = predefined_contig_size(dt)?;
+    if count < 0 {
         return None;
     }
-    let n = (count as usize).checked_mul(lay.size).filter(|&n| n <= isize::MAX as usize)?;
+    let n = (count as usize).checked_mul(size).filter(|&n| n <= isize::MAX as usize)?;
     if n > 0 && buf.is_null() {
         return None;
     }
@@ -437,8 +437,29 @@ fn express_recv(
     status: *mut MPI_Status,
 ) -> Option<c_int> {
     let l = crate::state::lib_fast()?;
-    let id = express_irecv(l, comm_h, buf, count, dt, src, tag)?;
-    let (s, _) = l.mpi.wait_pending(id);
+    let n = express_bytes(count, dt, buf)?;
+    if !(tag >= 0 || tag == c::MPI_ANY_TAG) {
+        return None;
+    }
+    let (_, ctx, _) = express_comm(l, comm_h, src, true)?;
+    // SAFETY: MPI requires the receive buffer to have room for `count` elements of the
+    // (contiguous) datatype and not to be accessed until the receive returns.
+    let span = unsafe { UserBuf::new(buf as usize, n) };
+    let direct = {
+        let mut st = l.mpi.lock();
+        let State { engine, fabric, .. } = &mut *st;
+        engine.recv_direct(fabric, ctx, src, tag, span)
+    };
+    let s = if direct {
+        match l.mpi.block(|st| st.engine.take_direct()) {
+            DirectEnd::Done(s) => s,
+            DirectEnd::Request(id) => l.mpi.wait_pending(id).0,
+        }
+    } else {
+        // Another thread's blocking receive holds the direct slot.
+        let id = express_irecv(l, comm_h, buf, count, dt, src, tag)?;
+        l.mpi.wait_pending(id).0
+    };
     // SAFETY: status is MPI_STATUS_IGNORE (null) or points to a caller-owned MPI_Status.
     unsafe { put_status(status, &s, false) };
     Some(if s.error == 0 { c::MPI_SUCCESS } else { guard(comm_h, || check_status("MPI_Recv", &s)) })

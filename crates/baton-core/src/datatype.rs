@@ -870,14 +870,25 @@ fn decode_ld(v: &[u8], out: &mut Vec<u8>) {
 const FIRST: usize = 0x200;
 const SLOTS: usize = 0x100;
 
-fn table() -> &'static [Option<Arc<Layout>>] {
-    static T: OnceLock<Vec<Option<Arc<Layout>>>> = OnceLock::new();
+struct Table {
+    layouts: Vec<Option<Arc<Layout>>>,
+    /// Size of each contiguous predefined type, 0 for the others and for unused handles: the
+    /// point-to-point express paths ask only this, one load instead of a walk through the layout.
+    contig: [u32; SLOTS],
+}
+
+fn table() -> &'static Table {
+    static T: OnceLock<Table> = OnceLock::new();
     T.get_or_init(|| {
-        let mut v = vec![None; SLOTS];
+        let mut layouts = vec![None; SLOTS];
+        let mut contig = [0; SLOTS];
         for (h, l) in build() {
-            v[h - FIRST] = Some(l);
+            if l.is_contiguous() {
+                contig[h - FIRST] = l.size as u32;
+            }
+            layouts[h - FIRST] = Some(l);
         }
-        v
+        Table { layouts, contig }
     })
 }
 
@@ -984,7 +995,15 @@ fn build() -> HashMap<usize, Arc<Layout>> {
 /// The layout of a predefined datatype, by its ABI handle value.
 #[inline]
 pub fn predefined(handle: usize) -> Option<&'static Arc<Layout>> {
-    table().get(handle.wrapping_sub(FIRST))?.as_ref()
+    table().layouts.get(handle.wrapping_sub(FIRST))?.as_ref()
+}
+
+/// The size of a contiguous predefined datatype (`MPI_INT`, `MPI_2INT`, ...) by its ABI handle
+/// value; None for the others and for handles that are not predefined datatypes.
+#[inline]
+pub fn predefined_contig_size(handle: usize) -> Option<usize> {
+    let n = *table().contig.get(handle.wrapping_sub(FIRST))?;
+    (n != 0).then_some(n as usize)
 }
 
 #[cfg(test)]

@@ -295,6 +295,33 @@ pub struct Engine {
     pub completed_any: bool,
     /// Where single-copy reads for a non-contiguous receive land before they are unpacked.
     bounce: Vec<u8>,
+    /// The one blocking receive waited for without a request (see [`Engine::recv_direct`]).
+    direct: Direct,
+}
+
+/// A blocking receive into a contiguous buffer, waited for without a request slot: posting,
+/// delivering and completing it write a few fields here instead of allocating, finishing and
+/// releasing a request, which is most of a small message's cost at the receiver.
+#[derive(Default)]
+enum Direct {
+    #[default]
+    Idle,
+    /// In the posted queue under [`DIRECT`], or about to be.
+    Posted { buf: UserBuf, status: Status },
+    /// Matched an eager message: complete.
+    Done(Status),
+    /// Matched a rendezvous, which needs a request for its protocol: wait for that one.
+    Promoted(ReqId),
+}
+
+/// The posted-queue entry of the direct receive: no slot has this index.
+const DIRECT: ReqId = ReqId { idx: u32::MAX, gen: 0 };
+
+/// How a direct receive ended, from [`Engine::take_direct`].
+pub enum DirectEnd {
+    Done(Status),
+    /// Became request `ReqId` (a rendezvous): wait for it as for any other.
+    Request(ReqId),
 }
 
 /// Bytes of a single-copy read into [`Engine::bounce`]: small enough to stay in cache between
@@ -479,7 +506,19 @@ impl Engine {
     /// Sends a small standard-mode message at once, without a request, when it is eager and
     /// nothing is queued ahead of it for `to`. Returns false (having done nothing) otherwise;
     /// the caller then uses [`send`](Self::send). Used by blocking sends.
-    pub fn send_now(&mut self, net: &mut dyn Net, to: ProcIdx, ctx: u64, src: i32, tag: i32, bytes: &[u8]) -> bool {
+    ///
+    /// Generic over the transport so that a caller holding the concrete one gets the whole push
+    /// inlined: on the 8-byte ping-pong the calls through `dyn Net` cost more than the push.
+    #[inline]
+    pub fn send_now<N: Net + ?Sized>(
+        &mut self,
+        net: &mut N,
+        to: ProcIdx,
+        ctx: u64,
+        src: i32,
+        tag: i32,
+        bytes: &[u8],
+    ) -> bool {
         if self.has_queue(to) {
             return false;
         }
@@ -523,6 +562,64 @@ impl Engine {
             self.posted.push_back(Posted { req: id, ctx, src, tag });
         }
         id
+    }
+
+    /// Posts the direct receive (a blocking receive into `buf`, contiguous), unless one is
+    /// already posted (another thread's), in which case it returns false having done nothing.
+    /// Poll [`take_direct`](Self::take_direct) for its end. Matching order is that of
+    /// [`recv`](Self::recv): the entry sits in the same posted queue.
+    pub fn recv_direct(&mut self, net: &mut dyn Net, ctx: u64, src: i32, tag: i32, buf: UserBuf) -> bool {
+        if !matches!(self.direct, Direct::Idle) {
+            return false;
+        }
+        let status = Status { source: c::MPI_ANY_SOURCE, tag: c::MPI_ANY_TAG, ..Default::default() };
+        self.direct = Direct::Posted { buf, status };
+        match self.unexpected.iter().position(|u| matches(ctx, src, tag, &u.h)) {
+            Some(pos) => {
+                let u = self.unexpected.remove(pos).expect("found above");
+                self.deliver_direct(net, u.from, &u.h, &u.data);
+            }
+            None => self.posted.push_back(Posted { req: DIRECT, ctx, src, tag }),
+        }
+        true
+    }
+
+    /// The end of the direct receive, once it has one (which frees the direct slot).
+    #[inline]
+    pub fn take_direct(&mut self) -> Option<DirectEnd> {
+        match self.direct {
+            Direct::Done(s) => {
+                self.direct = Direct::Idle;
+                Some(DirectEnd::Done(s))
+            }
+            Direct::Promoted(id) => {
+                self.direct = Direct::Idle;
+                Some(DirectEnd::Request(id))
+            }
+            _ => None,
+        }
+    }
+
+    fn deliver_direct(&mut self, net: &mut dyn Net, from: ProcIdx, h: &Header, payload: &[u8]) {
+        let Direct::Posted { buf, mut status } = self.direct else { return };
+        if h.kind == Kind::Rts {
+            let id = self.alloc(0, Proto::RecvPosted { sink: Sink::Contig(buf) });
+            self.direct = Direct::Promoted(id);
+            self.deliver(net, id, from, h, payload);
+            return;
+        }
+        status.source = h.src;
+        status.tag = h.tag;
+        status.bytes = h.len.min(buf.len() as u64);
+        if h.len > buf.len() as u64 {
+            status.error = c::MPI_ERR_TRUNCATE;
+        }
+        buf.write(0, payload);
+        if h.kind == Kind::EagerSync {
+            self.send_control(net, from, Header::control(Kind::SyncAck, h.id, 0));
+        }
+        self.direct = Direct::Done(status);
+        self.completed_any = true;
     }
 
     /// Receives a message taken earlier by [`mprobe`](Self::mprobe).
@@ -575,7 +672,11 @@ impl Engine {
                     Some(pos) => {
                         let p = if pos == 0 { self.posted.pop_front() } else { self.posted.remove(pos) };
                         let p = p.expect("found above");
-                        self.deliver(net, p.req, from, h, payload);
+                        if p.req == DIRECT {
+                            self.deliver_direct(net, from, h, payload);
+                        } else {
+                            self.deliver(net, p.req, from, h, payload);
+                        }
                     }
                     None => {
                         let data = if h.kind == Kind::Rts { Vec::new() } else { payload.to_vec() };
@@ -828,13 +929,25 @@ impl Engine {
                 failed.push(ReqId { idx: i as u32, gen: r.gen });
             }
         }
+        let mut direct_failed = false;
         self.posted.retain(|x| {
             let hit = can_match(x.ctx, x.src);
             if hit {
-                failed.push(x.req);
+                if x.req == DIRECT {
+                    direct_failed = true;
+                } else {
+                    failed.push(x.req);
+                }
             }
             !hit
         });
+        if direct_failed {
+            if let Direct::Posted { mut status, .. } = self.direct {
+                status.error = error;
+                self.direct = Direct::Done(status);
+                self.completed_any = true;
+            }
+        }
         self.streaming.retain(|id| !failed.contains(id));
         for &id in &failed {
             if let Some(r) = self.get_mut(id) {
@@ -843,7 +956,7 @@ impl Engine {
             }
             self.finish(id);
         }
-        !failed.is_empty()
+        direct_failed || !failed.is_empty()
     }
 
     /// Frames queued behind a full ring, or data still to stream.

@@ -50,6 +50,7 @@ impl UserBuf {
     }
 
     /// Copies `src` to offset `off`, never past the end; returns how many bytes were written.
+    #[inline]
     pub fn write(&self, off: usize, src: &[u8]) -> usize {
         if off >= self.len {
             return 0;

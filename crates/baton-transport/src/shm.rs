@@ -358,6 +358,7 @@ impl Producer {
         self.size / 2 - RECORD_HEADER - ALIGN
     }
 
+    #[inline]
     fn free_for(&mut self, need: u64) -> bool {
         if self.head + need - self.tail_cache <= self.size as u64 {
             return true;
@@ -379,6 +380,7 @@ impl Producer {
 
     /// Appends a frame whose payload (`payload_len` bytes) `fill` writes in place.
     /// Returns false, writing nothing, when the ring lacks space now.
+    #[inline]
     pub fn try_push_with(&mut self, h: &Header, payload_len: usize, fill: impl FnOnce(&mut [u8])) -> bool {
         assert!(payload_len <= self.max_payload(), "frame larger than a ring slot");
         let rec_len = RECORD_HEADER + payload_len;
@@ -395,6 +397,7 @@ impl Producer {
         true
     }
 
+    #[inline]
     fn write_record(&mut self, len: u64, kind: Kind, h: &Header, plen: usize, fill: impl FnOnce(&mut [u8])) {
         let pos = self.head;
         let r = self.rec(pos);
@@ -419,6 +422,7 @@ impl Producer {
     }
 
     /// Wakes the peer if it sleeps. Call after pushing.
+    #[inline]
     pub fn ring_doorbell(&self) {
         // No fence needed: the stamp store and this load are both SeqCst (see write_record).
         // SAFETY: `ctl` lies in the mapping `_keep` keeps alive.
