@@ -19,9 +19,15 @@
 //! ([`SendData::Typed`]) are never packed whole: each frame packs its own window as it leaves, and
 //! their `Rts` offers no address, so they always stream (pipelined: the receiver unpacks one
 //! frame while the sender packs the next).
+//!
+//! A large contiguous message may be copied by both sides (`baton_transport::coop`): the
+//! receiver reads its first chunk, then invites the sender with `Help` to write chunks into the
+//! receive buffer while it reads others, both taking chunks from a counter the two share; the
+//! receiver completes once every chunk is in place and answers `Fin` as usual.
 
 use crate::datatype::Layout;
 use baton_abi::consts as c;
+use baton_transport::coop::CoopSlot;
 use baton_transport::frame::{Header, Kind};
 use baton_transport::mem::{Scratch, UserBuf};
 use std::collections::VecDeque;
@@ -80,6 +86,26 @@ pub trait Net {
     fn read_remote(&mut self, from: ProcIdx, addr: u64, dst: &UserBuf) -> bool;
     /// The same into a buffer of the library's own.
     fn read_remote_into(&mut self, from: ProcIdx, addr: u64, dst: &mut [u8]) -> bool;
+    /// Writes `src` at `addr` in process `to` (single copy); false if that is not possible.
+    fn write_remote(&mut self, _to: ProcIdx, _addr: u64, _src: &[u8]) -> bool {
+        false
+    }
+    /// The shared counters for cooperative copies of rendezvous messages between this process
+    /// and `peer` (this one sending when `sending`); None where the two cannot share copies.
+    fn coop_slot(&mut self, _peer: ProcIdx, _sending: bool) -> Option<&CoopSlot> {
+        None
+    }
+    /// Smallest message worth a cooperative copy.
+    fn coop_min(&self) -> usize {
+        usize::MAX
+    }
+}
+
+/// Chunk size of a cooperative copy of `n` bytes: large enough that a chunk's system call and
+/// page pinning stay small beside its copy, small enough that the helper joins in early and
+/// the last chunk does not keep the other side waiting long.
+fn coop_chunk(n: usize) -> usize {
+    (n / 16).clamp(64 * 1024, 1024 * 1024)
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -222,6 +248,26 @@ enum Proto {
     RecvPosted { sink: Sink },
     /// Matched a rendezvous and waiting for `Data` frames.
     RecvStream { sink: Sink, got: u64, total: u64 },
+    /// Matched a rendezvous of `n` bytes to be copied by both sides, after the copy from the
+    /// same sender in progress (in [`Engine::coop_wait`]).
+    RecvCoopWait { buf: UserBuf, h: Header, n: usize },
+    /// Matched a rendezvous copied by both sides; waiting for the chunks the sender took.
+    RecvCoop { buf: UserBuf, coop: Coop },
+}
+
+/// A cooperative copy in progress at the receiver.
+#[derive(Clone, Copy)]
+struct Coop {
+    seq: u32,
+    chunks: u32,
+    /// Chunks this side copied.
+    mine: u32,
+    chunk: usize,
+    /// The sender's buffer and its send request.
+    addr: u64,
+    sreq: u64,
+    /// Bytes to copy.
+    n: usize,
 }
 
 pub struct Request {
@@ -297,6 +343,11 @@ pub struct Engine {
     bounce: Vec<u8>,
     /// The one blocking receive waited for without a request (see [`Engine::recv_direct`]).
     direct: Direct,
+    /// Receives waiting for chunks of a cooperative copy, and the last transfer number used.
+    coop: Vec<ReqId>,
+    coop_seq: u32,
+    /// Receives whose cooperative copy waits for the one in progress from the same sender.
+    coop_wait: VecDeque<ReqId>,
 }
 
 /// A blocking receive into a contiguous buffer, waited for without a request slot: posting,
@@ -704,7 +755,112 @@ impl Engine {
                 sink.write(h.aux as usize, payload);
                 self.data_placed(h, payload.len());
             }
+            Kind::Help => self.help(net, from, h),
             Kind::Pad => {}
+        }
+    }
+
+    /// Starts the cooperative copy of receive `id` (in state `RecvCoopWait`), or, when the
+    /// first read is refused, falls back to [`rendezvous`](Self::rendezvous). Returns whether
+    /// the copy goes on (the pair's slot is in use) rather than having ended already.
+    fn start_coop(&mut self, net: &mut dyn Net, id: ReqId) -> bool {
+        let Some(r) = self.get(id) else { return false };
+        let Proto::RecvCoopWait { buf, h, n } = r.proto else { return false };
+        let from = r.to;
+        let chunk = coop_chunk(n);
+        // The first chunk proves that single-copy reads work before the sender is invited.
+        if !net.read_remote(from, h.aux, &buf.sub(0, chunk.min(n))) {
+            self.rendezvous(net, id, from, &h, Sink::Contig(buf), n);
+            return false;
+        }
+        self.coop_seq = self.coop_seq.wrapping_add(1).max(1);
+        let coop =
+            Coop { seq: self.coop_seq, chunks: n.div_ceil(chunk) as u32, mine: 1, chunk, addr: h.aux, sreq: h.id, n };
+        if coop.chunks > 1 {
+            if let Some(slot) = net.coop_slot(from, false) {
+                slot.begin(coop.seq, 1);
+            }
+            let invite = Header {
+                kind: Kind::Help,
+                ctx: coop.seq as u64,
+                src: 0,
+                tag: chunk as i32,
+                len: n as u64,
+                id: h.id,
+                aux: buf.addr() as u64,
+            };
+            self.send_control(net, from, invite);
+        }
+        self.get_mut(id).unwrap().proto = Proto::RecvCoop { buf, coop };
+        if self.coop_copy(net, id) {
+            return false;
+        }
+        self.coop.push(id);
+        true
+    }
+
+    /// Copies every chunk of receive `id`'s cooperative copy still free, and completes it if
+    /// the sender has written the rest; else leaves it in [`Engine::coop`] for `progress`.
+    fn coop_copy(&mut self, net: &mut dyn Net, id: ReqId) -> bool {
+        let Some(r) = self.get_mut(id) else { return true };
+        let Proto::RecvCoop { buf, mut coop } = r.proto else { return true };
+        let from = r.to;
+        // A read refused midway (the sender's memory gone) fails the receive, once every chunk
+        // is settled: the sender may still be writing one.
+        let mut ok = true;
+        loop {
+            // A chunk the sender took and could not write is this side's to copy too.
+            let next = net
+                .coop_slot(from, false)
+                .and_then(|s| s.claim(coop.seq, coop.chunks).or_else(|| s.take_failed(coop.seq)));
+            let Some(c) = next else { break };
+            let off = c as usize * coop.chunk;
+            let len = coop.chunk.min(coop.n - off);
+            ok &= net.read_remote(from, coop.addr + off as u64, &buf.sub(off, len));
+            coop.mine += 1;
+        }
+        let helped = net.coop_slot(from, false).map_or(0, |s| s.helped(coop.seq));
+        let r = self.get_mut(id).unwrap();
+        if !ok {
+            r.status.error = c::MPI_ERR_OTHER;
+        }
+        if coop.mine + helped < coop.chunks {
+            r.proto = Proto::RecvCoop { buf, coop };
+            return false;
+        }
+        r.proto = Proto::RecvPosted { sink: Sink::Contig(buf) };
+        self.send_control(net, from, Header::control(Kind::Fin, coop.sreq, 0));
+        self.finish(id);
+        true
+    }
+
+    /// The sender's side of a cooperative copy: writes chunks of send `h.id` into the
+    /// receiver's buffer until none is left.
+    fn help(&mut self, net: &mut dyn Net, from: ProcIdx, h: &Header) {
+        if !self.coop.is_empty() {
+            // This core copies a message of its own (both sides of an exchange receive): helping
+            // would only add chunk overhead, the receiver copies faster alone.
+            return;
+        }
+        let Some(r) = self.get(ReqId::from_wire(h.id)) else { return };
+        let Proto::SendRdv { data } = &r.proto else { return };
+        let (Some(src), seq, chunk, n) = (data.contig(), h.ctx as u32, h.tag as usize, h.len as usize) else {
+            return;
+        };
+        if chunk == 0 || n > src.len() {
+            return;
+        }
+        let chunks = n.div_ceil(chunk) as u32;
+        while let Some(c) = net.coop_slot(from, true).and_then(|s| s.claim(seq, chunks)) {
+            let off = c as usize * chunk;
+            let len = chunk.min(n - off);
+            let wrote = net.write_remote(from, h.aux + off as u64, &src[off..off + len]);
+            let Some(slot) = net.coop_slot(from, true) else { return };
+            if !wrote {
+                slot.help_failed(seq, c);
+                return;
+            }
+            slot.helped_one(seq);
         }
     }
 
@@ -787,23 +943,43 @@ impl Engine {
                 self.finish(id);
             }
             Kind::Rts => {
-                let mut sink = sink;
                 let n = h.len.min(cap) as usize;
-                // No address: the sender's data is not contiguous and comes packed in `Data` frames.
-                let ok = n == 0 || (h.aux != 0 && read_into_sink(net, from, h.aux, &mut sink, n, &mut self.bounce));
-                if ok {
-                    self.get_mut(id).unwrap().proto = Proto::RecvPosted { sink };
-                    self.send_control(net, from, Header::control(Kind::Fin, h.id, 0));
-                    self.finish(id);
-                } else {
-                    let r = self.get_mut(id).unwrap();
-                    r.proto = Proto::RecvStream { sink, got: 0, total: h.len };
-                    // The sender, should it vanish before the data arrives (see `fail_peer`).
-                    r.to = from;
-                    self.send_control(net, from, Header::control(Kind::Cts, h.id, id.wire()));
+                if let Sink::Contig(buf) = sink {
+                    if n >= net.coop_min() && h.aux != 0 && net.coop_slot(from, false).is_some() {
+                        let r = self.get_mut(id).unwrap();
+                        r.proto = Proto::RecvCoopWait { buf, h: *h, n };
+                        // The sender, should it vanish first (see `fail_peer`).
+                        r.to = from;
+                        if self.coop.iter().any(|c| self.get(*c).is_some_and(|r| r.to == from)) {
+                            // The pair's slot serves one copy at a time: this one follows.
+                            self.coop_wait.push_back(id);
+                        } else {
+                            self.start_coop(net, id);
+                        }
+                        return;
+                    }
                 }
+                self.rendezvous(net, id, from, h, sink, n);
             }
             _ => {}
+        }
+    }
+
+    /// Copies rendezvous `h` (`n` bytes for `sink`) for receive `id` with one read by this
+    /// side, or, when it cannot read, asks the sender to stream it.
+    fn rendezvous(&mut self, net: &mut dyn Net, id: ReqId, from: ProcIdx, h: &Header, mut sink: Sink, n: usize) {
+        // No address: the sender's data is not contiguous and comes packed in `Data` frames.
+        let ok = n == 0 || (h.aux != 0 && read_into_sink(net, from, h.aux, &mut sink, n, &mut self.bounce));
+        if ok {
+            self.get_mut(id).unwrap().proto = Proto::RecvPosted { sink };
+            self.send_control(net, from, Header::control(Kind::Fin, h.id, 0));
+            self.finish(id);
+        } else {
+            let r = self.get_mut(id).unwrap();
+            r.proto = Proto::RecvStream { sink, got: 0, total: h.len };
+            // The sender, should it vanish before the data arrives (see `fail_peer`).
+            r.to = from;
+            self.send_control(net, from, Header::control(Kind::Cts, h.id, id.wire()));
         }
     }
 
@@ -813,6 +989,31 @@ impl Engine {
         // Idle polls only pay for this test.
         if self.queued != 0 || !self.streaming.is_empty() {
             self.push_pending(net);
+        }
+        if !self.coop.is_empty() {
+            self.progress_coop(net);
+        }
+    }
+
+    #[inline(never)]
+    fn progress_coop(&mut self, net: &mut dyn Net) {
+        let mut i = 0;
+        while i < self.coop.len() {
+            let id = self.coop[i];
+            // Read first: a completed request may be released at once (freed by the application).
+            let from = self.get(id).map(|r| r.to);
+            if !self.coop_copy(net, id) {
+                i += 1;
+                continue;
+            }
+            self.coop.swap_remove(i);
+            // The pair's slot is free: the next copy from the same sender may start.
+            while let Some(k) = self.coop_wait.iter().position(|w| self.get(*w).map(|r| r.to) == from) {
+                let next = self.coop_wait.remove(k).expect("found above");
+                if self.start_coop(net, next) {
+                    break;
+                }
+            }
         }
     }
 
@@ -924,6 +1125,8 @@ impl Engine {
                     | Proto::SendRdv { .. }
                     | Proto::SendStream { .. }
                     | Proto::RecvStream { .. }
+                    | Proto::RecvCoop { .. }
+                    | Proto::RecvCoopWait { .. }
             );
             if !r.complete && r.to == p && involved {
                 failed.push(ReqId { idx: i as u32, gen: r.gen });
@@ -949,6 +1152,8 @@ impl Engine {
             }
         }
         self.streaming.retain(|id| !failed.contains(id));
+        self.coop.retain(|id| !failed.contains(id));
+        self.coop_wait.retain(|id| !failed.contains(id));
         for &id in &failed {
             if let Some(r) = self.get_mut(id) {
                 r.status.error = error;
@@ -961,7 +1166,7 @@ impl Engine {
 
     /// Frames queued behind a full ring, or data still to stream.
     pub fn has_outgoing(&self) -> bool {
-        !self.streaming.is_empty() || self.queued > 0
+        !self.streaming.is_empty() || self.queued > 0 || !self.coop.is_empty()
     }
 
     /// Number of messages waiting unmatched (for tests and diagnostics).

@@ -7,6 +7,7 @@ use baton_core::datatype::{predefined, Layout};
 use baton_core::engine::{
     DirectEnd, Engine, Net, ProcIdx, ReqId, Request, SendData, Sink, Status, ANY_SOURCE, ANY_TAG,
 };
+use baton_transport::coop::CoopSlot;
 use baton_transport::frame::{Header, Kind};
 use baton_transport::mem::UserBuf;
 use std::collections::VecDeque;
@@ -59,6 +60,18 @@ struct Wire {
     in_place: bool,
     /// Frames filled in place.
     filled: usize,
+    /// Cooperative copies: the smallest message copied so (usize::MAX: none), one slot per
+    /// ordered pair, receive buffers the sender may write (owner, address, length), and writes
+    /// done (writer, owner, address, length).
+    coop_min: usize,
+    coop_slots: Vec<Vec<CoopSlot>>,
+    writable: Vec<(ProcIdx, usize, usize)>,
+    writes: Vec<(ProcIdx, ProcIdx, u64, usize)>,
+    /// A stand-in for the sender's help, run at the receiver's first read of a cooperative copy
+    /// (which the engine does before anything else): takes this many chunks from the slot and
+    /// writes them, and then takes one more and reports it failed if `helper_fails`.
+    helper_chunks: usize,
+    helper_fails: bool,
 }
 
 impl Wire {
@@ -80,6 +93,41 @@ impl Wire {
             place_direct: false,
             in_place: false,
             filled: 0,
+            coop_min: usize::MAX,
+            coop_slots: (0..n).map(|_| (0..n).map(|_| CoopSlot::default()).collect()).collect(),
+            writable: Vec::new(),
+            writes: Vec::new(),
+            helper_chunks: 0,
+            helper_fails: false,
+        }
+    }
+
+    /// Plays the sender's part of the cooperative copy whose invitation sits in the ring from
+    /// `receiver` to `sender` (see `helper_chunks`).
+    fn act_as_helper(&mut self, sender: ProcIdx, receiver: ProcIdx) {
+        let Some((h, _)) = self.rings[receiver as usize][sender as usize].iter().find(|f| f.0.kind == Kind::Help)
+        else {
+            return;
+        };
+        let (seq, chunk, n, dst) = (h.ctx as u32, h.tag as usize, h.len as usize, h.aux as usize);
+        let chunks = n.div_ceil(chunk) as u32;
+        let slot = &self.coop_slots[sender as usize][receiver as usize];
+        let helps = std::mem::take(&mut self.helper_chunks);
+        for _ in 0..helps {
+            let Some(c) = slot.claim(seq, chunks) else { return };
+            let off = c as usize * chunk;
+            let len = chunk.min(n - off);
+            // The test wrote the pattern the sender sends: the helper writes it too.
+            let (_, base, _) = *self.exposed.iter().find(|e| e.0 == sender).expect("sender buffer");
+            // SAFETY: `base` is the sender's exposed buffer and `dst` the receiver's writable
+            // one, both test-owned and alive; ranges checked by the claims' bounds (n fits both).
+            unsafe { std::ptr::copy_nonoverlapping((base + off) as *const u8, (dst + off) as *mut u8, len) };
+            slot.helped_one(seq);
+        }
+        if std::mem::take(&mut self.helper_fails) {
+            if let Some(c) = slot.claim(seq, chunks) {
+                slot.help_failed(seq, c);
+            }
         }
     }
 
@@ -191,6 +239,9 @@ impl Net for Port<'_> {
     }
 
     fn read_remote(&mut self, from: ProcIdx, addr: u64, dst: &UserBuf) -> bool {
+        if self.w.helper_chunks > 0 || self.w.helper_fails {
+            self.w.act_as_helper(from, self.me);
+        }
         match self.w.remote_bytes(self.me, from, addr, dst.len()) {
             Some(bytes) => {
                 assert_eq!(dst.write(0, &bytes), bytes.len());
@@ -208,6 +259,29 @@ impl Net for Port<'_> {
             }
             None => false,
         }
+    }
+
+    fn write_remote(&mut self, to: ProcIdx, addr: u64, src: &[u8]) -> bool {
+        if !self.w.read_ok {
+            return false;
+        }
+        let a = addr as usize;
+        let ok = self.w.writable.iter().any(|&(o, base, len)| o == to && a >= base && a + src.len() <= base + len);
+        assert!(ok, "engine wrote {} bytes at {a:#x} of process {to}, outside any receive buffer", src.len());
+        self.w.writes.push((self.me, to, addr, src.len()));
+        // SAFETY: inside a receive buffer the test registered as writable, alive and not
+        // otherwise touched until the receive completes.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), a as *mut u8, src.len()) };
+        true
+    }
+
+    fn coop_slot(&mut self, peer: ProcIdx, sending: bool) -> Option<&CoopSlot> {
+        let (from, to) = if sending { (self.me, peer) } else { (peer, self.me) };
+        Some(&self.w.coop_slots[from as usize][to as usize])
+    }
+
+    fn coop_min(&self) -> usize {
+        self.w.coop_min
     }
 }
 
@@ -1650,4 +1724,115 @@ fn direct_receive_fails_with_its_peer() {
     assert!(s.eng[1].fail_peer(0, |ctx, src| ctx == 1 && (src == 0 || src == ANY_SOURCE), 77));
     assert_eq!(direct_done(&mut s, 1).map(|st| st.error), Some(77));
     assert_guard(&a, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cooperative copies of large rendezvous messages
+// ---------------------------------------------------------------------------------------------
+
+/// A simulation where messages from 1000 bytes on are copied cooperatively; `n` bytes go from
+/// process 0 to process 1 into a receive of `cap` bytes. Returns the simulation, the receive
+/// buffer, the message and the two requests, pumped to the end.
+fn coop_run(n: usize, cap: usize, helper_chunks: usize, helper_fails: bool) -> (Sim, Vec<u8>, Vec<u8>, ReqId, ReqId) {
+    let mut s = sim(2, usize::MAX, true);
+    s.w.coop_min = 1000;
+    s.w.helper_chunks = helper_chunks;
+    s.w.helper_fails = helper_fails;
+    let msg = pat(9, n);
+    let mut a = guarded(cap);
+    s.w.writable.push((1, a.as_ptr() as usize, cap));
+    let r = s.recv(1, 1, 0, 4, contig(&mut a, cap));
+    let sd = s.send(0, 1, 1, 4, &msg, false);
+    s.pump();
+    (s, a, msg, r, sd)
+}
+
+#[test]
+fn cooperative_copy_by_the_receiver_alone() {
+    // 300 000 bytes: chunks of 64 KiB, 5 of them.
+    let (s, a, msg, r, sd) = coop_run(300_000, 300_000, 0, false);
+    assert!(s.done(1, r) && s.done(0, sd));
+    assert_eq!(s.get(1, r).status, status(0, 4, 300_000, 0));
+    assert_eq!(&a[..300_000], &msg[..]);
+    assert_guard(&a, 300_000);
+    assert_eq!(s.count(Kind::Help), 1, "the sender is invited");
+    assert_eq!(s.count(Kind::Fin), 1);
+    assert_eq!(s.w.reads.len(), 5, "one read per chunk");
+    assert!(s.w.writes.is_empty(), "the invitation came after every chunk was taken");
+}
+
+#[test]
+fn cooperative_copy_shared_with_the_sender() {
+    let (s, a, msg, r, sd) = coop_run(300_000, 300_000, 3, false);
+    assert!(s.done(1, r) && s.done(0, sd));
+    assert_eq!(s.get(1, r).status, status(0, 4, 300_000, 0));
+    assert_eq!(&a[..300_000], &msg[..]);
+    assert_guard(&a, 300_000);
+    assert_eq!(s.w.reads.len(), 2, "the receiver copied the first chunk and one more");
+}
+
+#[test]
+fn cooperative_copy_takes_over_a_chunk_the_sender_failed() {
+    let (s, a, msg, r, _) = coop_run(300_000, 300_000, 1, true);
+    assert!(s.done(1, r));
+    assert_eq!(s.get(1, r).status.error, 0);
+    assert_eq!(&a[..300_000], &msg[..]);
+    // Chunks: the first read, one by the helper, one failed and read again here, two more.
+    assert_eq!(s.w.reads.len(), 4);
+}
+
+#[test]
+fn cooperative_copy_of_a_truncated_message() {
+    let (s, a, msg, r, sd) = coop_run(300_000, 200_000, 1, false);
+    assert!(s.done(1, r) && s.done(0, sd));
+    assert_eq!(s.get(1, r).status, status(0, 4, 200_000, TRUNCATE));
+    assert_eq!(&a[..200_000], &msg[..200_000]);
+    assert_guard(&a, 200_000);
+}
+
+#[test]
+fn the_sender_writes_the_chunks_it_takes() {
+    // The sender's side alone: its send waits for the receiver (the Rts is not delivered) when
+    // an invitation for a transfer begun on the slot arrives.
+    let mut s = sim(2, usize::MAX, true);
+    s.w.coop_min = 1000;
+    let msg = pat(3, 200_000);
+    let mut a = guarded(200_000);
+    // The sender writes through this address while the test does not touch `a`.
+    let at = a.as_mut_ptr() as usize;
+    s.w.writable.push((1, at, 200_000));
+    let sd = s.send(0, 1, 1, 4, &msg, false);
+    s.w.coop_slots[0][1].begin(42, 1);
+    let invite = Header { kind: Kind::Help, ctx: 42, src: 0, tag: 65536, len: 200_000, id: sd.wire(), aux: at as u64 };
+    s.with(0, |e, n| e.on_frame(n, 1, &invite, &[]));
+    assert_eq!(s.w.coop_slots[0][1].helped(42), 3, "chunks 1 to 3 of 4");
+    assert_eq!(s.w.writes.len(), 3);
+    assert_eq!(&a[65536..200_000], &msg[65536..]);
+    assert!(a[..65536].iter().all(|&b| b == GUARD), "chunk 0 stays the receiver's");
+    // A stale invitation (another transfer number) writes nothing.
+    let stale = Header { ctx: 41, ..invite };
+    s.with(0, |e, n| e.on_frame(n, 1, &stale, &[]));
+    assert_eq!(s.w.writes.len(), 3);
+    assert!(!s.done(0, sd), "the send completes with the receiver's Fin only");
+}
+
+#[test]
+fn cooperative_copies_from_one_sender_follow_each_other() {
+    let mut s = sim(2, usize::MAX, true);
+    s.w.coop_min = 1000;
+    let msgs: Vec<Vec<u8>> = (0..3).map(|k| pat(20 + k, 150_000)).collect();
+    let mut bufs: Vec<Vec<u8>> = (0..3).map(|_| guarded(150_000)).collect();
+    let mut rs = Vec::new();
+    for b in bufs.iter_mut() {
+        s.w.writable.push((1, b.as_ptr() as usize, 150_000));
+        rs.push(s.recv(1, 1, 0, 4, contig(b, 150_000)));
+    }
+    let sds: Vec<ReqId> = msgs.iter().map(|m| s.send(0, 1, 1, 4, m, false)).collect();
+    s.pump();
+    for k in 0..3 {
+        assert!(s.done(1, rs[k]) && s.done(0, sds[k]));
+        assert_eq!(&bufs[k][..150_000], &msgs[k][..]);
+        assert_guard(&bufs[k], 150_000);
+    }
+    assert_eq!(s.count(Kind::Help), 3);
 }

@@ -1,4 +1,4 @@
-//! Single-copy reads of another process's memory (`process_vm_readv`, "cross-memory attach").
+//! Single-copy reads of (and writes to) another process's memory (`process_vm_readv`, "cross-memory attach").
 //!
 //! The kernel allows them between processes of one user unless Yama's ptrace scope or a seccomp
 //! filter forbids it; [`allow_peers`] relaxes Yama for this process, and callers detect failure at
@@ -25,6 +25,31 @@ pub fn read(pid: i32, remote_addr: usize, dst: &UserBuf) -> io::Result<()> {
 /// Reads `dst.len()` bytes at `remote_addr` in process `pid` into `dst`.
 pub fn read_into(pid: i32, remote_addr: usize, dst: &mut [u8]) -> io::Result<()> {
     read_raw(pid, remote_addr, dst.as_mut_ptr(), dst.len())
+}
+
+/// Writes `src` to `remote_addr` in process `pid` (the helper's half of a cooperative copy,
+/// see [`crate::coop`]).
+pub fn write(pid: i32, remote_addr: usize, src: &[u8]) -> io::Result<()> {
+    let mut done = 0usize;
+    while done < src.len() {
+        let local = libc::iovec { iov_base: src[done..].as_ptr() as *mut libc::c_void, iov_len: src.len() - done };
+        let remote = libc::iovec { iov_base: (remote_addr + done) as *mut libc::c_void, iov_len: src.len() - done };
+        // SAFETY: `local` describes the readable slice `src`; the kernel checks the remote range
+        // and fails with EFAULT rather than touching anything else.
+        let n = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "process_vm_writev wrote 0 bytes"));
+        }
+        done += n as usize;
+    }
+    Ok(())
 }
 
 fn read_raw(pid: i32, remote_addr: usize, base: *mut u8, len: usize) -> io::Result<()> {

@@ -24,6 +24,10 @@ pub enum Kind {
     Cts = 6,
     /// A piece of a rendezvous message for receive request `id`, at byte offset `aux`.
     Data = 7,
+    /// The receiver of rendezvous `id` (a send request) invites its sender to share the copy
+    /// (see [`crate::coop`]): transfer `ctx`, `len` bytes into the receive buffer at `aux`, in
+    /// chunks of `tag` bytes.
+    Help = 8,
 }
 
 impl Kind {
@@ -37,6 +41,7 @@ impl Kind {
             5 => Kind::Fin,
             6 => Kind::Cts,
             7 => Kind::Data,
+            8 => Kind::Help,
             _ => return None,
         })
     }

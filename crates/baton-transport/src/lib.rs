@@ -14,6 +14,7 @@
 //! - [`wait`]: futex-based sleeping, used after a spin phase.
 
 pub mod cma;
+pub mod coop;
 pub mod frame;
 pub mod inbox;
 pub mod mem;

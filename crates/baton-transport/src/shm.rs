@@ -203,6 +203,15 @@ impl Segment {
         }
     }
 
+    /// The cooperative-copy slot for rendezvous messages from process `from` to process `to`:
+    /// the second cache line of their ring's control block (the first holds the ring's `tail`).
+    pub fn coop_slot(&self, from: usize, to: usize) -> &crate::coop::CoopSlot {
+        const _: () = assert!(64 + std::mem::size_of::<crate::coop::CoopSlot>() <= RING_CTL_BYTES);
+        // SAFETY: inside the ring's control block, which only the ring's `tail` (first 8 bytes)
+        // otherwise uses; 64-aligned (ring bases are 64-aligned); zeroed memory is a valid slot.
+        unsafe { &*(self.ring_base(from, to).add(64) as *const crate::coop::CoopSlot) }
+    }
+
     /// Process `p`'s slot for shared-memory collectives.
     pub fn coll_slot(&self, p: usize) -> CollSlot<'_> {
         assert!(p < self.nprocs);

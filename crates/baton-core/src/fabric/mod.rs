@@ -11,6 +11,7 @@ pub mod tcp;
 
 use crate::engine::{Net, ProcIdx};
 use baton_transport::cma;
+use baton_transport::coop::CoopSlot;
 use baton_transport::frame::Header;
 use baton_transport::inbox::Inbox;
 use baton_transport::mem::UserBuf;
@@ -28,6 +29,9 @@ pub struct FabricConfig {
     pub ring_size: usize,
     /// `BATON_CMA`: allow single-copy reads (`process_vm_readv`).
     pub cma: bool,
+    /// `BATON_COOP_MIN`: smallest rendezvous message whose copy the sender shares
+    /// (`baton_transport::coop`); `off` never.
+    pub coop_min: usize,
 }
 
 impl FabricConfig {
@@ -35,8 +39,10 @@ impl FabricConfig {
         let num = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| parse_size(&v)).unwrap_or(d);
         let ring_size = num("BATON_SHM_RING_SIZE", 128 * 1024).next_power_of_two().max(8192);
         let eager_max = num("BATON_SHM_EAGER_MAX", 16 * 1024);
-        let cma = !matches!(std::env::var("BATON_CMA").as_deref(), Ok("0") | Ok("no") | Ok("off"));
-        FabricConfig { eager_max, ring_size, cma }
+        let off = |k: &str| matches!(std::env::var(k).as_deref(), Ok("0") | Ok("no") | Ok("off"));
+        let cma = !off("BATON_CMA");
+        let coop_min = if off("BATON_COOP_MIN") { usize::MAX } else { num("BATON_COOP_MIN", 256 * 1024) };
+        FabricConfig { eager_max, ring_size, cma, coop_min }
     }
 }
 
@@ -325,6 +331,27 @@ impl Net for Fabric {
     fn read_remote_into(&mut self, from: ProcIdx, addr: u64, dst: &mut [u8]) -> bool {
         let pid = self.pids[from as usize];
         self.read_with(from, |cma_pid| cma::read_into(cma_pid, addr as usize, dst).is_ok(), pid)
+    }
+
+    fn write_remote(&mut self, to: ProcIdx, addr: u64, src: &[u8]) -> bool {
+        let pid = self.pids[to as usize];
+        // Writing needs the same permission as reading (ptrace's attach check).
+        self.read_with(to, |cma_pid| cma::write(cma_pid, addr as usize, src).is_ok(), pid)
+    }
+
+    fn coop_slot(&mut self, peer: ProcIdx, sending: bool) -> Option<&CoopSlot> {
+        // Only rings of this job's segment have a slot (a ring leased in another job's inbox
+        // does not), and only where single-copy transfers work.
+        if !matches!(self.endpoint(peer), Endpoint::Shm { cma_ok: true, lease: None, .. }) {
+            return None;
+        }
+        let (me, them) = (self.my_slot()?, self.shm_slot[peer as usize]?);
+        let seg = self.seg.as_ref()?;
+        Some(if sending { seg.coop_slot(me, them) } else { seg.coop_slot(them, me) })
+    }
+
+    fn coop_min(&self) -> usize {
+        self.cfg.coop_min
     }
 }
 
