@@ -268,6 +268,13 @@ struct Coop {
     sreq: u64,
     /// Bytes to copy.
     n: usize,
+    /// The chunk this side's next claim returns unless the sender took some meanwhile, and how
+    /// many chunks it claims at once: one per read once the sender has joined; until then runs
+    /// that double, so that a receiver left alone copies a message in a few reads, not one per
+    /// chunk (each read is a system call that pins its pages).
+    expect: u32,
+    run: u32,
+    joined: bool,
 }
 
 pub struct Request {
@@ -774,8 +781,18 @@ impl Engine {
             return false;
         }
         self.coop_seq = self.coop_seq.wrapping_add(1).max(1);
-        let coop =
-            Coop { seq: self.coop_seq, chunks: n.div_ceil(chunk) as u32, mine: 1, chunk, addr: h.aux, sreq: h.id, n };
+        let coop = Coop {
+            seq: self.coop_seq,
+            chunks: n.div_ceil(chunk) as u32,
+            mine: 1,
+            chunk,
+            addr: h.aux,
+            sreq: h.id,
+            n,
+            expect: 1,
+            run: 1,
+            joined: false,
+        };
         if coop.chunks > 1 {
             if let Some(slot) = net.coop_slot(from, false) {
                 slot.begin(coop.seq, 1);
@@ -809,15 +826,25 @@ impl Engine {
         // is settled: the sender may still be writing one.
         let mut ok = true;
         loop {
-            // A chunk the sender took and could not write is this side's to copy too.
-            let next = net
-                .coop_slot(from, false)
-                .and_then(|s| s.claim(coop.seq, coop.chunks).or_else(|| s.take_failed(coop.seq)));
-            let Some(c) = next else { break };
+            let want = if coop.joined { 1 } else { coop.run };
+            let Some(slot) = net.coop_slot(from, false) else { break };
+            let (c, k) = match slot.claim_run(coop.seq, coop.chunks, want) {
+                Some((c, k)) => {
+                    coop.joined |= c != coop.expect;
+                    coop.expect = c + k;
+                    coop.run = coop.run.saturating_mul(2);
+                    (c, k)
+                }
+                // A chunk the sender took and could not write is this side's to copy too.
+                None => match slot.take_failed(coop.seq) {
+                    Some(c) => (c, 1),
+                    None => break,
+                },
+            };
             let off = c as usize * coop.chunk;
-            let len = coop.chunk.min(coop.n - off);
+            let len = (k as usize * coop.chunk).min(coop.n - off);
             ok &= net.read_remote(from, coop.addr + off as u64, &buf.sub(off, len));
-            coop.mine += 1;
+            coop.mine += k;
         }
         let helped = net.coop_slot(from, false).map_or(0, |s| s.helped(coop.seq));
         let r = self.get_mut(id).unwrap();

@@ -41,13 +41,20 @@ impl CoopSlot {
 
     /// Takes the next chunk of transfer `seq` (of `chunks`), if any is left.
     pub fn claim(&self, seq: u32, chunks: u32) -> Option<u32> {
+        self.claim_run(seq, chunks, 1).map(|(c, _)| c)
+    }
+
+    /// Takes up to `want` consecutive chunks of transfer `seq`: the first and how many.
+    pub fn claim_run(&self, seq: u32, chunks: u32, want: u32) -> Option<(u32, u32)> {
         let mut w = self.claim.load(Ordering::Acquire);
         loop {
-            if (w >> 32) as u32 != seq || (w as u32) >= chunks {
+            let next = w as u32;
+            if (w >> 32) as u32 != seq || next >= chunks {
                 return None;
             }
-            match self.claim.compare_exchange_weak(w, w + 1, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return Some(w as u32),
+            let k = want.clamp(1, chunks - next);
+            match self.claim.compare_exchange_weak(w, w + k as u64, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Some((next, k)),
                 Err(now) => w = now,
             }
         }
@@ -108,6 +115,10 @@ mod tests {
         assert_eq!(s.claim(6, 3), None, "an earlier transfer's helper takes nothing");
         assert_eq!(s.claim(7, 3), Some(2));
         assert_eq!(s.claim(7, 3), None);
+        s.begin(7, 1);
+        assert_eq!(s.claim_run(7, 5, 3), Some((1, 3)));
+        assert_eq!(s.claim_run(7, 5, 3), Some((4, 1)), "a run stops at the last chunk");
+        assert_eq!(s.claim_run(7, 5, 3), None);
         s.helped_one(6);
         assert_eq!(s.helped(7), 0);
         s.helped_one(7);
