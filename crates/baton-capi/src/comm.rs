@@ -289,6 +289,8 @@ pub(crate) fn free_comm(l: &Lib, call: &str, h: usize) -> Result<()> {
     }
     let obj = l.comm(call, h)?;
     delete_all_attrs(l, h, &obj)?;
+    // Collective (as the call is): its shared-memory area goes back once all are done with it.
+    l.mpi.detach_shm(&obj.core);
     l.t().comms.remove(h);
     crate::state::COMM_EPOCH.fetch_add(1, Ordering::AcqRel);
     Ok(())

@@ -13,7 +13,7 @@
 use crate::engine::ProcIdx;
 use crate::group::Group;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub struct Comm {
@@ -41,6 +41,8 @@ pub struct Comm {
     pub coll_seq: AtomicU64,
     /// The shared-memory collective area, for a communicator that has one.
     pub shm: std::sync::OnceLock<Arc<crate::coll::shm::ShmColl>>,
+    /// Whether [`Mpi::attach_shm`](crate::runtime::Mpi::attach_shm) has looked for an area.
+    pub shm_checked: AtomicBool,
 }
 
 /// splitmix64 finalizer: a fast, well-mixed 64-bit hash step.
@@ -68,6 +70,7 @@ impl Comm {
             created_for_group: Mutex::new(HashMap::new()),
             coll_seq: AtomicU64::new(0),
             shm: std::sync::OnceLock::new(),
+            shm_checked: AtomicBool::new(false),
         }
     }
 
@@ -91,6 +94,7 @@ impl Comm {
             created_for_group: Mutex::new(HashMap::new()),
             coll_seq: AtomicU64::new(0),
             shm: std::sync::OnceLock::new(),
+            shm_checked: AtomicBool::new(false),
         }
     }
 

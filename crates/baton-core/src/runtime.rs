@@ -320,6 +320,9 @@ pub struct Mpi {
     lost_checked: AtomicU64,
     /// A singleton that started `mpiexec --singleton-server` for its spawns.
     own_launcher: AtomicBool,
+    /// Per shared-memory collective area: whether a communicator of this process uses it, and
+    /// the last sequence number used in it (see [`crate::coll::shm`]).
+    coll_areas: Mutex<[(bool, u64); crate::coll::shm::COLL_AREAS]>,
 }
 
 /// The process table: entries never move, so a [`ProcIdx`] stays valid for the process's life.
@@ -591,7 +594,7 @@ impl Mpi {
             Arc::new(Comm::new(hash_words(&[job_id, u64::from_le_bytes(*b"world\0\0\0")]), world_group, rank as i32));
         if let Some(sg) = &seg {
             if local == size as usize && local_size == size {
-                let sh = crate::coll::shm::ShmColl::new(sg.clone(), (0..size as usize).collect(), rank as usize);
+                let sh = crate::coll::shm::ShmColl::new(sg.clone(), (0..size as usize).collect(), rank as usize, 0, 1);
                 let _ = world.shm.set(Arc::new(sh));
             }
         }
@@ -638,6 +641,8 @@ impl Mpi {
             inbox: std::sync::OnceLock::new(),
             lost_checked: AtomicU64::new(0),
             own_launcher: AtomicBool::new(false),
+            // Area 0 is the world's (whether or not it has one: simpler than renumbering).
+            coll_areas: Mutex::new(std::array::from_fn(|a| (a == 0, 0))),
         })
     }
 
@@ -878,6 +883,57 @@ impl Mpi {
             engine.recv(fabric, ctx, src, tag, Sink::Owned(vec![0; len]))
         };
         self.wait(id).1.unwrap_or_default()
+    }
+
+    /// Gives intracommunicator `comm` a shared-memory collective area if all its members can
+    /// share one (see [`crate::coll::shm`]): once per communicator, at its first blocking
+    /// barrier, bcast, reduce or allreduce, which every member calls at the same point. Nothing
+    /// happens with `multiple` (MPI_THREAD_MULTIPLE), for a communicator that does not consist of
+    /// this job's processes on one segment, or when no area is free at every member.
+    pub fn attach_shm(&self, comm: &Comm, multiple: bool) {
+        if comm.shm.get().is_some() || comm.shm_checked.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Some(world) = self.world.shm.get() else { return };
+        let n = self.world.size();
+        if multiple || comm.is_inter() || comm.size() < 2 || comm.group.procs.iter().any(|&p| p as i32 >= n) {
+            return;
+        }
+        const AREAS: usize = crate::coll::shm::COLL_AREAS;
+        let mine: Vec<u8> = {
+            let areas = self.coll_areas.lock().unwrap_or_else(|e| e.into_inner());
+            let free = areas.iter().enumerate().filter(|(_, a)| !a.0).fold(0u64, |m, (i, _)| m | 1 << i);
+            std::iter::once(free).chain(areas.iter().map(|a| a.1)).flat_map(u64::to_le_bytes).collect()
+        };
+        let word =
+            |b: &[u8], i: usize| b.get(8 * i..8 * i + 8).map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap()));
+        let all = self.allgather(comm, mine);
+        let free = all.iter().fold(u64::MAX, |m, b| m & word(b, 0));
+        let Some(area) = (1..AREAS).find(|&a| free & 1 << a != 0) else { return };
+        let first = all.iter().map(|b| word(b, 1 + area)).max().unwrap_or(0) + 1;
+        self.coll_areas.lock().unwrap_or_else(|e| e.into_inner())[area] = (true, first - 1);
+        // Single-host jobs only (the world has an area): segment slot = world rank = process.
+        let slots = comm.group.procs.iter().map(|&p| p as usize).collect();
+        let sh = crate::coll::shm::ShmColl::new(world.segment().clone(), slots, comm.rank as usize, area, first);
+        let _ = comm.shm.set(Arc::new(sh));
+    }
+
+    /// Gives `comm`'s area back (from `MPI_Comm_free`, collective): once every member says it
+    /// is done with all collectives there; otherwise the area stays taken for good.
+    pub fn detach_shm(&self, comm: &Comm) {
+        let Some(sh) = comm.shm.get() else { return };
+        if sh.area() == 0 {
+            return;
+        }
+        let pending = !sh.idle()
+            || self.colls.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|c| {
+                let s = c.sched.lock().unwrap_or_else(|e| e.into_inner());
+                std::ptr::eq(&*s.comm, comm)
+            });
+        let all = self.allgather(comm, vec![pending as u8]);
+        if all.iter().all(|b| b.first() == Some(&0)) {
+            self.coll_areas.lock().unwrap_or_else(|e| e.into_inner())[sh.area()] = (false, sh.last_seq());
+        }
     }
 
     pub fn barrier(&self, comm: &Comm) {

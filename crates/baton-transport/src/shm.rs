@@ -103,13 +103,17 @@ pub const COLL_INLINE: usize = 56;
 /// Per process: two "post" lines (a sequence number and up to 56 bytes of data), 128 bytes
 /// apart, then two data buffers.
 const COLL_SLOT_BYTES: usize = 256 + 2 * COLL_DATA;
+/// Collective areas per process: area 0 serves `MPI_COMM_WORLD`, the others communicators
+/// created later, one each while it lives (see `baton_core::coll::shm`). Untouched areas cost
+/// no memory: the segment is a memfd.
+pub const COLL_AREAS: usize = 8;
 
 fn rings_end(nprocs: usize, ring_size: usize) -> usize {
     PAGE + nprocs * CTL_BYTES + nprocs * nprocs * (RING_CTL_BYTES + ring_size)
 }
 
 fn segment_bytes(nprocs: usize, ring_size: usize) -> usize {
-    rings_end(nprocs, ring_size) + nprocs * COLL_SLOT_BYTES
+    rings_end(nprocs, ring_size) + nprocs * COLL_AREAS * COLL_SLOT_BYTES
 }
 
 pub(crate) fn map(fd: RawFd, bytes: usize) -> io::Result<*mut u8> {
@@ -212,10 +216,10 @@ impl Segment {
         unsafe { &*(self.ring_base(from, to).add(64) as *const crate::coop::CoopSlot) }
     }
 
-    /// Process `p`'s slot for shared-memory collectives.
-    pub fn coll_slot(&self, p: usize) -> CollSlot<'_> {
-        assert!(p < self.nprocs);
-        let off = rings_end(self.nprocs, self.ring_size) + p * COLL_SLOT_BYTES;
+    /// Process `p`'s slot in collective area `area`.
+    pub fn coll_slot(&self, p: usize, area: usize) -> CollSlot<'_> {
+        assert!(p < self.nprocs && area < COLL_AREAS);
+        let off = rings_end(self.nprocs, self.ring_size) + (p * COLL_AREAS + area) * COLL_SLOT_BYTES;
         debug_assert!(off + COLL_SLOT_BYTES <= self.bytes);
         // SAFETY: in bounds by the layout; the words are 128-byte aligned (the ring area ends on
         // a 64-byte multiple of 128-byte blocks plus ring sizes that are powers of two >= 4096).

@@ -22,10 +22,22 @@
 //! Allreduce has every process combine all contributions itself, in rank order, straight from
 //! the segment: for the small messages this serves, reading n cache-resident vectors is cheaper
 //! than any exchange, and a non-commutative operation comes out in the right order for free.
-//! Only a communicator spanning the whole segment (the world, today) has an area.
+//!
+//! Areas: every process has [`COLL_AREAS`] slots, one per area. The world uses area 0 from
+//! `MPI_Init`. Another intracommunicator of the job's processes gets an area at its first
+//! blocking barrier, bcast, reduce or allreduce (the same call at every member, since members
+//! call collectives in the same order): the members exchange which areas each has free and the
+//! last sequence number each used in them ([`Mpi::attach_shm`]), take the lowest area free at
+//! all, and number their collectives from above every member's last number, so that a post line
+//! left from the area's previous communicator never reads as an arrival. `MPI_Comm_free` gives
+//! the area back ([`Mpi::detach_shm`]) after an exchange that shows every member done with all
+//! its collectives there; if one is not (a nonblocking collective still pending), the area stays
+//! taken. With `MPI_THREAD_MULTIPLE`, two threads could agree on areas for two communicators at
+//! once, so only the world has one then.
 
 use super::Reducer;
 use crate::runtime::Mpi;
+pub use baton_transport::shm::COLL_AREAS;
 use baton_transport::shm::{CollSlot, Segment, COLL_DATA, COLL_INLINE};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -39,6 +51,9 @@ pub struct ShmColl {
     /// Segment slot of each rank of the communicator.
     slots: Vec<usize>,
     me: usize,
+    area: usize,
+    /// The first sequence number of this communicator in its area.
+    first: u64,
     next: AtomicU64,
     /// The last collective whose data this process published, and the last it finished.
     started: AtomicU64,
@@ -55,8 +70,37 @@ pub enum ShmKind {
 }
 
 impl ShmColl {
-    pub fn new(seg: Arc<Segment>, slots: Vec<usize>, me: usize) -> ShmColl {
-        ShmColl { seg, slots, me, next: AtomicU64::new(1), started: AtomicU64::new(0), finished: AtomicU64::new(0) }
+    /// The collectives of a communicator whose rank r has segment slot `slots[r]` (this
+    /// process rank `me`) in area `area`, numbered from `first` (at least 1).
+    pub fn new(seg: Arc<Segment>, slots: Vec<usize>, me: usize, area: usize, first: u64) -> ShmColl {
+        ShmColl {
+            seg,
+            slots,
+            me,
+            area,
+            first,
+            next: AtomicU64::new(first),
+            started: AtomicU64::new(first - 1),
+            finished: AtomicU64::new(first - 1),
+        }
+    }
+
+    pub fn segment(&self) -> &Arc<Segment> {
+        &self.seg
+    }
+
+    pub fn area(&self) -> usize {
+        self.area
+    }
+
+    /// The last sequence number handed out.
+    pub fn last_seq(&self) -> u64 {
+        self.next.load(Ordering::Acquire) - 1
+    }
+
+    /// Whether every collective numbered so far has finished here.
+    pub fn idle(&self) -> bool {
+        self.finished.load(Ordering::Acquire) == self.last_seq()
     }
 
     pub fn size(&self) -> usize {
@@ -69,7 +113,7 @@ impl ShmColl {
     }
 
     fn slot(&self, rank: usize) -> CollSlot<'_> {
-        self.seg.coll_slot(self.slots[rank])
+        self.seg.coll_slot(self.slots[rank], self.area)
     }
 
     fn wake_others(&self) {
@@ -102,7 +146,9 @@ impl ShmColl {
             return false;
         }
         // Writing data of this parity needs every reader of collective `seq - 2` done with it.
-        !self.writes(kind) || seq < 3 || (0..self.size()).all(|r| self.arrived(r, seq - 1))
+        // The first two of this communicator have no earlier reader of this area to wait for: the
+        // area's previous communicator was freed only once all its members were done with it.
+        !self.writes(kind) || seq < self.first + 2 || (0..self.size()).all(|r| self.arrived(r, seq - 1))
     }
 
     /// Publishes this process's part of collective `seq` (`data`: its contribution, if any).
