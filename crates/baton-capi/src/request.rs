@@ -79,6 +79,16 @@ fn resolve(l: &Lib, call: &str, h: usize) -> Result<Res> {
     }
 }
 
+/// Every handle of an array resolved (sized once: collecting through `Result` grows the list
+/// by doubling, four reallocations for a window of 64).
+fn resolve_all(l: &Lib, call: &str, hs: &[usize]) -> Result<Vec<Res>> {
+    let mut rs = Vec::with_capacity(hs.len());
+    for &h in hs {
+        rs.push(resolve(l, call, h)?);
+    }
+    Ok(rs)
+}
+
 /// Whether `r` is complete: None when its engine request does not exist (a stale or garbage
 /// handle that happened to decode).
 fn done(st: &State, r: &Res) -> Option<bool> {
@@ -150,8 +160,7 @@ fn finish(l: &Lib, hs: &mut [usize], rs: &[Res], idx: &[usize]) -> Vec<(Status, 
                     hs[i] = c::MPI_REQUEST_NULL;
                 }
                 Res::Engine { id, persistent: p } => {
-                    let (s, comm) = st.engine.get(id).map(|q| (q.status, q.comm)).unwrap_or((empty_status(), 0));
-                    st.engine.release(id);
+                    let (s, comm) = st.engine.take_status(id).unwrap_or((empty_status(), 0));
                     out.push((s, if comm == 0 { c::MPI_COMM_WORLD } else { comm }));
                     match p {
                         Some(h) => persistent.push(h),
@@ -286,7 +295,7 @@ fn wait_all(
         let l = lib(call)?;
         // SAFETY: `n` handles at `reqs`, checked by req_array.
         let hs = unsafe { req_array(call, n, reqs)? };
-        let rs = hs.iter().map(|&h| resolve(l, call, h)).collect::<Result<Vec<_>>>()?;
+        let rs = resolve_all(l, call, hs)?;
         let ready = if blocking {
             block_on(l, call, hs, &rs, false)?
         } else {
@@ -340,7 +349,7 @@ fn wait_any(
         }
         // SAFETY: `n` handles at `reqs`.
         let hs = unsafe { req_array(call, n, reqs)? };
-        let rs = hs.iter().map(|&h| resolve(l, call, h)).collect::<Result<Vec<_>>>()?;
+        let rs = resolve_all(l, call, hs)?;
         if !rs.iter().any(Res::live) {
             // SAFETY: checked non-null out pointers; status ignore or caller-owned.
             unsafe {
@@ -407,7 +416,7 @@ fn wait_some(
         crate::nonnull_mut(call, "outcount", outcount)?;
         // SAFETY: `n` handles at `reqs`.
         let hs = unsafe { req_array(call, n, reqs)? };
-        let rs = hs.iter().map(|&h| resolve(l, call, h)).collect::<Result<Vec<_>>>()?;
+        let rs = resolve_all(l, call, hs)?;
         if !rs.iter().any(Res::live) {
             // SAFETY: checked non-null.
             unsafe { *outcount = c::MPI_UNDEFINED };

@@ -441,7 +441,18 @@ impl Engine {
         self.slots.len()
     }
 
+    /// The status and communicator of completed request `id`, releasing it in the same lookup
+    /// (the completion calls' common case); None if there is no such request.
+    #[inline]
+    pub fn take_status(&mut self, id: ReqId) -> Option<(Status, usize)> {
+        let r = self.get(id)?;
+        let out = (r.status, r.comm);
+        self.release(id);
+        Some(out)
+    }
+
     /// Releases a completed request's slot (or marks an active one to be dropped when done).
+    #[inline]
     pub fn release(&mut self, id: ReqId) {
         let Some(r) = self.get_mut(id) else { return };
         if r.complete {
@@ -949,6 +960,19 @@ impl Engine {
             // The common case: copy into the posted buffer in place.
             if let Proto::RecvPosted { sink } = &mut r.proto {
                 sink.write(0, payload);
+                if let Sink::Contig(_) = sink {
+                    // Completion without a second lookup: nothing to move out of the state.
+                    r.complete = true;
+                    let detached = r.detached;
+                    self.completed_any = true;
+                    if h.kind == Kind::EagerSync {
+                        self.send_control(net, from, Header::control(Kind::SyncAck, h.id, 0));
+                    }
+                    if detached {
+                        self.release(id);
+                    }
+                    return;
+                }
             }
             if h.kind == Kind::EagerSync {
                 self.send_control(net, from, Header::control(Kind::SyncAck, h.id, 0));
