@@ -72,6 +72,8 @@ struct Wire {
     /// writes them, and then takes one more and reports it failed if `helper_fails`.
     helper_chunks: usize,
     helper_fails: bool,
+    /// Reads allowed before every further one is refused (None: no limit).
+    reads_left: Option<usize>,
 }
 
 impl Wire {
@@ -99,6 +101,7 @@ impl Wire {
             writes: Vec::new(),
             helper_chunks: 0,
             helper_fails: false,
+            reads_left: None,
         }
     }
 
@@ -142,8 +145,11 @@ impl Wire {
     /// A copy of `n` bytes at `addr` in `owner`, if reads are allowed. Panics when the engine
     /// asks for memory the owner never exposed (a wrong address or an over-long read).
     fn remote_bytes(&mut self, reader: ProcIdx, owner: ProcIdx, addr: u64, n: usize) -> Option<Vec<u8>> {
-        if !self.read_ok {
+        if !self.read_ok || self.reads_left == Some(0) {
             return None;
+        }
+        if let Some(k) = &mut self.reads_left {
+            *k -= 1;
         }
         let a = addr as usize;
         let ok = self.exposed.iter().any(|&(o, base, len)| o == owner && a >= base && a + n <= base + len);
@@ -1816,6 +1822,14 @@ fn the_sender_writes_the_chunks_it_takes() {
     s.with(0, |e, n| e.on_frame(n, 1, &stale, &[]));
     assert_eq!(s.w.writes.len(), 3);
     assert!(!s.done(0, sd), "the send completes with the receiver's Fin only");
+
+    // A write the kernel refuses is reported in the slot, and the sender takes no more.
+    s.w.coop_slots[0][1].begin(43, 1);
+    s.w.read_ok = false;
+    let refused = Header { ctx: 43, ..invite };
+    s.with(0, |e, n| e.on_frame(n, 1, &refused, &[]));
+    assert_eq!(s.w.coop_slots[0][1].failed(43), Some(1));
+    assert_eq!(s.w.coop_slots[0][1].claim(43, 4), Some(2), "chunks 2 and 3 are left to the receiver");
 }
 
 #[test]
@@ -1837,4 +1851,19 @@ fn cooperative_copies_from_one_sender_follow_each_other() {
         assert_guard(&bufs[k], 150_000);
     }
     assert_eq!(s.count(Kind::Help), 3);
+}
+
+#[test]
+fn cooperative_copy_with_a_read_refused_midway_fails_the_receive() {
+    let mut s = sim(2, usize::MAX, true);
+    s.w.coop_min = 1000;
+    s.w.reads_left = Some(1);
+    let msg = pat(9, 300_000);
+    let mut a = guarded(300_000);
+    s.w.writable.push((1, a.as_ptr() as usize, 300_000));
+    let r = s.recv(1, 1, 0, 4, contig(&mut a, 300_000));
+    let sd = s.send(0, 1, 1, 4, &msg, false);
+    s.pump();
+    assert!(s.done(1, r) && s.done(0, sd), "no side waits for chunks nobody copies");
+    assert_eq!(s.get(1, r).status.error, c::MPI_ERR_OTHER);
 }

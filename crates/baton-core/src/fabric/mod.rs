@@ -341,8 +341,10 @@ impl Net for Fabric {
 
     fn coop_slot(&mut self, peer: ProcIdx, sending: bool) -> Option<&CoopSlot> {
         // Only rings of this job's segment have a slot (a ring leased in another job's inbox
-        // does not), and only where single-copy transfers work.
-        if !matches!(self.endpoint(peer), Endpoint::Shm { cma_ok: true, lease: None, .. }) {
+        // does not). Whether single copies work is not asked here: a copy under way must keep
+        // its slot when a read or write fails (and turns `cma_ok` off), so that the failure is
+        // reported through it and the other side finishes the chunks instead of waiting.
+        if !matches!(self.endpoint(peer), Endpoint::Shm { lease: None, .. }) {
             return None;
         }
         let (me, them) = (self.my_slot()?, self.shm_slot[peer as usize]?);
