@@ -6,7 +6,8 @@
    communicator, tag = thread number; odd threads: their own dup'ed
    communicator), while a probe thread receives with Iprobe(ANY_SOURCE,
    ANY_TAG) + Recv the messages the main thread of every other rank sends on
-   a side communicator. All data, sources, tags and per-source order are
+   a side communicator; then the odd threads run collectives on their own
+   communicators concurrently. All data, sources, tags and per-source order are
    checked. Prints SKIP when MPI_THREAD_MULTIPLE is not provided. */
 #include "check.h"
 #include <pthread.h>
@@ -52,6 +53,17 @@ static void *pingpong(void *arg)
                 buf[i] += 1;
             }
             MPI_Send(buf, cnt, MPI_INT, partner, tag, c);
+        }
+    }
+    if (t % 2) {
+        /* collectives on each thread's own communicator, concurrently: their first blocking
+           one is where an MPI may set up per-communicator resources */
+        for (int k = 0; k < 3; k++) {
+            int v = rank + t + k, s = -1;
+            MPI_Allreduce(&v, &s, 1, MPI_INT, MPI_SUM, c);
+            if (s != size * (size - 1) / 2 + size * (t + k))
+                thread_fail[t]++;
+            MPI_Barrier(c);
         }
     }
     free(buf);

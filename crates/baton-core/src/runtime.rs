@@ -888,21 +888,28 @@ impl Mpi {
     /// Gives intracommunicator `comm` a shared-memory collective area if all its members can
     /// share one (see [`crate::coll::shm`]): once per communicator, at its first blocking
     /// barrier, bcast, reduce or allreduce, which every member calls at the same point. Nothing
-    /// happens with `multiple` (MPI_THREAD_MULTIPLE), for a communicator that does not consist of
-    /// this job's processes on one segment, or when no area is free at every member.
+    /// happens for a communicator that does not consist of this job's processes on one segment
+    /// (the same at every member), or when no area is free at every member. A process with
+    /// `multiple` (MPI_THREAD_MULTIPLE, which members may differ in) offers no free area but
+    /// takes part in the exchange all the same: two of its threads could otherwise agree on
+    /// the same area for two communicators at once.
     pub fn attach_shm(&self, comm: &Comm, multiple: bool) {
         if comm.shm.get().is_some() || comm.shm_checked.swap(true, Ordering::AcqRel) {
             return;
         }
         let Some(world) = self.world.shm.get() else { return };
         let n = self.world.size();
-        if multiple || comm.is_inter() || comm.size() < 2 || comm.group.procs.iter().any(|&p| p as i32 >= n) {
+        if comm.is_inter() || comm.size() < 2 || comm.group.procs.iter().any(|&p| p as i32 >= n) {
             return;
         }
         const AREAS: usize = crate::coll::shm::COLL_AREAS;
         let mine: Vec<u8> = {
             let areas = self.coll_areas.lock().unwrap_or_else(|e| e.into_inner());
-            let free = areas.iter().enumerate().filter(|(_, a)| !a.0).fold(0u64, |m, (i, _)| m | 1 << i);
+            let free = if multiple {
+                0
+            } else {
+                areas.iter().enumerate().filter(|(_, a)| !a.0).fold(0u64, |m, (i, _)| m | 1 << i)
+            };
             std::iter::once(free).chain(areas.iter().map(|a| a.1)).flat_map(u64::to_le_bytes).collect()
         };
         let word =

@@ -32,8 +32,10 @@
 //! left from the area's previous communicator never reads as an arrival. `MPI_Comm_free` gives
 //! the area back ([`Mpi::detach_shm`]) after an exchange that shows every member done with all
 //! its collectives there; if one is not (a nonblocking collective still pending), the area stays
-//! taken. With `MPI_THREAD_MULTIPLE`, two threads could agree on areas for two communicators at
-//! once, so only the world has one then.
+//! taken. A process with `MPI_THREAD_MULTIPLE` offers no free area (two of its threads could
+//! agree on the same area for two communicators at once), so its communicators other than the
+//! world use point-to-point algorithms; it still takes part in the exchange, since its peers
+//! may run at another thread level.
 
 use super::Reducer;
 use crate::runtime::Mpi;
