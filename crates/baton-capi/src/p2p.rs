@@ -396,6 +396,39 @@ fn express_send(comm_h: usize, buf: *mut c_void, count: i64, dt: usize, dest: c_
     engine.send_now(fabric, to, ctx, rank, tag, span.read(0, n))
 }
 
+/// What a receive on the express path needs: the context id and the receive buffer; None to
+/// take the generic path.
+#[inline]
+fn express_recv_target(
+    l: &Lib,
+    comm_h: usize,
+    buf: *mut c_void,
+    count: i64,
+    dt: usize,
+    src: c_int,
+    tag: c_int,
+) -> Option<(u64, UserBuf)> {
+    let n = express_bytes(count, dt, buf)?;
+    if !(tag >= 0 || tag == c::MPI_ANY_TAG) {
+        return None;
+    }
+    let (_, ctx, _) = express_comm(l, comm_h, src, true)?;
+    // SAFETY: MPI requires the receive buffer to have room for `count` elements of the
+    // (contiguous) datatype and not to be accessed until the receive completes.
+    Some((ctx, unsafe { UserBuf::new(buf as usize, n) }))
+}
+
+/// Posts receive request on `engine` for `span` (the express paths' receive).
+fn post_express_recv(st: &mut State, comm_h: usize, ctx: u64, src: c_int, tag: c_int, span: UserBuf) -> ReqId {
+    let State { engine, fabric, .. } = st;
+    let id = engine.recv(fabric, ctx, src, tag, Sink::Contig(span));
+    if let Some(r) = engine.get_mut(id) {
+        // Its error handler, should it complete with an error (truncation).
+        r.comm = comm_h;
+    }
+    id
+}
+
 /// Posts a receive on the express path; None to take the generic path.
 #[inline]
 fn express_irecv(
@@ -407,22 +440,8 @@ fn express_irecv(
     src: c_int,
     tag: c_int,
 ) -> Option<ReqId> {
-    let n = express_bytes(count, dt, buf)?;
-    if !(tag >= 0 || tag == c::MPI_ANY_TAG) {
-        return None;
-    }
-    let (_, ctx, _) = express_comm(l, comm_h, src, true)?;
-    // SAFETY: MPI requires the receive buffer to have room for `count` elements of the
-    // (contiguous) datatype and not to be accessed until the receive completes.
-    let sink = Sink::Contig(unsafe { UserBuf::new(buf as usize, n) });
-    let mut st = l.mpi.lock();
-    let State { engine, fabric, .. } = &mut *st;
-    let id = engine.recv(fabric, ctx, src, tag, sink);
-    if let Some(r) = engine.get_mut(id) {
-        // Its error handler, should it complete with an error (truncation).
-        r.comm = comm_h;
-    }
-    Some(id)
+    let (ctx, span) = express_recv_target(l, comm_h, buf, count, dt, src, tag)?;
+    Some(post_express_recv(&mut l.mpi.lock(), comm_h, ctx, src, tag, span))
 }
 
 /// `MPI_Recv` on the express path; None to take the generic path.
@@ -437,28 +456,23 @@ fn express_recv(
     status: *mut MPI_Status,
 ) -> Option<c_int> {
     let l = crate::state::lib_fast()?;
-    let n = express_bytes(count, dt, buf)?;
-    if !(tag >= 0 || tag == c::MPI_ANY_TAG) {
-        return None;
-    }
-    let (_, ctx, _) = express_comm(l, comm_h, src, true)?;
-    // SAFETY: MPI requires the receive buffer to have room for `count` elements of the
-    // (contiguous) datatype and not to be accessed until the receive returns.
-    let span = unsafe { UserBuf::new(buf as usize, n) };
-    let direct = {
+    let (ctx, span) = express_recv_target(l, comm_h, buf, count, dt, src, tag)?;
+    // Another thread's blocking receive may hold the engine's direct slot: then a request.
+    let request = {
         let mut st = l.mpi.lock();
         let State { engine, fabric, .. } = &mut *st;
-        engine.recv_direct(fabric, ctx, src, tag, span)
+        if engine.recv_direct(fabric, ctx, src, tag, span) {
+            None
+        } else {
+            Some(post_express_recv(&mut st, comm_h, ctx, src, tag, span))
+        }
     };
-    let s = if direct {
-        match l.mpi.block(|st| st.engine.take_direct()) {
+    let s = match request {
+        None => match l.mpi.block(|st| st.engine.take_direct()) {
             DirectEnd::Done(s) => s,
             DirectEnd::Request(id) => l.mpi.wait_pending(id).0,
-        }
-    } else {
-        // Another thread's blocking receive holds the direct slot.
-        let id = express_irecv(l, comm_h, buf, count, dt, src, tag)?;
-        l.mpi.wait_pending(id).0
+        },
+        Some(id) => l.mpi.wait_pending(id).0,
     };
     // SAFETY: status is MPI_STATUS_IGNORE (null) or points to a caller-owned MPI_Status.
     unsafe { put_status(status, &s, false) };

@@ -206,21 +206,19 @@ impl Fabric {
     #[cold]
     fn open(&mut self, to: ProcIdx) {
         let i = to as usize;
-        {
-            self.eps[i] = if to == self.me {
-                Endpoint::Loopback
-            } else {
-                match (&self.seg, self.my_slot(), self.shm_slot[i]) {
-                    (Some(seg), Some(me), Some(peer)) => {
-                        Endpoint::Shm { prod: Producer::new(seg, me, peer), cma_ok: self.cfg.cma, lease: None }
-                    }
-                    _ if self.inbox_of.get(i).is_some_and(Option::is_some) => self.lease(to),
-                    // Whether TCP reaches it was checked at start-up; a failure to connect is
-                    // reported through `TcpNet::fatal`.
-                    _ => Endpoint::Tcp,
+        self.eps[i] = if to == self.me {
+            Endpoint::Loopback
+        } else {
+            match (&self.seg, self.my_slot(), self.shm_slot[i]) {
+                (Some(seg), Some(me), Some(peer)) => {
+                    Endpoint::Shm { prod: Producer::new(seg, me, peer), cma_ok: self.cfg.cma, lease: None }
                 }
-            };
-        }
+                _ if self.inbox_of.get(i).is_some_and(Option::is_some) => self.lease(to),
+                // Whether TCP reaches it was checked at start-up; a failure to connect is
+                // reported through `TcpNet::fatal`.
+                _ => Endpoint::Tcp,
+            }
+        };
     }
 }
 
