@@ -441,8 +441,8 @@ impl Engine {
         self.slots.len()
     }
 
-    /// The status and communicator of completed request `id`, releasing it in the same lookup
-    /// (the completion calls' common case); None if there is no such request.
+    /// The status and communicator of completed request `id`, which is then released (the
+    /// completion calls' common case); None if there is no such request.
     #[inline]
     pub fn take_status(&mut self, id: ReqId) -> Option<(Status, usize)> {
         let r = self.get(id)?;
@@ -958,61 +958,53 @@ impl Engine {
         }
         if matches!(h.kind, Kind::Eager | Kind::EagerSync) {
             // The common case: copy into the posted buffer in place.
+            let mut in_place = false;
             if let Proto::RecvPosted { sink } = &mut r.proto {
                 sink.write(0, payload);
-                if let Sink::Contig(_) = sink {
-                    // Completion without a second lookup: nothing to move out of the state.
-                    r.complete = true;
-                    let detached = r.detached;
+                in_place = matches!(sink, Sink::Contig(_));
+            }
+            // A receive into the application's buffer has nothing to move out of its state, so
+            // it completes here, without `finish`'s second lookup.
+            let detached = in_place.then(|| {
+                r.complete = true;
+                r.detached
+            });
+            if h.kind == Kind::EagerSync {
+                self.send_control(net, from, Header::control(Kind::SyncAck, h.id, 0));
+            }
+            match detached {
+                Some(detached) => {
                     self.completed_any = true;
-                    if h.kind == Kind::EagerSync {
-                        self.send_control(net, from, Header::control(Kind::SyncAck, h.id, 0));
-                    }
                     if detached {
                         self.release(id);
+                    }
+                }
+                None => self.finish(id),
+            }
+            return;
+        }
+        // A rendezvous (eager frames returned above).
+        let Proto::RecvPosted { sink } = std::mem::replace(&mut r.proto, Proto::Idle) else {
+            return;
+        };
+        if h.kind == Kind::Rts {
+            let n = h.len.min(cap) as usize;
+            if let Sink::Contig(buf) = sink {
+                if n >= net.coop_min() && h.aux != 0 && net.coop_slot(from, false).is_some() {
+                    let r = self.get_mut(id).unwrap();
+                    r.proto = Proto::RecvCoopWait { buf, h: *h, n };
+                    // The sender, should it vanish first (see `fail_peer`).
+                    r.to = from;
+                    if self.coop.iter().any(|c| self.get(*c).is_some_and(|r| r.to == from)) {
+                        // The pair's slot serves one copy at a time: this one follows.
+                        self.coop_wait.push_back(id);
+                    } else {
+                        self.start_coop(net, id);
                     }
                     return;
                 }
             }
-            if h.kind == Kind::EagerSync {
-                self.send_control(net, from, Header::control(Kind::SyncAck, h.id, 0));
-            }
-            self.finish(id);
-            return;
-        }
-        let Proto::RecvPosted { sink } = std::mem::replace(&mut r.proto, Proto::Idle) else {
-            return;
-        };
-        match h.kind {
-            Kind::Eager | Kind::EagerSync => {
-                let mut sink = sink;
-                sink.write(0, payload);
-                self.get_mut(id).unwrap().proto = Proto::RecvPosted { sink };
-                if h.kind == Kind::EagerSync {
-                    self.send_control(net, from, Header::control(Kind::SyncAck, h.id, 0));
-                }
-                self.finish(id);
-            }
-            Kind::Rts => {
-                let n = h.len.min(cap) as usize;
-                if let Sink::Contig(buf) = sink {
-                    if n >= net.coop_min() && h.aux != 0 && net.coop_slot(from, false).is_some() {
-                        let r = self.get_mut(id).unwrap();
-                        r.proto = Proto::RecvCoopWait { buf, h: *h, n };
-                        // The sender, should it vanish first (see `fail_peer`).
-                        r.to = from;
-                        if self.coop.iter().any(|c| self.get(*c).is_some_and(|r| r.to == from)) {
-                            // The pair's slot serves one copy at a time: this one follows.
-                            self.coop_wait.push_back(id);
-                        } else {
-                            self.start_coop(net, id);
-                        }
-                        return;
-                    }
-                }
-                self.rendezvous(net, id, from, h, sink, n);
-            }
-            _ => {}
+            self.rendezvous(net, id, from, h, sink, n);
         }
     }
 
