@@ -224,13 +224,13 @@ pub(crate) use coll_entry;
 
 /// A blocking barrier, bcast, reduce or allreduce is where a communicator gets its
 /// shared-memory area, if it can have one (`Mpi::attach_shm`): every member calls it there.
-fn attach_shm(mode: &Mode, comm_h: usize) {
+/// An invalid handle is left to the call's own checks, which report it.
+fn attach_shm(call: &str, mode: &Mode, comm_h: usize) {
     if !matches!(mode, Mode::Blocking) || comm_h == c::MPI_COMM_WORLD || comm_h == c::MPI_COMM_SELF {
         return;
     }
     let Some(l) = lib_fast() else { return };
-    let Ok(cm) = l.comm("", comm_h) else { return };
-    if cm.core.shm.get().is_none() && !cm.core.shm_checked.load(std::sync::atomic::Ordering::Acquire) {
+    if let Ok(cm) = l.comm(call, comm_h) {
         l.mpi.attach_shm(&cm.core, l.thread_level == c::MPI_THREAD_MULTIPLE);
     }
 }
@@ -273,7 +273,7 @@ fn contig_span(call: &str, p: *const c_void, count: i64, dt: usize) -> Option<Us
 
 fn barrier(mode: Mode, comm_h: usize) -> c_int {
     let call = "MPI_Barrier";
-    attach_shm(&mode, comm_h);
+    attach_shm(call, &mode, comm_h);
     if let Mode::Blocking = mode {
         if let Some(rc) = shm_fast(
             call,
@@ -306,7 +306,7 @@ coll_entry!(PMPI_Barrier, PMPI_Ibarrier, PMPI_Barrier_init, barrier, (comm: usiz
 
 fn bcast(mode: Mode, buf: *mut c_void, count: i64, dt: usize, root: c_int, comm_h: usize) -> c_int {
     let call = "MPI_Bcast";
-    attach_shm(&mode, comm_h);
+    attach_shm(call, &mode, comm_h);
     if let (Mode::Blocking, Some(b)) = (mode, contig_span(call, buf, count, dt)) {
         let fast = shm_fast(
             call,
@@ -374,7 +374,7 @@ fn reduce(
     comm_h: usize,
 ) -> c_int {
     let call = "MPI_Reduce";
-    attach_shm(&mode, comm_h);
+    attach_shm(call, &mode, comm_h);
     if let Mode::Blocking = mode {
         let d = contig_span(call, rbuf, count, dt);
         let src = if in_place(sbuf) { d } else { contig_span(call, sbuf, count, dt) };
@@ -491,7 +491,7 @@ fn allreduce(
     comm_h: usize,
 ) -> c_int {
     let call = "MPI_Allreduce";
-    attach_shm(&mode, comm_h);
+    attach_shm(call, &mode, comm_h);
     if let (Mode::Blocking, Some(d)) = (mode, contig_span(call, rbuf, count, dt)) {
         let src = if in_place(sbuf) { Some(None) } else { contig_span(call, sbuf, count, dt).map(Some) };
         if let (Some(src), Ok(r)) = (src, crate::ops::reducer(call, oph, dt)) {

@@ -893,8 +893,17 @@ impl Mpi {
     /// `multiple` (MPI_THREAD_MULTIPLE, which members may differ in) offers no free area but
     /// takes part in the exchange all the same: two of its threads could otherwise agree on
     /// the same area for two communicators at once.
+    #[inline]
     pub fn attach_shm(&self, comm: &Comm, multiple: bool) {
-        if comm.shm.get().is_some() || comm.shm_checked.swap(true, Ordering::AcqRel) {
+        // Every later collective pays only this load.
+        if !comm.shm_checked.load(Ordering::Acquire) && !comm.shm_checked.swap(true, Ordering::AcqRel) {
+            self.attach_shm_now(comm, multiple);
+        }
+    }
+
+    #[inline(never)]
+    fn attach_shm_now(&self, comm: &Comm, multiple: bool) {
+        if comm.shm.get().is_some() {
             return;
         }
         let Some(world) = self.world.shm.get() else { return };
