@@ -71,7 +71,10 @@ step "C test suite" env MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build
 # The fallback paths: no single-copy reads (data streamed through the rings), tiny rings that
 # fill constantly, a tiny eager limit (almost everything by rendezvous).
 step "C point-to-point suite, streamed rendezvous and tiny rings" env BATON_CMA=0 BATON_SHM_RING_SIZE=8192 BATON_SHM_EAGER_MAX=64 \
-  MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" tests/run-c-tests p2p_basic p2p_order p2p_modes p2p_probe p2p_complete p2p_express threads coll_basic
+  MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" tests/run-c-tests p2p_basic p2p_order p2p_modes p2p_probe p2p_complete p2p_express p2p_coop threads coll_basic
+# Cooperative copies from 64 KiB on: messages of 64 KiB-1 MiB shared in one or a few chunks.
+step "C point-to-point suite, cooperative copies from 64 KiB" env BATON_COOP_MIN=64k ALGORITHMS=none \
+  MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" tests/run-c-tests p2p_basic p2p_modes p2p_coop coll_bcast coll_reduce
 # Every rank pair over TCP (loopback), then with tiny frames and three stripes per peer: data
 # frames split by the kernel, streamed rendezvous for almost everything.
 step "C test suite over TCP (BATON_TRANSPORTS=tcp)" env BATON_TRANSPORTS=tcp ALGORITHMS=none \
