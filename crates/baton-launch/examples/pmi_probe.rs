@@ -206,6 +206,17 @@ fn spawn_loop(c: &mut PmiClient, count: usize) {
         after = launcher_usage();
     }
     println!("loop {count} fds {} {} {} threads {} {} {}", before.0, peak.0, after.0, before.1, peak.1, after.1);
+    if after.1 > before.1 {
+        // SAFETY: getppid has no preconditions.
+        let ppid = unsafe { libc::getppid() };
+        let names: Vec<String> = std::fs::read_dir(format!("/proc/{ppid}/task"))
+            .unwrap()
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+            .map(|n| n.trim().to_owned())
+            .collect();
+        println!("launcher threads left: {names:?}");
+    }
 }
 
 /// `reps` times: spawn `n` children that print when they started.
@@ -441,6 +452,10 @@ fn main() {
         "kv" => kv(&mut c),
         "parent" => parent(&mut c, &args[1..]),
         "spawn-loop" => {
+            // The launcher answers a fence from its event loop, which it
+            // enters only after starting its own threads: counting before
+            // that would count too few.
+            c.fence().unwrap();
             if rank == 0 {
                 spawn_loop(&mut c, arg(1).parse().unwrap());
             }

@@ -381,5 +381,5 @@ fn many_spawns_leave_no_descriptors_or_threads_behind_in_the_proxy() {
     let (fds, threads) = ((n[1], n[2], n[3]), (n[4], n[5], n[6]));
     eprintln!("250 spawns over 2 hosts in {:?}: proxy fds before/peak/after {fds:?}, threads {threads:?}", o.elapsed);
     assert!(fds.2 <= fds.0, "the proxy's descriptors grew: {line}");
-    assert!(threads.2 <= threads.0, "the proxy's threads grew: {line}");
+    assert!(threads.2 <= threads.0, "the proxy's threads grew: {}", o.stdout);
 }
