@@ -1,6 +1,6 @@
 /* ranks: 1 2 3 4 5 8 */
 /* timeout: 120 */
-/* algorithms: BATON_COLL_ALLGATHER=auto,ring,bruck,recursive_doubling */
+/* algorithms: BATON_COLL_ALLGATHER=auto,ring,bruck,recursive_doubling,shm */
 /* algorithms: BATON_COLL_ALLGATHERV=ring,linear */
 /* MPI_Allgather and MPI_Allgatherv in their blocking, nonblocking and
    persistent forms (and the _c forms for some cases): MPI_IN_PLACE on all

@@ -1,6 +1,6 @@
 /* ranks: 1 2 3 4 5 8 */
 /* timeout: 120 */
-/* algorithms: BATON_COLL_ALLTOALL=auto,pairwise,bruck,mesh,linear */
+/* algorithms: BATON_COLL_ALLTOALL=auto,pairwise,bruck,mesh,linear,shm */
 /* algorithms: BATON_COLL_ALLTOALLV=pairwise,linear */
 /* MPI_Alltoall, MPI_Alltoallv and MPI_Alltoallw in their blocking,
    nonblocking and persistent forms (and the _c forms for some cases):

@@ -2,7 +2,7 @@
 /* timeout: 120 */
 /* Collectives on communicators other than the world, which Baton gives
    shared-memory areas of their own at their first blocking barrier, bcast,
-   reduce or allreduce and takes back at MPI_Comm_free: duplicates, halves in
+   reduce, allreduce, allgather or alltoall and takes back at MPI_Comm_free: duplicates, halves in
    reversed rank order, more communicators alive at once than there are areas,
    areas reused by later communicators of other members, nonblocking
    collectives before and after the first blocking one, a communicator freed
@@ -11,6 +11,8 @@
 #include "check.h"
 
 static int wrank, wsize;
+
+static void blocks(MPI_Comm c, int salt);
 
 /* blocking barrier, bcast (small and 10 000 bytes), reduce and allreduce on c */
 static void exercise(MPI_Comm c, int salt)
@@ -49,6 +51,36 @@ static void exercise(MPI_Comm c, int salt)
     int seq = r, all = -1;
     CHECK_MPI(MPI_Allreduce(&seq, &all, 1, MPI_INT, MPI_MAX, c));
     CHECK(all == n - 1, "max rank %d", all);
+    blocks(c, salt);
+}
+
+/* allgather and alltoall of small blocks (through the area) and of blocks
+   too large for it, blocking and nonblocking */
+static void blocks(MPI_Comm c, int salt)
+{
+    int r, n;
+    MPI_Comm_rank(c, &r);
+    MPI_Comm_size(c, &n);
+    for (int len = 1; len <= 1500; len = len * 37 + 2) {
+        int *s = malloc(sizeof(int) * len * n), *d = malloc(sizeof(int) * len * n);
+        for (int j = 0; j < len * n; j++)
+            s[j] = salt + r * 100000 + j;
+        CHECK_MPI(MPI_Allgather(s, len, MPI_INT, d, len, MPI_INT, c));
+        for (int j = 0; j < len * n; j++)
+            CHECK(d[j] == salt + (j / len) * 100000 + j % len, "allgather of %d ints: [%d] = %d", len, j, d[j]);
+        CHECK_MPI(MPI_Alltoall(s, len, MPI_INT, d, len, MPI_INT, c));
+        for (int j = 0; j < len * n; j++)
+            CHECK(d[j] == salt + (j / len) * 100000 + r * len + j % len, "alltoall of %d ints: [%d] = %d", len, j, d[j]);
+        MPI_Request q;
+        for (int j = 0; j < len * n; j++)
+            d[j] = -1;
+        CHECK_MPI(MPI_Ialltoall(s, len, MPI_INT, d, len, MPI_INT, c, &q));
+        CHECK_MPI(MPI_Wait(&q, MPI_STATUS_IGNORE));
+        for (int j = 0; j < len * n; j++)
+            CHECK(d[j] == salt + (j / len) * 100000 + r * len + j % len, "ialltoall of %d ints: [%d] = %d", len, j, d[j]);
+        free(s);
+        free(d);
+    }
 }
 
 /* nonblocking collectives mixed with blocking ones on c */
@@ -88,6 +120,15 @@ int main(int argc, char **argv)
         exercise(d, 1);
         mixed(d, 2);
         exercise(d, 3);
+        MPI_Comm_free(&d);
+    }
+
+    /* an alltoall as the first blocking collective */
+    {
+        MPI_Comm d;
+        MPI_Comm_dup(MPI_COMM_WORLD, &d);
+        blocks(d, 400);
+        exercise(d, 401);
         MPI_Comm_free(&d);
     }
 

@@ -222,7 +222,7 @@ pub(crate) use coll_entry;
 
 // ----- the shared-memory fast path -----
 
-/// A blocking barrier, bcast, reduce or allreduce is where a communicator gets its
+/// A blocking barrier, bcast, reduce, allreduce, allgather or alltoall is where a communicator gets its
 /// shared-memory area, if it can have one (`Mpi::attach_shm`): every member calls it there.
 /// An invalid handle is left to the call's own checks, which report it.
 fn attach_shm(call: &str, mode: &Mode, comm_h: usize) {
@@ -254,6 +254,52 @@ fn shm_fast(
         return None;
     }
     Some(guard(comm_h, || f(l, &cm, sh)))
+}
+
+/// The shared-memory fast path of a blocking allgather or alltoall on contiguous buffers whose
+/// blocks (`count` elements of the datatype) agree in size; None sends the call down the
+/// general path.
+fn blocks_fast(
+    call: &str,
+    mode: &Mode,
+    comm_h: usize,
+    send: (*const c_void, i64, usize),
+    recv: (*mut c_void, i64, usize),
+    coll: Coll,
+) -> Option<c_int> {
+    if !matches!(mode, Mode::Blocking) {
+        return None;
+    }
+    let (sblk, rblk) = (contig_span(call, send.0, send.1, send.2)?, contig_span(call, recv.0, recv.1, recv.2)?);
+    let b = rblk.len();
+    if sblk.len() != b {
+        return None;
+    }
+    shm_fast(
+        call,
+        comm_h,
+        coll,
+        b,
+        |s| s,
+        |l, cm, sh| {
+            let (n, me) = (cm.core.size() as usize, cm.core.rank as usize);
+            let sent = if coll == Coll::Alltoall { n * b } else { b };
+            // SAFETY: MPI requires the send buffer to hold `sent` bytes (a block per rank for
+            // alltoall) and the receive buffer a block per rank, for the duration of this call.
+            let (src, dst) = unsafe { (UserBuf::new(send.0 as usize, sent), UserBuf::new(recv.0 as usize, n * b)) };
+            let kind = if coll == Coll::Alltoall { ShmKind::Alltoall } else { ShmKind::Allgather };
+            let seq = sh.run_blocking(&l.mpi, kind, Some(src.read(0, sent)));
+            for r in 0..n {
+                let block = match kind {
+                    ShmKind::Alltoall => sh.data_at(r, seq, sent, me * b, b),
+                    _ => sh.data(r, seq, b),
+                };
+                dst.write(r * b, block);
+            }
+            sh.finish(seq);
+            Ok(())
+        },
+    )
 }
 
 /// The bytes of `count` elements of contiguous datatype `dt` at `p`, when that is what they
@@ -1024,6 +1070,10 @@ fn allgather(
     comm_h: usize,
 ) -> c_int {
     let call = "MPI_Allgather";
+    attach_shm(call, &mode, comm_h);
+    if let Some(rc) = blocks_fast(call, &mode, comm_h, (sbuf, sc, st), (rbuf, rc, rt), Coll::Allgather) {
+        return rc;
+    }
     launch(mode, call, comm_h, |_, cm| {
         let n = cm.core.peer_size();
         no_in_place(call, cm, "send", sbuf)?;
@@ -1042,7 +1092,7 @@ fn allgather(
             inter::allgather(&mut s, src, &dst);
             return Ok(s);
         }
-        let a = algo::choose(Coll::Allgather, Shape { n, bytes: b, uniform: true, ..Default::default() })?;
+        let a = algo::choose(Coll::Allgather, Shape::of(&cm.core, b))?;
         let whole = Buf::new(call, "receive", rbuf, times(call, "receive", rc, n as usize)?, rt)?;
         let mut s = sched(cm, call);
         let whole = whole.region(&mut s);
@@ -1125,6 +1175,10 @@ fn alltoall(
     comm_h: usize,
 ) -> c_int {
     let call = "MPI_Alltoall";
+    attach_shm(call, &mode, comm_h);
+    if let Some(rc) = blocks_fast(call, &mode, comm_h, (sbuf, sc, st), (rbuf, rc, rt), Coll::Alltoall) {
+        return rc;
+    }
     launch(mode, call, comm_h, |_, cm| {
         let n = cm.core.peer_size();
         no_in_place(call, cm, "send", sbuf)?;
@@ -1143,7 +1197,7 @@ fn alltoall(
             inter::alltoall(&mut s, &src, &dst);
             return Ok(s);
         }
-        let a = algo::choose(Coll::Alltoall, Shape { n, bytes: b, uniform: true, ..Default::default() })?;
+        let a = algo::choose(Coll::Alltoall, Shape::of(&cm.core, b))?;
         let rwhole = Buf::new(call, "receive", rbuf, times(call, "receive", rc, n as usize)?, rt)?;
         let swhole = match sb {
             Some(_) => Some(Buf::new(call, "send", sbuf, times(call, "send", sc, n as usize)?, st)?),

@@ -115,9 +115,9 @@ impl Coll {
             Coll::Reduce => &["binomial", "shm"],
             Coll::Allreduce => &["recursive_doubling", "rabenseifner", "ring", "reduce_bcast", "shm"],
             Coll::Gather | Coll::Scatter => &["linear", "binomial"],
-            Coll::Allgather => &["ring", "bruck", "recursive_doubling"],
+            Coll::Allgather => &["ring", "bruck", "recursive_doubling", "shm"],
             Coll::Allgatherv => &["ring", "linear"],
-            Coll::Alltoall => &["pairwise", "bruck", "mesh", "linear"],
+            Coll::Alltoall => &["pairwise", "bruck", "mesh", "linear", "shm"],
             Coll::Alltoallv => &["pairwise", "linear"],
             Coll::ReduceScatter => &["reduce_scatterv", "recursive_halving", "pairwise"],
             Coll::Scan => &["recursive_doubling", "linear"],
@@ -186,7 +186,11 @@ pub fn choose(coll: Coll, sh: Shape) -> Result<Algo> {
         Algo::Binomial if matches!(coll, Coll::Gather | Coll::Scatter) => sh.uniform,
         Algo::Bruck | Algo::Mesh => sh.uniform,
         Algo::RecursiveDoubling if coll == Coll::Allgather => pow2,
-        Algo::Shm => sh.shm && sh.bytes <= super::shm::MAX_BYTES,
+        // An alltoall process publishes a block for every rank at once.
+        Algo::Shm if coll == Coll::Alltoall => {
+            sh.shm && sh.uniform && sh.bytes.saturating_mul(sh.n.max(0) as usize) <= super::shm::MAX_BYTES
+        }
+        Algo::Shm => sh.shm && sh.uniform && sh.bytes <= super::shm::MAX_BYTES,
         _ => true,
     };
     if let Some(a) = want {
@@ -195,7 +199,11 @@ pub fn choose(coll: Coll, sh: Shape) -> Result<Algo> {
         }
     }
     let auto = match coll {
-        Coll::Barrier | Coll::Bcast | Coll::Reduce | Coll::Allreduce if applies(Algo::Shm) && sh.n > 1 => Algo::Shm,
+        Coll::Barrier | Coll::Bcast | Coll::Reduce | Coll::Allreduce | Coll::Allgather | Coll::Alltoall
+            if applies(Algo::Shm) && sh.n > 1 =>
+        {
+            Algo::Shm
+        }
         Coll::Barrier => Algo::Dissemination,
         Coll::Bcast => {
             if sh.bytes >= 128 * 1024 && sh.n > 2 {
@@ -280,6 +288,12 @@ fn split(whole: Loc, unit: usize, parts: usize) -> Vec<Loc> {
 }
 
 /// The window covering windows `chunks[a..b]` (adjacent by construction).
+/// The one window `locs` make up when they lie end to end in one region.
+fn contiguous(locs: &[Loc]) -> Option<Loc> {
+    let adjacent = locs.windows(2).all(|w| w[0].region == w[1].region && w[0].off + w[0].len == w[1].off);
+    (adjacent && !locs.is_empty()).then(|| span(locs, 0, locs.len()))
+}
+
 fn span(chunks: &[Loc], a: usize, b: usize) -> Loc {
     if a >= b {
         return chunks[a.min(chunks.len() - 1)].at(0, 0);
@@ -737,6 +751,21 @@ pub fn allgather(s: &mut Schedule, a: Algo, src: Option<Loc>, blocks: &[Loc]) {
     let own = blocks[me as usize];
     let src = src.unwrap_or(own);
     match a {
+        Algo::Shm if n > 1 => {
+            // The blocks of a receive buffer lie end to end in its region; scratch otherwise.
+            let b = own.len;
+            match contiguous(blocks) {
+                Some(all) => s.shm(ShmKind::Allgather, Some(src), Some(all), b),
+                None => {
+                    let t = s.scratch(n as usize * b);
+                    s.shm(ShmKind::Allgather, Some(src), Some(t), b);
+                    for (i, &l) in blocks.iter().enumerate() {
+                        s.copy(t.at(i * b, b), l);
+                    }
+                }
+            }
+            s.end_round();
+        }
         Algo::Bruck if n > 1 => {
             let b = own.len;
             let tmp = s.scratch(n as usize * b);
@@ -819,6 +848,7 @@ pub fn alltoall(s: &mut Schedule, a: Algo, src: Option<&[Loc]>, dst: &[Loc]) {
         }
     };
     match a {
+        Algo::Shm if n > 1 => alltoall_shm(s, src, dst),
         Algo::Bruck if n > 1 => alltoall_bruck(s, src, dst),
         Algo::Mesh if n > 1 => alltoall_mesh(s, src, dst),
         Algo::Linear => {
@@ -840,6 +870,31 @@ pub fn alltoall(s: &mut Schedule, a: Algo, src: Option<&[Loc]>, dst: &[Loc]) {
             }
         }
     }
+}
+
+/// Alltoall through the collective area: one shared-memory step, with copies through scratch
+/// where the blocks do not lie end to end.
+fn alltoall_shm(s: &mut Schedule, src: &[Loc], dst: &[Loc]) {
+    let (n, b) = (s.size() as usize, dst[0].len);
+    let from = contiguous(src).unwrap_or_else(|| {
+        let t = s.scratch(n * b);
+        for (i, &l) in src.iter().enumerate() {
+            s.copy(l, t.at(i * b, b));
+        }
+        s.end_round();
+        t
+    });
+    match contiguous(dst) {
+        Some(to) => s.shm(ShmKind::Alltoall, Some(from), Some(to), b),
+        None => {
+            let t = s.scratch(n * b);
+            s.shm(ShmKind::Alltoall, Some(from), Some(t), b);
+            for (i, &l) in dst.iter().enumerate() {
+                s.copy(t.at(i * b, b), l);
+            }
+        }
+    }
+    s.end_round();
 }
 
 /// Bruck's alltoall: log n rounds; in round k every block whose (rotated) index has bit k set

@@ -456,6 +456,22 @@ impl Schedule {
                     self.write(step.dst.expect("bcast buffer"), sh.data(root, seq, step.len));
                 }
             }
+            ShmKind::Allgather => {
+                let dst = step.dst.expect("allgather buffer");
+                for r in 0..self.size() as usize {
+                    self.write(dst.at(r * step.len, step.len), sh.data(r, seq, step.len));
+                }
+            }
+            ShmKind::Alltoall => {
+                let dst = step.dst.expect("alltoall buffer");
+                let (n, me) = (self.size() as usize, self.rank() as usize);
+                for r in 0..n {
+                    self.write(
+                        dst.at(r * step.len, step.len),
+                        sh.data_at(r, seq, n * step.len, me * step.len, step.len),
+                    );
+                }
+            }
             ShmKind::Reduce { root } if root != self.rank() as usize => {}
             ShmKind::Reduce { .. } | ShmKind::Allreduce => {
                 let r = self.reducer.as_ref().expect("a reduction needs a reducer");

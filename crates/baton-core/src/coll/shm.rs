@@ -1,5 +1,5 @@
-//! Shared-memory collectives: barrier, bcast, reduce and allreduce through flags and buffers
-//! in the job's segment, with no messages at all.
+//! Shared-memory collectives: barrier, bcast, reduce, allreduce, allgather and alltoall through
+//! flags and buffers in the job's segment, with no messages at all.
 //!
 //! Every process has a slot in the segment's collective area ([`CollSlot`]): per parity a post
 //! line (a sequence number and up to 56 bytes of data) and a data buffer. The shared-memory
@@ -7,13 +7,13 @@
 //! member); collective `seq` uses parity `seq % 2`. A process
 //! - writes its data (into the post line when it fits, else into the buffer), then publishes
 //!   `post[seq % 2] = seq` (release): that is its arrival;
-//! - reads what it needs (every contribution for allreduce, the root's data for bcast) once the
-//!   writers' post lines say `seq`;
+//! - reads what it needs (every contribution for allreduce and allgather, its own block of every
+//!   process's row for alltoall, the root's data for bcast) once the writers' post lines say `seq`;
 //! - arrives at `seq` only after finishing `seq - 1` (nonblocking collectives included);
 //! - before writing data of parity `seq % 2` again, waits until every member has arrived at
 //!   `seq - 1`: a member arrives there only after finishing `seq - 2`, the last collective that
-//!   read that parity. For allreduce and barrier this holds already (this process saw every
-//!   arrival at `seq - 1`), so they never wait for it.
+//!   read that parity. For allreduce, allgather, alltoall and barrier this holds already (this
+//!   process saw every arrival at `seq - 1`), so they never wait for it.
 //!
 //! So a small allreduce costs each process one cache-line transfer per peer (its post line,
 //! number and data together) and no "done" flag at all; an earlier version had separate
@@ -22,6 +22,10 @@
 //! Allreduce has every process combine all contributions itself, in rank order, straight from
 //! the segment: for the small messages this serves, reading n cache-resident vectors is cheaper
 //! than any exchange, and a non-commutative operation comes out in the right order for free.
+//!
+//! Allgather and alltoall pay off most with more ranks than cores: every process writes all it
+//! sends at once and reads all it receives after the last arrival, so each is scheduled about
+//! once per collective, where message-based algorithms need a turn per round or per message.
 //!
 //! Areas: every process has [`COLL_AREAS`] slots, one per area. The world uses area 0 from
 //! `MPI_Init`. Another intracommunicator of the job's processes gets an area at its first
@@ -66,9 +70,17 @@ pub struct ShmColl {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShmKind {
     Barrier,
-    Bcast { root: usize },
-    Reduce { root: usize },
+    Bcast {
+        root: usize,
+    },
+    Reduce {
+        root: usize,
+    },
     Allreduce,
+    /// Every process writes its block; every process reads all blocks.
+    Allgather,
+    /// Every process writes one block per rank, in rank order; rank r reads block r of each.
+    Alltoall,
 }
 
 impl ShmColl {
@@ -130,7 +142,7 @@ impl ShmColl {
         match kind {
             ShmKind::Barrier => false,
             ShmKind::Bcast { root } => root == self.me,
-            ShmKind::Reduce { .. } | ShmKind::Allreduce => true,
+            ShmKind::Reduce { .. } | ShmKind::Allreduce | ShmKind::Allgather | ShmKind::Alltoall => true,
         }
     }
 
@@ -177,7 +189,9 @@ impl ShmColl {
         }
         let arrived = |r: usize| self.arrived(r, seq);
         match kind {
-            ShmKind::Barrier | ShmKind::Allreduce => (0..self.size()).all(arrived),
+            ShmKind::Barrier | ShmKind::Allreduce | ShmKind::Allgather | ShmKind::Alltoall => {
+                (0..self.size()).all(arrived)
+            }
             ShmKind::Reduce { root } if root == self.me => (0..self.size()).all(arrived),
             ShmKind::Reduce { .. } => true,
             ShmKind::Bcast { root } => root == self.me || arrived(root),
@@ -191,6 +205,17 @@ impl ShmColl {
             self.slot(r).read_inline(parity, len)
         } else {
             self.slot(r).read(parity, 0, len)
+        }
+    }
+
+    /// Bytes `off..off + len` of the `total` bytes rank `r` published for collective `seq`
+    /// (valid once [`can_finish`](Self::can_finish)); where they lie depends on `total`.
+    pub fn data_at(&self, r: usize, seq: u64, total: usize, off: usize, len: usize) -> &[u8] {
+        let parity = (seq % 2) as usize;
+        if total <= COLL_INLINE {
+            &self.slot(r).read_inline(parity, total)[off..off + len]
+        } else {
+            self.slot(r).read(parity, off, len)
         }
     }
 
