@@ -55,7 +55,8 @@ static void exercise(MPI_Comm c, int salt)
 }
 
 /* allgather and alltoall of small blocks (through the area) and of blocks
-   too large for it, blocking and nonblocking */
+   too large for it, blocking and nonblocking, with gathers and scatters (by
+   messages) in between */
 static void blocks(MPI_Comm c, int salt)
 {
     int r, n;
@@ -71,6 +72,21 @@ static void blocks(MPI_Comm c, int salt)
         CHECK_MPI(MPI_Alltoall(s, len, MPI_INT, d, len, MPI_INT, c));
         for (int j = 0; j < len * n; j++)
             CHECK(d[j] == salt + (j / len) * 100000 + r * len + j % len, "alltoall of %d ints: [%d] = %d", len, j, d[j]);
+        for (int root = 0; root < n; root += n > 2 ? n - 1 : 1) {
+            for (int j = 0; j < len * n; j++)
+                d[j] = -1;
+            CHECK_MPI(MPI_Gather(s, len, MPI_INT, d, len, MPI_INT, root, c));
+            if (r == root)
+                for (int j = 0; j < len * n; j++)
+                    CHECK(d[j] == salt + (j / len) * 100000 + j % len, "gather of %d ints to %d: [%d] = %d", len,
+                          root, j, d[j]);
+            for (int j = 0; j < len; j++)
+                d[j] = -1;
+            CHECK_MPI(MPI_Scatter(s, len, MPI_INT, d, len, MPI_INT, root, c));
+            for (int j = 0; j < len; j++)
+                CHECK(d[j] == salt + root * 100000 + r * len + j, "scatter of %d ints from %d: [%d] = %d", len, root,
+                      j, d[j]);
+        }
         MPI_Request q;
         for (int j = 0; j < len * n; j++)
             d[j] = -1;

@@ -887,7 +887,8 @@ impl Mpi {
 
     /// Gives intracommunicator `comm` a shared-memory collective area if all its members can
     /// share one (see [`crate::coll::shm`]): once per communicator, at its first blocking
-    /// barrier, bcast, reduce or allreduce, which every member calls at the same point. Nothing
+    /// barrier, bcast, reduce, allreduce, allgather or alltoall, which every member calls at
+    /// the same point. Nothing
     /// happens for a communicator that does not consist of this job's processes on one segment
     /// (the same at every member), or when no area is free at every member. A process with
     /// `multiple` (MPI_THREAD_MULTIPLE, which members may differ in) offers no free area but

@@ -29,7 +29,8 @@
 //!
 //! Areas: every process has [`COLL_AREAS`] slots, one per area. The world uses area 0 from
 //! `MPI_Init`. Another intracommunicator of the job's processes gets an area at its first
-//! blocking barrier, bcast, reduce or allreduce (the same call at every member, since members
+//! blocking barrier, bcast, reduce, allreduce, allgather or alltoall (the same call at every
+//! member, since members
 //! call collectives in the same order): the members exchange which areas each has free and the
 //! last sequence number each used in them ([`Mpi::attach_shm`]), take the lowest area free at
 //! all, and number their collectives from above every member's last number, so that a post line
