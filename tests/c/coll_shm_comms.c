@@ -6,7 +6,8 @@
    reversed rank order, more communicators alive at once than there are areas,
    areas reused by later communicators of other members, nonblocking
    collectives before and after the first blocking one, a communicator freed
-   with its last collective just finished, and MPI_IN_PLACE. Every result is
+   with its last collective just finished, MPI_IN_PLACE, and long loops of
+   small bcasts and reduces (their roots and contributors run ahead). Every result is
    checked against values computed here. */
 #include "check.h"
 
@@ -99,6 +100,41 @@ static void blocks(MPI_Comm c, int salt)
     }
 }
 
+/* long loops of small bcasts and reduces, whose root and contributors may run
+   many collectives ahead of the others, mixed with larger ones that may not */
+static void pipelined(MPI_Comm c, int salt)
+{
+    int r, n;
+    MPI_Comm_rank(c, &r);
+    MPI_Comm_size(c, &n);
+    for (int phase = 0; phase < 4; phase++) {
+        int root = (phase * 3) % n;
+        /* only bcasts: nothing holds the root back but the post lines */
+        for (int i = 0; i < 300; i++) {
+            long v[2] = {r == root ? salt + i : -1, r == root ? -i : -1};
+            CHECK_MPI(MPI_Bcast(v, 2, MPI_LONG, root, c));
+            CHECK(v[0] == salt + i && v[1] == -i, "bcast %d from %d: %ld %ld", i, root, v[0], v[1]);
+            if (phase == 1 && i % 37 == 0) {
+                int big[300];
+                for (int j = 0; j < 300; j++)
+                    big[j] = r == root ? i + j : -1;
+                CHECK_MPI(MPI_Bcast(big, 300, MPI_INT, root, c));
+                CHECK(big[0] == i && big[299] == i + 299, "large bcast %d: %d %d", i, big[0], big[299]);
+            }
+        }
+        /* only reduces: the contributors run ahead of the root */
+        for (int i = 0; i < 300; i++) {
+            long x = (long)r * i + salt, y = -1;
+            CHECK_MPI(MPI_Reduce(&x, &y, 1, MPI_LONG, MPI_SUM, root, c));
+            if (r == root)
+                CHECK(y == (long)i * n * (n - 1) / 2 + (long)n * salt, "reduce %d to %d: %ld", i, root, y);
+        }
+    }
+    long m = r, t = -1;
+    CHECK_MPI(MPI_Allreduce(&m, &t, 1, MPI_LONG, MPI_MAX, c));
+    CHECK(t == n - 1, "allreduce after the loops: %ld", t);
+}
+
 /* nonblocking collectives mixed with blocking ones on c */
 static void mixed(MPI_Comm c, int salt)
 {
@@ -134,10 +170,13 @@ int main(int argc, char **argv)
         CHECK_MPI(MPI_Wait(&q, MPI_STATUS_IGNORE));
         CHECK(s == (long)wsize * (wsize - 1) / 2, "first iallreduce: %ld", s);
         exercise(d, 1);
+        pipelined(d, 8);
         mixed(d, 2);
         exercise(d, 3);
         MPI_Comm_free(&d);
     }
+
+    pipelined(MPI_COMM_WORLD, 9);
 
     /* an alltoall as the first blocking collective */
     {

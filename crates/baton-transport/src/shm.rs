@@ -100,9 +100,14 @@ unsafe impl Sync for Segment {}
 pub const COLL_DATA: usize = 16 * 1024;
 /// Bytes of a collective's data that travel in the same cache line as its sequence number.
 pub const COLL_INLINE: usize = 56;
-/// Per process: two "post" lines (a sequence number and up to 56 bytes of data), 128 bytes
-/// apart, then two data buffers.
-const COLL_SLOT_BYTES: usize = 256 + 2 * COLL_DATA;
+/// Post lines per process and area, used in turn by successive collectives: with data that
+/// fits a post line, a process may run this many minus one collectives ahead of the slowest
+/// reader (a bcast root in a loop, the contributors of a reduce).
+pub const COLL_POSTS: usize = 64;
+const _: () = assert!(COLL_POSTS.is_power_of_two());
+/// Per process: [`COLL_POSTS`] "post" lines (a sequence number and up to 56 bytes of data),
+/// 128 bytes apart, then two data buffers.
+const COLL_SLOT_BYTES: usize = 128 * COLL_POSTS + 2 * COLL_DATA;
 /// Collective areas per process: area 0 serves `MPI_COMM_WORLD`, the others communicators
 /// created later, one each while it lives (see `baton_core::coll::shm`). Untouched areas cost
 /// no memory: the segment is a memfd.
@@ -223,15 +228,7 @@ impl Segment {
         debug_assert!(off + COLL_SLOT_BYTES <= self.bytes);
         // SAFETY: in bounds by the layout; the words are 128-byte aligned (the ring area ends on
         // a 64-byte multiple of 128-byte blocks plus ring sizes that are powers of two >= 4096).
-        unsafe {
-            let base = self.base.add(off);
-            CollSlot {
-                post: [&*(base as *const AtomicU64), &*(base.add(128) as *const AtomicU64)],
-                inline: [base.add(8), base.add(128 + 8)],
-                data: base.add(256),
-                _seg: std::marker::PhantomData,
-            }
-        }
+        CollSlot { base: unsafe { self.base.add(off) }, _seg: std::marker::PhantomData }
     }
 
     fn ring_base(&self, from: usize, to: usize) -> *mut u8 {
@@ -244,36 +241,53 @@ impl Segment {
     }
 }
 
-/// One process's part of the collective area, used by alternate collectives (parity 0 and 1):
-/// per parity a post line (the sequence number of the last collective of that parity this
-/// process arrived at, and up to [`COLL_INLINE`] bytes of its data in the same cache line, so a
-/// reader gets both in one transfer) and a data buffer for larger contributions.
+/// One process's part of the collective area: [`COLL_POSTS`] post lines used in turn by
+/// successive collectives (each holds the sequence number of the last collective of its turn
+/// this process arrived at, and up to [`COLL_INLINE`] bytes of its data in the same cache line,
+/// so a reader gets both in one transfer), and two data buffers for larger contributions, used
+/// by alternate collectives (parity 0 and 1).
 ///
 /// The protocol (in `baton-core`'s shared-memory collectives) makes access race-free: only
 /// the owner writes its post lines and buffers, data only before publishing the sequence number
 /// (release), and only once every reader has moved past the collective that last used that
 /// parity; readers read only after seeing the sequence number (acquire).
 pub struct CollSlot<'a> {
-    /// Per parity: the sequence number of the last collective this process arrived at.
-    pub post: [&'a AtomicU64; 2],
-    inline: [*mut u8; 2],
-    data: *mut u8,
+    /// The slot's first byte (128-byte aligned): the post lines, 128 bytes apart, then the
+    /// data buffers. Addresses are computed when used: the slot is looked up on every check.
+    base: *mut u8,
     _seg: std::marker::PhantomData<&'a Segment>,
 }
 
 impl<'a> CollSlot<'a> {
-    /// Writes `src` (clamped to [`COLL_INLINE`] bytes) into the post line of `parity`.
-    pub fn write_inline(&self, parity: usize, src: &[u8]) {
+    /// The sequence number of post line `line` (modulo [`COLL_POSTS`]): the last collective of
+    /// its turn this process arrived at.
+    pub fn post(&self, line: usize) -> &'a AtomicU64 {
+        // SAFETY: the word starts a 128-byte block of this slot, so it is in bounds and aligned.
+        unsafe { &*(self.base.add(128 * (line % COLL_POSTS)) as *const AtomicU64) }
+    }
+
+    fn inline_ptr(&self, line: usize) -> *mut u8 {
+        // SAFETY: the 56 bytes after the sequence word of a post line are in bounds of the slot.
+        unsafe { self.base.add(128 * (line % COLL_POSTS) + 8) }
+    }
+
+    fn data(&self) -> *mut u8 {
+        // SAFETY: the data buffers follow the post lines, inside the slot.
+        unsafe { self.base.add(128 * COLL_POSTS) }
+    }
+
+    /// Writes `src` (clamped to [`COLL_INLINE`] bytes) into post line `line` (modulo [`COLL_POSTS`]).
+    pub fn write_inline(&self, line: usize, src: &[u8]) {
         let n = src.len().min(COLL_INLINE);
         // SAFETY: the 56 bytes after the sequence word belong to this line; the protocol keeps
         // readers away while the owner writes them.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.inline[parity & 1], n) };
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.inline_ptr(line), n) };
     }
 
-    /// The first `n` (clamped) data bytes of the post line of `parity`.
-    pub fn read_inline(&self, parity: usize, n: usize) -> &'a [u8] {
+    /// The first `n` (clamped) data bytes of post line `line` (modulo [`COLL_POSTS`]).
+    pub fn read_inline(&self, line: usize, n: usize) -> &'a [u8] {
         // SAFETY: in bounds of the line; the protocol keeps the owner from writing it meanwhile.
-        unsafe { std::slice::from_raw_parts(self.inline[parity & 1], n.min(COLL_INLINE)) }
+        unsafe { std::slice::from_raw_parts(self.inline_ptr(line), n.min(COLL_INLINE)) }
     }
 
     /// Writes `src` at `off` of buffer `parity` (clamped to the buffer).
@@ -282,7 +296,7 @@ impl<'a> CollSlot<'a> {
         let n = src.len().min(COLL_DATA - off);
         // SAFETY: in bounds of this slot's buffer `parity & 1`; the protocol above keeps other
         // processes from reading it meanwhile.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.data.add((parity & 1) * COLL_DATA + off), n) };
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.data().add((parity & 1) * COLL_DATA + off), n) };
     }
 
     /// The bytes `[off, off+n)` of buffer `parity` (clamped).
@@ -290,7 +304,7 @@ impl<'a> CollSlot<'a> {
         let off = off.min(COLL_DATA);
         let n = n.min(COLL_DATA - off);
         // SAFETY: in bounds; the protocol above keeps the owner from writing it meanwhile.
-        unsafe { std::slice::from_raw_parts(self.data.add((parity & 1) * COLL_DATA + off), n) }
+        unsafe { std::slice::from_raw_parts(self.data().add((parity & 1) * COLL_DATA + off), n) }
     }
 }
 

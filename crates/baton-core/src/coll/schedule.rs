@@ -427,7 +427,7 @@ impl Schedule {
         let Some(step) = self.rounds.get(self.next).and_then(|r| r.shm) else { return true };
         let Some(sh) = self.comm.shm.get() else { return true };
         match self.shm_phase {
-            1 => sh.can_start(step.kind, self.shm_seq),
+            1 => sh.can_start(step.kind, self.shm_seq, step.len),
             2 => sh.can_finish(step.kind, self.shm_seq),
             _ => true,
         }
@@ -439,7 +439,7 @@ impl Schedule {
         let sh = self.comm.shm.get().expect("a shared-memory area").clone();
         let seq = self.shm_seq;
         if self.shm_phase == 1 {
-            if !sh.can_start(step.kind, seq) {
+            if !sh.can_start(step.kind, seq, step.len) {
                 return false;
             }
             let data = step.src.map(|l| self.bytes(l));

@@ -1,19 +1,24 @@
 //! Shared-memory collectives: barrier, bcast, reduce, allreduce, allgather and alltoall through
 //! flags and buffers in the job's segment, with no messages at all.
 //!
-//! Every process has a slot in the segment's collective area ([`CollSlot`]): per parity a post
-//! line (a sequence number and up to 56 bytes of data) and a data buffer. The shared-memory
-//! collectives of a communicator are numbered 1, 2, 3, ... in call order (the same on every
-//! member); collective `seq` uses parity `seq % 2`. A process
+//! Every process has a slot in the segment's collective area ([`CollSlot`]): [`COLL_POSTS`]
+//! post lines (a sequence number and up to 56 bytes of data) and two data buffers. The
+//! shared-memory collectives of a communicator are numbered 1, 2, 3, ... in call order (the
+//! same on every member); collective `seq` uses post line `seq % COLL_POSTS` and, for data
+//! that does not fit the line, buffer `seq % 2`. A process
 //! - writes its data (into the post line when it fits, else into the buffer), then publishes
-//!   `post[seq % 2] = seq` (release): that is its arrival;
+//!   `post[seq % COLL_POSTS] = seq` (release): that is its arrival;
 //! - reads what it needs (every contribution for allreduce and allgather, its own block of every
 //!   process's row for alltoall, the root's data for bcast) once the writers' post lines say `seq`;
 //! - arrives at `seq` only after finishing `seq - 1` (nonblocking collectives included);
-//! - before writing data of parity `seq % 2` again, waits until every member has arrived at
-//!   `seq - 1`: a member arrives there only after finishing `seq - 2`, the last collective that
-//!   read that parity. For allreduce, allgather, alltoall and barrier this holds already (this
-//!   process saw every arrival at `seq - 1`), so they never wait for it.
+//! - before writing data into a buffer, waits until every member has arrived at `seq - 1`: a
+//!   member arrives there only after finishing `seq - 2`, the last collective that could read
+//!   that buffer; before writing data into its post line, until every member has arrived at
+//!   `seq - COLL_POSTS + 1`, after the line's last use. For allreduce, allgather, alltoall and
+//!   barrier this holds already (this process saw every arrival at `seq - 1`), so they never
+//!   wait for it; a bcast root or a reduce contributor with small data may run up to
+//!   `COLL_POSTS - 1` collectives ahead of the others, which is what lets a loop of them
+//!   proceed without a context switch per call when ranks share cores.
 //!
 //! So a small allreduce costs each process one cache-line transfer per peer (its post line,
 //! number and data together) and no "done" flag at all; an earlier version had separate
@@ -45,7 +50,7 @@
 use super::Reducer;
 use crate::runtime::Mpi;
 pub use baton_transport::shm::COLL_AREAS;
-use baton_transport::shm::{CollSlot, Segment, COLL_DATA, COLL_INLINE};
+use baton_transport::shm::{CollSlot, Segment, COLL_DATA, COLL_INLINE, COLL_POSTS};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -127,6 +132,11 @@ impl ShmColl {
         self.next.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// The post line of collective `seq`.
+    fn line(&self, seq: u64) -> usize {
+        (seq % COLL_POSTS as u64) as usize
+    }
+
     fn slot(&self, rank: usize) -> CollSlot<'_> {
         self.seg.coll_slot(self.slots[rank], self.area)
     }
@@ -147,38 +157,48 @@ impl ShmColl {
         }
     }
 
-    /// Whether rank `r` has arrived at collective `seq` (or a later one of the same parity).
+    /// Whether rank `r` has arrived at collective `seq` (or a later one on the same line).
     fn arrived(&self, r: usize, seq: u64) -> bool {
-        self.slot(r).post[(seq % 2) as usize].load(Ordering::Acquire) >= seq
+        self.slot(r).post(self.line(seq)).load(Ordering::Acquire) >= seq
     }
 
-    /// Whether collective `seq` may publish its data now.
-    pub fn can_start(&self, kind: ShmKind, seq: u64) -> bool {
+    /// The bytes this process publishes for `kind` with `len` bytes of data (a block per rank
+    /// for alltoall).
+    fn published(&self, kind: ShmKind, len: usize) -> usize {
+        match kind {
+            ShmKind::Alltoall => len * self.size(),
+            _ => len,
+        }
+    }
+
+    /// Whether collective `seq` may publish its data (`len` bytes, a block for alltoall) now.
+    pub fn can_start(&self, kind: ShmKind, seq: u64, len: usize) -> bool {
         // A process arrives at `seq` only once it has finished `seq - 1` (not merely started it,
         // as nonblocking collectives could): that is what lets an arrival stand for "done with
         // everything before", so no separate done flag is needed.
         if self.started.load(Ordering::Acquire) != seq - 1 || self.finished.load(Ordering::Acquire) != seq - 1 {
             return false;
         }
-        // Writing data of this parity needs every reader of collective `seq - 2` done with it.
-        // The first two of this communicator have no earlier reader of this area to wait for: the
-        // area's previous communicator was freed only once all its members were done with it.
-        !self.writes(kind) || seq < self.first + 2 || (0..self.size()).all(|r| self.arrived(r, seq - 1))
+        // Writing needs every reader of the last collective that used the same place done with
+        // it: `seq - 2` for a buffer, `seq - COLL_POSTS` for a post line. The first ones of this
+        // communicator have no earlier reader of this area to wait for: the area's previous
+        // communicator was freed only once all its members were done with it.
+        let back = if self.published(kind, len) <= COLL_INLINE { COLL_POSTS as u64 - 1 } else { 1 };
+        !self.writes(kind) || seq <= self.first + back || (0..self.size()).all(|r| self.arrived(r, seq - back))
     }
 
     /// Publishes this process's part of collective `seq` (`data`: its contribution, if any).
     pub fn start(&self, kind: ShmKind, seq: u64, data: Option<&[u8]>) {
         let mine = self.slot(self.me);
-        let parity = (seq % 2) as usize;
         if let (true, Some(d)) = (self.writes(kind), data) {
             if d.len() <= COLL_INLINE {
-                mine.write_inline(parity, d);
+                mine.write_inline(self.line(seq), d);
             } else {
-                mine.write(parity, 0, d);
+                mine.write((seq % 2) as usize, 0, d);
             }
         }
         // SeqCst: pairs with a sleeper's SeqCst registration (see `Segment::ring`).
-        mine.post[parity].store(seq, Ordering::SeqCst);
+        mine.post(self.line(seq)).store(seq, Ordering::SeqCst);
         self.started.store(seq, Ordering::Release);
         self.wake_others();
     }
@@ -201,22 +221,16 @@ impl ShmColl {
 
     /// Rank `r`'s data for collective `seq` (valid once [`can_finish`](Self::can_finish)).
     pub fn data(&self, r: usize, seq: u64, len: usize) -> &[u8] {
-        let parity = (seq % 2) as usize;
-        if len <= COLL_INLINE {
-            self.slot(r).read_inline(parity, len)
-        } else {
-            self.slot(r).read(parity, 0, len)
-        }
+        self.data_at(r, seq, len, 0, len)
     }
 
     /// Bytes `off..off + len` of the `total` bytes rank `r` published for collective `seq`
     /// (valid once [`can_finish`](Self::can_finish)); where they lie depends on `total`.
     pub fn data_at(&self, r: usize, seq: u64, total: usize, off: usize, len: usize) -> &[u8] {
-        let parity = (seq % 2) as usize;
         if total <= COLL_INLINE {
-            &self.slot(r).read_inline(parity, total)[off..off + len]
+            &self.slot(r).read_inline(self.line(seq), total)[off..off + len]
         } else {
-            self.slot(r).read(parity, off, len)
+            self.slot(r).read((seq % 2) as usize, off, len)
         }
     }
 
@@ -236,8 +250,12 @@ impl ShmColl {
     /// [`combine`](Self::combine)) and calls [`finish`](Self::finish).
     pub fn run_blocking(&self, mpi: &Mpi, kind: ShmKind, data: Option<&[u8]>) -> u64 {
         let seq = self.next_seq();
-        if !self.can_start(kind, seq) {
-            mpi.block(|_| self.can_start(kind, seq).then_some(()));
+        let len = match kind {
+            ShmKind::Alltoall => data.map_or(0, |d| d.len() / self.size()),
+            _ => data.map_or(0, <[u8]>::len),
+        };
+        if !self.can_start(kind, seq, len) {
+            mpi.block(|_| self.can_start(kind, seq, len).then_some(()));
         }
         self.start(kind, seq, data);
         if !self.can_finish(kind, seq) {
