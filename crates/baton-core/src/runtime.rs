@@ -440,6 +440,9 @@ impl Mpi {
         // This host's share of the job (the launcher numbers each host's ranks from 0).
         let local_size = env_num("BATON_LOCAL_SIZE").filter(|&n| n >= 1 && n <= size).unwrap_or(size);
         let local_rank = env_num("BATON_LOCAL_RANK").filter(|&r| r < local_size).unwrap_or(rank);
+        let mut cfg = FabricConfig::from_env();
+        // Every process of the host derives the same size: the segment's rings must agree.
+        cfg.ring_size = cfg.ring_size_for(local_size as usize);
         let s = Setup {
             rank,
             size,
@@ -448,7 +451,7 @@ impl Mpi {
             pid,
             local_rank,
             local_size,
-            cfg: FabricConfig::from_env(),
+            cfg,
             bell: Arc::new(std::sync::OnceLock::new()),
         };
         let wired = match pmi {

@@ -380,6 +380,12 @@ impl Producer {
         }
     }
 
+    /// Bytes of the ring this producer writes.
+    #[inline]
+    pub fn ring_size(&self) -> usize {
+        self.size
+    }
+
     /// Largest payload that can ever be pushed in one record.
     pub fn max_payload(&self) -> usize {
         self.size / 2 - RECORD_HEADER - ALIGN
