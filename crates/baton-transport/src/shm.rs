@@ -353,9 +353,27 @@ pub struct Consumer {
 // SAFETY: as for Producer.
 unsafe impl Send for Consumer {}
 
+/// Backs `len` bytes at `p` with pages now. A producer does this for its ring when the
+/// endpoint opens, so that the first pass of messages through the ring does not allocate a
+/// page every 4 KiB: with 1 MiB rings that cost an 8-byte ping-pong measured over a short run
+/// 0.25–0.28 µs a message instead of 0.13–0.19 (the consumer then maps pages that exist,
+/// which measured as cheap; populating its side too would commit every ring of the host at
+/// `MPI_Init`, used or not). Best effort: kernels before 5.14 refuse, and pages fault as before.
+fn populate(p: *mut u8, len: usize) {
+    const MADV_POPULATE_WRITE: libc::c_int = 23;
+    let start = (p as usize).next_multiple_of(PAGE);
+    let end = (p as usize + len) / PAGE * PAGE;
+    if end > start {
+        // SAFETY: the range lies inside a live shared mapping of this process; populating it
+        // changes no byte.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, MADV_POPULATE_WRITE) };
+    }
+}
+
 impl Producer {
     pub fn new(seg: &Arc<Segment>, me: usize, peer: usize) -> Producer {
         let base = seg.ring_base(me, peer);
+        populate(base, RING_CTL_BYTES + seg.ring_size);
         // SAFETY: the ring and the peer's control block lie in `seg`'s mapping, kept alive.
         unsafe { Producer::raw(seg.clone(), base, seg.ring_size, seg.ctl(peer), seg.stamp_key()) }
     }
