@@ -785,9 +785,12 @@ pub fn allgather(s: &mut Schedule, a: Algo, src: Option<Loc>, blocks: &[Loc]) {
             s.end_round();
         }
         Algo::RecursiveDoubling if n > 1 => {
-            s.copy(src, own);
+            // The first step sends the caller's block from where it lies (see the ring below).
+            s.send(me ^ 1, src);
+            s.recv(me ^ 1, blocks[(me ^ 1) as usize]);
+            copy_own(s, src, own);
             s.end_round();
-            let mut mask = 1;
+            let mut mask = 2;
             while mask < n {
                 let peer = me ^ mask;
                 let mine = (me & !(mask - 1)) as usize;
@@ -806,16 +809,33 @@ pub fn allgather(s: &mut Schedule, a: Algo, src: Option<Loc>, blocks: &[Loc]) {
             s.copy(src, own);
             s.end_round();
         }
-        _ => {
-            s.copy(src, own);
+        _ if n == 1 => {
+            copy_own(s, src, own);
             s.end_round();
+        }
+        _ => {
+            // The first step sends the caller's block from where it lies and copies it into
+            // place afterwards. Sending the fresh copy instead made the peer read lines this
+            // process had just written: 64 KiB with 2 ranks took 20 µs, against 10 µs for a
+            // copy and a sendrecv from the send buffer.
             let (left, right) = (ring_idx(me - 1, n), ring_idx(me + 1, n));
-            for i in 0..n - 1 {
+            s.send(right, src);
+            s.recv(left, blocks[left as usize]);
+            copy_own(s, src, own);
+            s.end_round();
+            for i in 1..n - 1 {
                 s.send(right, blocks[ring_idx(me - i, n) as usize]);
                 s.recv(left, blocks[ring_idx(me - i - 1, n) as usize]);
                 s.end_round();
             }
         }
+    }
+}
+
+/// Copies this rank's block into its place in the result, unless it is there already (in place).
+fn copy_own(s: &mut Schedule, src: Loc, own: Loc) {
+    if src != own {
+        s.copy(src, own);
     }
 }
 
