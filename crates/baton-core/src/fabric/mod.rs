@@ -431,3 +431,41 @@ impl Fabric {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(set: Option<usize>) -> FabricConfig {
+        FabricConfig {
+            eager_max: 16 * 1024,
+            ring_size: set.unwrap_or(128 * 1024),
+            ring_size_set: set.is_some(),
+            cma: true,
+            coop_min: 256 * 1024,
+        }
+    }
+
+    #[test]
+    fn rings_share_32_mib_between_128_kib_and_1_mib() {
+        let c = cfg(None);
+        let sizes: Vec<usize> = [1, 2, 4, 6, 8, 11, 16, 64].iter().map(|&n| c.ring_size_for(n)).collect();
+        let k = 1024;
+        assert_eq!(sizes, [1024 * k, 1024 * k, 1024 * k, 512 * k, 512 * k, 256 * k, 128 * k, 128 * k]);
+        assert!(sizes.iter().all(|s| s.is_power_of_two()));
+    }
+
+    #[test]
+    fn an_explicit_ring_size_wins() {
+        assert_eq!(cfg(Some(8192)).ring_size_for(2), 8192);
+        assert_eq!(cfg(Some(4 << 20)).ring_size_for(64), 4 << 20);
+    }
+
+    #[test]
+    fn sizes_parse_with_units() {
+        assert_eq!(parse_size("64k"), Some(64 * 1024));
+        assert_eq!(parse_size(" 1M "), Some(1 << 20));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("x"), None);
+    }
+}
