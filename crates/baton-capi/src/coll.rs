@@ -222,8 +222,8 @@ pub(crate) use coll_entry;
 
 // ----- the shared-memory fast path -----
 
-/// A blocking barrier, bcast, reduce, allreduce, allgather or alltoall is where a communicator gets its
-/// shared-memory area, if it can have one (`Mpi::attach_shm`): every member calls it there.
+/// A blocking barrier, bcast, reduce, allreduce, allgather or alltoall is where a
+/// communicator gets its shared-memory area, if it can have one (`Mpi::attach_shm`): every member calls it there.
 /// An invalid handle is left to the call's own checks, which report it.
 fn attach_shm(call: &str, mode: &Mode, comm_h: usize) {
     if !matches!(mode, Mode::Blocking) || comm_h == c::MPI_COMM_WORLD || comm_h == c::MPI_COMM_SELF {
@@ -282,19 +282,15 @@ fn blocks_fast(
         b,
         |s| s,
         |l, cm, sh| {
-            let (n, me) = (cm.core.size() as usize, cm.core.rank as usize);
-            let sent = if coll == Coll::Alltoall { n * b } else { b };
+            let n = cm.core.size() as usize;
+            let kind = if coll == Coll::Alltoall { ShmKind::Alltoall } else { ShmKind::Allgather };
+            let sent = sh.published(kind, b);
             // SAFETY: MPI requires the send buffer to hold `sent` bytes (a block per rank for
             // alltoall) and the receive buffer a block per rank, for the duration of this call.
             let (src, dst) = unsafe { (UserBuf::new(send.0 as usize, sent), UserBuf::new(recv.0 as usize, n * b)) };
-            let kind = if coll == Coll::Alltoall { ShmKind::Alltoall } else { ShmKind::Allgather };
             let seq = sh.run_blocking(&l.mpi, kind, Some(src.read(0, sent)));
             for r in 0..n {
-                let block = match kind {
-                    ShmKind::Alltoall => sh.data_at(r, seq, sent, me * b, b),
-                    _ => sh.data(r, seq, b),
-                };
-                dst.write(r * b, block);
+                dst.write(r * b, sh.block(kind, r, seq, b));
             }
             sh.finish(seq);
             Ok(())

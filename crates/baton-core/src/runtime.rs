@@ -891,9 +891,9 @@ impl Mpi {
     /// Gives intracommunicator `comm` a shared-memory collective area if all its members can
     /// share one (see [`crate::coll::shm`]): once per communicator, at its first blocking
     /// barrier, bcast, reduce, allreduce, allgather or alltoall, which every member calls at
-    /// the same point. Nothing
-    /// happens for a communicator that does not consist of this job's processes on one segment
-    /// (the same at every member), or when no area is free at every member. A process with
+    /// the same point. Nothing happens for a communicator that does not consist of this job's
+    /// processes on one segment (the same at every member), or when no area is free at every
+    /// member. A process with
     /// `multiple` (MPI_THREAD_MULTIPLE, which members may differ in) offers no free area but
     /// takes part in the exchange all the same: two of its threads could otherwise agree on
     /// the same area for two communicators at once.

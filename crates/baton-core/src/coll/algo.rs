@@ -288,12 +288,6 @@ fn split(whole: Loc, unit: usize, parts: usize) -> Vec<Loc> {
 }
 
 /// The window covering windows `chunks[a..b]` (adjacent by construction).
-/// The one window `locs` make up when they lie end to end in one region.
-fn contiguous(locs: &[Loc]) -> Option<Loc> {
-    let adjacent = locs.windows(2).all(|w| w[0].region == w[1].region && w[0].off + w[0].len == w[1].off);
-    (adjacent && !locs.is_empty()).then(|| span(locs, 0, locs.len()))
-}
-
 fn span(chunks: &[Loc], a: usize, b: usize) -> Loc {
     if a >= b {
         return chunks[a.min(chunks.len() - 1)].at(0, 0);
@@ -754,7 +748,7 @@ pub fn allgather(s: &mut Schedule, a: Algo, src: Option<Loc>, blocks: &[Loc]) {
         Algo::Shm if n > 1 => {
             // The blocks of a receive buffer lie end to end in its region; scratch otherwise.
             let b = own.len;
-            match contiguous(blocks) {
+            match Loc::joined(blocks) {
                 Some(all) => s.shm(ShmKind::Allgather, Some(src), Some(all), b),
                 None => {
                     let t = s.scratch(n as usize * b);
@@ -896,7 +890,7 @@ pub fn alltoall(s: &mut Schedule, a: Algo, src: Option<&[Loc]>, dst: &[Loc]) {
 /// where the blocks do not lie end to end.
 fn alltoall_shm(s: &mut Schedule, src: &[Loc], dst: &[Loc]) {
     let (n, b) = (s.size() as usize, dst[0].len);
-    let from = contiguous(src).unwrap_or_else(|| {
+    let from = Loc::joined(src).unwrap_or_else(|| {
         let t = s.scratch(n * b);
         for (i, &l) in src.iter().enumerate() {
             s.copy(l, t.at(i * b, b));
@@ -904,7 +898,7 @@ fn alltoall_shm(s: &mut Schedule, src: &[Loc], dst: &[Loc]) {
         s.end_round();
         t
     });
-    match contiguous(dst) {
+    match Loc::joined(dst) {
         Some(to) => s.shm(ShmKind::Alltoall, Some(from), Some(to), b),
         None => {
             let t = s.scratch(n * b);

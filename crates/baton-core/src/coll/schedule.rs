@@ -68,6 +68,13 @@ impl Loc {
         debug_assert!(off + len <= self.len);
         Loc { region: self.region, off: self.off + off, len }
     }
+
+    /// The one window `locs` make up when they lie end to end in one region.
+    pub fn joined(locs: &[Loc]) -> Option<Loc> {
+        let first = *locs.first()?;
+        let adjacent = locs.windows(2).all(|w| w[0].region == w[1].region && w[0].off + w[0].len == w[1].off);
+        adjacent.then(|| Loc { len: locs.iter().map(|l| l.len).sum(), ..first })
+    }
 }
 
 /// `remote`: on an intercommunicator, `peer` is a rank of the remote group and the message
@@ -334,9 +341,8 @@ impl Schedule {
     fn sink(&self, locs: &[Loc]) -> (Sink, bool) {
         // Adjacent windows of one region are one window: a local fact, so merging them here
         // never changes how many messages the peer sends.
-        let merged = locs.windows(2).all(|w| w[0].region == w[1].region && w[0].off + w[0].len == w[1].off);
-        if let (Some(first), true) = (locs.first(), merged) {
-            let len = locs.iter().map(|l| l.len).sum();
+        if let Some(first) = Loc::joined(locs) {
+            let len = first.len;
             return match &self.regions[first.region as usize] {
                 Region::Scratch(s) => (Sink::Scratch(s.clone(), first.off, len), false),
                 r @ Region::User { span, base_off, layout } => match r.contig() {
@@ -427,7 +433,7 @@ impl Schedule {
         let Some(step) = self.rounds.get(self.next).and_then(|r| r.shm) else { return true };
         let Some(sh) = self.comm.shm.get() else { return true };
         match self.shm_phase {
-            1 => sh.can_start(step.kind, self.shm_seq, step.len),
+            1 => sh.can_start(step.kind, self.shm_seq, sh.published(step.kind, step.len)),
             2 => sh.can_finish(step.kind, self.shm_seq),
             _ => true,
         }
@@ -439,7 +445,7 @@ impl Schedule {
         let sh = self.comm.shm.get().expect("a shared-memory area").clone();
         let seq = self.shm_seq;
         if self.shm_phase == 1 {
-            if !sh.can_start(step.kind, seq, step.len) {
+            if !sh.can_start(step.kind, seq, sh.published(step.kind, step.len)) {
                 return false;
             }
             let data = step.src.map(|l| self.bytes(l));
@@ -456,20 +462,10 @@ impl Schedule {
                     self.write(step.dst.expect("bcast buffer"), sh.data(root, seq, step.len));
                 }
             }
-            ShmKind::Allgather => {
-                let dst = step.dst.expect("allgather buffer");
+            ShmKind::Allgather | ShmKind::Alltoall => {
+                let dst = step.dst.expect("allgather/alltoall buffer");
                 for r in 0..self.size() as usize {
-                    self.write(dst.at(r * step.len, step.len), sh.data(r, seq, step.len));
-                }
-            }
-            ShmKind::Alltoall => {
-                let dst = step.dst.expect("alltoall buffer");
-                let (n, me) = (self.size() as usize, self.rank() as usize);
-                for r in 0..n {
-                    self.write(
-                        dst.at(r * step.len, step.len),
-                        sh.data_at(r, seq, n * step.len, me * step.len, step.len),
-                    );
+                    self.write(dst.at(r * step.len, step.len), sh.block(step.kind, r, seq, step.len));
                 }
             }
             ShmKind::Reduce { root } if root != self.rank() as usize => {}

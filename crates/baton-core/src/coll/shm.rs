@@ -35,8 +35,7 @@
 //! Areas: every process has [`COLL_AREAS`] slots, one per area. The world uses area 0 from
 //! `MPI_Init`. Another intracommunicator of the job's processes gets an area at its first
 //! blocking barrier, bcast, reduce, allreduce, allgather or alltoall (the same call at every
-//! member, since members
-//! call collectives in the same order): the members exchange which areas each has free and the
+//! member, since members call collectives in the same order): the members exchange which areas each has free and the
 //! last sequence number each used in them ([`Mpi::attach_shm`]), take the lowest area free at
 //! all, and number their collectives from above every member's last number, so that a post line
 //! left from the area's previous communicator never reads as an arrival. `MPI_Comm_free` gives
@@ -162,17 +161,17 @@ impl ShmColl {
         self.slot(r).post(self.line(seq)).load(Ordering::Acquire) >= seq
     }
 
-    /// The bytes this process publishes for `kind` with `len` bytes of data (a block per rank
-    /// for alltoall).
-    fn published(&self, kind: ShmKind, len: usize) -> usize {
+    /// The bytes a process publishes for `kind` with blocks of `len` bytes (a block per rank
+    /// for alltoall, one otherwise).
+    pub fn published(&self, kind: ShmKind, len: usize) -> usize {
         match kind {
             ShmKind::Alltoall => len * self.size(),
             _ => len,
         }
     }
 
-    /// Whether collective `seq` may publish its data (`len` bytes, a block for alltoall) now.
-    pub fn can_start(&self, kind: ShmKind, seq: u64, len: usize) -> bool {
+    /// Whether collective `seq` may publish its data (`bytes` in all) now.
+    pub fn can_start(&self, kind: ShmKind, seq: u64, bytes: usize) -> bool {
         // A process arrives at `seq` only once it has finished `seq - 1` (not merely started it,
         // as nonblocking collectives could): that is what lets an arrival stand for "done with
         // everything before", so no separate done flag is needed.
@@ -183,7 +182,7 @@ impl ShmColl {
         // it: `seq - 2` for a buffer, `seq - COLL_POSTS` for a post line. The first ones of this
         // communicator have no earlier reader of this area to wait for: the area's previous
         // communicator was freed only once all its members were done with it.
-        let back = if self.published(kind, len) <= COLL_INLINE { COLL_POSTS as u64 - 1 } else { 1 };
+        let back = if bytes <= COLL_INLINE { COLL_POSTS as u64 - 1 } else { 1 };
         !self.writes(kind) || seq <= self.first + back || (0..self.size()).all(|r| self.arrived(r, seq - back))
     }
 
@@ -234,6 +233,15 @@ impl ShmColl {
         }
     }
 
+    /// Rank `r`'s block of `len` bytes for this process in allgather or alltoall `seq` (valid
+    /// once [`can_finish`](Self::can_finish)): all it published, or its block for this rank.
+    pub fn block(&self, kind: ShmKind, r: usize, seq: u64, len: usize) -> &[u8] {
+        match kind {
+            ShmKind::Alltoall => self.data_at(r, seq, len * self.size(), self.me * len, len),
+            _ => self.data(r, seq, len),
+        }
+    }
+
     /// Combines every member's contribution to collective `seq` into `acc`, in rank order:
     /// right to left, each step's input the lower rank's.
     pub fn combine(&self, seq: u64, r: &Reducer, acc: &mut [u8]) {
@@ -250,12 +258,9 @@ impl ShmColl {
     /// [`combine`](Self::combine)) and calls [`finish`](Self::finish).
     pub fn run_blocking(&self, mpi: &Mpi, kind: ShmKind, data: Option<&[u8]>) -> u64 {
         let seq = self.next_seq();
-        let len = match kind {
-            ShmKind::Alltoall => data.map_or(0, |d| d.len() / self.size()),
-            _ => data.map_or(0, <[u8]>::len),
-        };
-        if !self.can_start(kind, seq, len) {
-            mpi.block(|_| self.can_start(kind, seq, len).then_some(()));
+        let bytes = data.map_or(0, <[u8]>::len);
+        if !self.can_start(kind, seq, bytes) {
+            mpi.block(|_| self.can_start(kind, seq, bytes).then_some(()));
         }
         self.start(kind, seq, data);
         if !self.can_finish(kind, seq) {
