@@ -4,7 +4,8 @@
 #  1. 3 hosts with 2 slots each: ranks 0-1, 2-3, 4-5 share a host (shared memory inside a host,
 #     TCP between hosts; 8 ranks wrap around);
 #  2. point-to-point and a few collectives on 2 hosts with one slot each (every pair over TCP,
-#     cyclic placement), 3 stripes per peer and tiny frames, over IPv6 (BATON_TCP_IF=fd83::/64);
+#     cyclic placement), 3 stripes per peer and tiny frames, over IPv6 only (BATON_TCP_IF and the
+#     launcher's -iface fd83::/64);
 #  3. (dpm) MPI_Comm_spawn across the 3 hosts (tests/hosts/dpm_spawn_hosts.c): both parents on
 #     host 1, children placed on free slots, by the info keys "host" (one host or a list) and
 #     "map_by", each checked through MPI_Get_processor_name; p2p, a collective and disconnect
@@ -49,7 +50,7 @@ fi
 if has p2p; then
 echo "--- 2 hosts x 1 slot, 3 stripes, tiny frames, IPv6"
 octets=${NETNS_NET#*.}
-ALGORITHMS=none BATON_TCP_IF="fd${octets%%.*}::/64" BATON_TCP_STRIPES=3 BATON_TCP_EAGER_MAX=64 BATON_TCP_CHUNK=4096 MPIEXEC_FLAGS="$rsh -hosts ${h}1,${h}2" \
+ALGORITHMS=none BATON_TCP_IF="fd${octets%%.*}::/64" BATON_TCP_STRIPES=3 BATON_TCP_EAGER_MAX=64 BATON_TCP_CHUNK=4096 MPIEXEC_FLAGS="$rsh -iface fd${octets%%.*}::/64 -hosts ${h}1,${h}2" \
   "$root/tests/run-c-tests" p2p_basic p2p_order p2p_modes p2p_probe p2p_large_count threads coll_bcast coll_alltoall ||
   fails=$((fails + 1))
 fi

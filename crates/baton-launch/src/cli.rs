@@ -48,8 +48,10 @@ Global options (apply to all segments):
   --rsh CMD, -launcher-exec CMD
                             remote shell for other hosts, run as
                             'CMD HOST COMMAND' (default: $BATON_RSH, else ssh)
-  -iface IF                 reach mpiexec through IF's addresses
-                            (default: $BATON_LAUNCH_IF, else all)
+  -iface IF                 reach mpiexec at the addresses IF selects:
+                            interface names, subnets ADDR/BITS or addresses,
+                            comma-separated (default: $BATON_LAUNCH_IF, else
+                            all routable ones, IPv4 first)
   --version                 print the version and exit
   -h, --help                print this help and exit
 

@@ -168,7 +168,7 @@ impl Spawner {
         if h.eq_ignore_ascii_case(&self.node) || sys::is_local_host(h, &self.hostname, &[]) {
             return Ok(());
         }
-        let addrs: Vec<_> = sys::interface_addrs().into_iter().map(|(_, a)| a).collect();
+        let addrs: Vec<_> = sys::host_addrs();
         if sys::is_local_host(h, &self.hostname, &addrs) {
             return Ok(());
         }

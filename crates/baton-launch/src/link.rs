@@ -12,6 +12,7 @@
 //! the same timeout, so a peer behind a dead link cannot block a sender
 //! for longer either.
 
+use baton_transport::sys::{interface_addrs, is_link_local_v6, routable, IfAddr};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -168,7 +169,11 @@ pub fn start_listener(listener: TcpListener, secret: Secret, tx: Sender<Event>) 
     thread::Builder::new().name("tree-accept".into()).spawn(move || {
         for conn in listener.incoming() {
             let Ok(stream) = conn else { continue };
-            let peer = stream.peer_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+            // A dual-stack listener sees IPv4 peers as ::ffff:a.b.c.d; logs show them as IPv4.
+            let peer = stream
+                .peer_addr()
+                .map(|p| SocketAddr::new(p.ip().to_canonical(), p.port()))
+                .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
             if pending.fetch_add(1, Ordering::SeqCst) >= MAX_PENDING_AUTH {
                 pending.fetch_sub(1, Ordering::SeqCst);
                 let reason = "too many connections authenticating at once".to_owned();
@@ -227,26 +232,44 @@ pub fn connect_parent(addrs: &[SocketAddr], secret: &Secret, node: u32) -> Resul
     Err(errors.join("; "))
 }
 
-/// The addresses a child should try to reach a listener on `port`: those
-/// of `iface` when given, else every non-loopback IPv4 address (loopback
-/// when there is none).
+/// The addresses a child should try to reach a listener on `port`, in order: those that
+/// `iface` selects when given (a comma-separated list of interface names, subnets
+/// `ADDR/BITS` or addresses, as `BATON_TCP_IF`), else every routable address, IPv4 ones
+/// first; loopback when there is none.
 pub fn advertised_addrs(iface: Option<&str>, port: u16) -> Result<Vec<SocketAddr>, String> {
-    let all = sys::interface_addrs();
-    let v4 = |a: &IpAddr| matches!(a, IpAddr::V4(_));
-    let addrs: Vec<IpAddr> = match iface {
-        Some(want) => {
-            let mine: Vec<IpAddr> = all.iter().filter(|(n, a)| n == want && v4(a)).map(|(_, a)| *a).collect();
-            if mine.is_empty() {
-                return Err(format!("interface '{want}' does not exist, is down or has no IPv4 address"));
+    let all: Vec<IfAddr> = interface_addrs().into_iter().filter(|a| a.up).collect();
+    Ok(choose_advertised(&all, iface)?.into_iter().map(|ip| SocketAddr::new(ip, port)).collect())
+}
+
+fn choose_advertised(all: &[IfAddr], iface: Option<&str>) -> Result<Vec<IpAddr>, String> {
+    let mut picked: Vec<IpAddr> = match iface {
+        Some(list) => {
+            // Link-local IPv6 would need the dialling host's scope: never advertised.
+            let usable = |a: &&IfAddr| !matches!(a.addr, IpAddr::V6(v) if is_link_local_v6(&v));
+            let specs = list.split(',').map(str::trim).filter(|s| !s.is_empty());
+            let picked: Vec<IpAddr> = specs
+                .flat_map(|spec| all.iter().filter(move |a| a.matches(spec)).filter(usable))
+                .map(|a| a.addr)
+                .collect();
+            if picked.is_empty() {
+                let have: Vec<String> = all.iter().map(|a| format!("{} {}", a.name, a.addr)).collect();
+                return Err(format!("'{list}' matches no usable address of this host (it has: {})", have.join(", ")));
             }
-            mine
+            picked
         }
-        None => all.iter().filter(|(_, a)| v4(a) && !a.is_loopback()).map(|(_, a)| *a).collect(),
+        None => {
+            let ok = all.iter().map(|a| a.addr).filter(routable);
+            ok.clone().filter(IpAddr::is_ipv4).chain(ok.filter(IpAddr::is_ipv6)).collect()
+        }
     };
-    let mut out: Vec<SocketAddr> = addrs.into_iter().map(|a| SocketAddr::new(a, port)).collect();
-    out.dedup();
+    let mut out = Vec::with_capacity(picked.len());
+    for ip in picked.drain(..) {
+        if !out.contains(&ip) {
+            out.push(ip);
+        }
+    }
     if out.is_empty() {
-        out.push(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
+        out.push(IpAddr::V4(Ipv4Addr::LOCALHOST));
     }
     Ok(out)
 }
@@ -271,5 +294,51 @@ pub fn heartbeat_timeout_from_env() -> Result<Duration, String> {
             }
             _ => Err(format!("BATON_HEARTBEAT_TIMEOUT={v:?} is not a number of seconds between 1 and 86400")),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ifa(name: &str, addr: &str) -> IfAddr {
+        let addr: IpAddr = addr.parse().unwrap();
+        IfAddr { name: name.into(), addr, prefix: 24, up: true, loopback: addr.is_loopback() }
+    }
+
+    #[test]
+    fn advertised_addresses() {
+        let all = [
+            ifa("lo", "127.0.0.1"),
+            ifa("lo", "::1"),
+            ifa("eth0", "fe80::1"),
+            ifa("eth0", "fd77::1"),
+            ifa("eth0", "10.77.0.1"),
+            ifa("eth1", "192.168.5.9"),
+        ];
+        let ips = |v: &[&str]| v.iter().map(|s| s.parse::<IpAddr>().unwrap()).collect::<Vec<_>>();
+        // By default: routable ones, IPv4 first, never loopback or link-local.
+        assert_eq!(choose_advertised(&all, None).unwrap(), ips(&["10.77.0.1", "192.168.5.9", "fd77::1"]));
+        // A name: all its usable addresses, in the kernel's order.
+        assert_eq!(choose_advertised(&all, Some("eth0")).unwrap(), ips(&["fd77::1", "10.77.0.1"]));
+        assert_eq!(choose_advertised(&all, Some("lo")).unwrap(), ips(&["127.0.0.1", "::1"]));
+        // Subnets and addresses, in the order given, without repeats.
+        assert_eq!(choose_advertised(&all, Some("fd77::/64")).unwrap(), ips(&["fd77::1"]));
+        assert_eq!(
+            choose_advertised(&all, Some("192.168.0.0/16, eth0,10.77.0.1")).unwrap(),
+            ips(&["192.168.5.9", "fd77::1", "10.77.0.1"])
+        );
+        let err = choose_advertised(&all, Some("eth7")).unwrap_err();
+        assert!(err.contains("'eth7' matches no usable address") && err.contains("eth1 192.168.5.9"), "{err}");
+        assert!(choose_advertised(&all, Some("fe80::/10")).is_err());
+        // Nothing routable: loopback, for a job that turns out to be on this host only.
+        assert_eq!(choose_advertised(&all[..3], None).unwrap(), ips(&["127.0.0.1"]));
+    }
+
+    #[test]
+    fn parent_lists_take_ipv6() {
+        let v = parse_addrs("10.0.0.1:5,[fd77::254]:6").unwrap();
+        assert_eq!(v[1], "[fd77::254]:6".parse::<SocketAddr>().unwrap());
+        assert!(parse_addrs("").is_err());
     }
 }

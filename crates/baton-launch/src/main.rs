@@ -134,7 +134,7 @@ fn plan_and_launch(opts: &cli::Options) -> Result<i32, (String, i32)> {
     // An oversubscribed job still has room for itself.
     let universe_size = total_slots.max(u64::from(size)).min(u64::from(u32::MAX)) as u32;
     let placement = hosts::place(size, &slots, opts.mapping);
-    let addrs: Vec<_> = sys::interface_addrs().into_iter().map(|(_, a)| a).collect();
+    let addrs: Vec<_> = sys::host_addrs();
     let local: Vec<bool> = opts.hosts.iter().map(|h| sys::is_local_host(&h.name, &host, &addrs)).collect();
     let names: Vec<String> = opts.hosts.iter().map(|h| h.name.clone()).collect();
     let first = placement.first().copied().unwrap_or(0);

@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -70,7 +70,7 @@ pub fn start_proxy(
     } else {
         let (prog, lead) = rsh.split_first().ok_or("empty remote shell command")?;
         // ssh hands the remote shell one string; quote what could break it.
-        let remote = format!("exec {} --proxy --node {node_s} --parent {addrs}", shell_quote(exe));
+        let remote = format!("exec {} --proxy --node {node_s} --parent {}", shell_quote(exe), shell_quote(&addrs));
         cmd = Command::new(prog);
         cmd.args(lead).arg(host).arg(remote);
     }
@@ -295,7 +295,7 @@ fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, Stri
     let mut start_error = None;
     if !below.is_empty() {
         let listener =
-            TcpListener::bind(("0.0.0.0", 0)).map_err(|e| format!("cannot open a port for the proxies below: {e}"))?;
+            sys::listen_everywhere().map_err(|e| format!("cannot open a port for the proxies below: {e}"))?;
         let port = listener.local_addr().map_err(|e| e.to_string())?.port();
         let iface = Some(proxy.spec.iface.as_str()).filter(|s| !s.is_empty());
         let addrs = link::advertised_addrs(iface, port)?;

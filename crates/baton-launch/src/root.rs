@@ -236,8 +236,8 @@ pub fn launch(opts: &cli::Options, plan: Plan) -> Result<i32, (String, i32)> {
     // Loopback suffices while every proxy, including those a spawned job
     // may need later, runs here.
     let all_local = plan.local.iter().all(|&l| l);
-    let bind_ip = if all_local { "127.0.0.1" } else { "0.0.0.0" };
-    let listener = TcpListener::bind((bind_ip, 0)).map_err(|e| (format!("cannot open the launcher port: {e}"), 1))?;
+    let listener = if all_local { TcpListener::bind(("127.0.0.1", 0)) } else { sys::listen_everywhere() }
+        .map_err(|e| (format!("cannot open the launcher port: {e}"), 1))?;
     let port = listener.local_addr().map_err(|e| (format!("cannot open the launcher port: {e}"), 1))?.port();
     let loopback = vec![SocketAddr::from(([127, 0, 0, 1], port))];
     let advertised = if all_local {

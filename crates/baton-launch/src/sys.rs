@@ -4,7 +4,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -50,43 +50,53 @@ pub fn is_local_host(h: &str, me: &str, addrs: &[IpAddr]) -> bool {
         || (!h_l.contains('.') && h_l == short(me))
 }
 
-/// Every address of every interface that is up: `(interface, address)`.
-pub fn interface_addrs() -> Vec<(String, IpAddr)> {
-    let mut out = Vec::new();
-    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `list` with a linked list we free below.
-    if unsafe { libc::getifaddrs(&mut list) } != 0 {
-        return out;
+/// Every address of every interface that is up.
+pub fn host_addrs() -> Vec<IpAddr> {
+    baton_transport::sys::interface_addrs().into_iter().filter(|a| a.up).map(|a| a.addr).collect()
+}
+
+/// A listener on every address of this host, IPv6 and IPv4 alike: one dual-stack socket,
+/// whatever `net.ipv6.bindv6only` says; IPv4 alone where the kernel has no IPv6.
+pub fn listen_everywhere() -> std::io::Result<std::net::TcpListener> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // SAFETY: socket has no memory preconditions; a negative result is checked.
+    let fd = unsafe { libc::socket(libc::AF_INET6, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return std::net::TcpListener::bind(("0.0.0.0", 0));
     }
-    let mut cur = list;
-    while !cur.is_null() {
-        // SAFETY: cur points into the list returned by getifaddrs, which
-        // stays valid until freeifaddrs; ifa_name is a C string and
-        // ifa_addr, when not null, points to a sockaddr of the family it
-        // names.
-        unsafe {
-            let ifa = &*cur;
-            cur = ifa.ifa_next;
-            if ifa.ifa_addr.is_null() || ifa.ifa_flags & libc::IFF_UP as u32 == 0 {
-                continue;
-            }
-            let name = std::ffi::CStr::from_ptr(ifa.ifa_name).to_string_lossy().into_owned();
-            match i32::from((*ifa.ifa_addr).sa_family) {
-                libc::AF_INET => {
-                    let sa = &*(ifa.ifa_addr as *const libc::sockaddr_in);
-                    out.push((name, IpAddr::V4(Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr)))));
-                }
-                libc::AF_INET6 => {
-                    let sa = &*(ifa.ifa_addr as *const libc::sockaddr_in6);
-                    out.push((name, IpAddr::V6(Ipv6Addr::from(sa.sin6_addr.s6_addr))));
-                }
-                _ => {}
-            }
-        }
+    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+    let off: libc::c_int = 0;
+    // SAFETY: the option value is a c_int of the size passed.
+    let dual = unsafe {
+        libc::setsockopt(
+            raw,
+            libc::IPPROTO_IPV6,
+            libc::IPV6_V6ONLY,
+            (&off as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    } == 0;
+    if !dual {
+        return std::net::TcpListener::bind(("0.0.0.0", 0));
     }
-    // SAFETY: list came from getifaddrs and is freed once.
-    unsafe { libc::freeifaddrs(list) };
-    out
+    // SAFETY: all-zero is a valid sockaddr_in6 (the unspecified address, port 0).
+    let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+    sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+    // SAFETY: `sa` is a sockaddr_in6 of the length passed; listen takes only the descriptor.
+    let ok = unsafe {
+        libc::bind(
+            raw,
+            (&sa as *const libc::sockaddr_in6).cast(),
+            std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+        ) == 0
+            && libc::listen(raw, 128) == 0
+    };
+    if !ok {
+        return std::net::TcpListener::bind(("0.0.0.0", 0));
+    }
+    Ok(std::net::TcpListener::from(fd))
 }
 
 pub fn random_job_id() -> Result<u64, String> {
@@ -492,7 +502,12 @@ mod tests {
     }
 
     #[test]
-    fn loopback_is_listed() {
-        assert!(interface_addrs().iter().any(|(_, a)| a.is_loopback()));
+    fn dual_stack_listener_takes_ipv4_and_ipv6() {
+        let l = listen_everywhere().unwrap();
+        let port = l.local_addr().unwrap().port();
+        assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
+        if l.local_addr().unwrap().is_ipv6() {
+            assert!(std::net::TcpStream::connect(("::1", port)).is_ok());
+        }
     }
 }

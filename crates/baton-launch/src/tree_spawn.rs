@@ -214,7 +214,7 @@ impl Job {
         }
         let t = self.tree.as_ref().expect("tree mode");
         let is_this_machine = |h: &str| {
-            let addrs: Vec<IpAddr> = sys::interface_addrs().into_iter().map(|(_, a)| a).collect();
+            let addrs: Vec<IpAddr> = sys::host_addrs();
             sys::is_local_host(h, &sys::hostname(), &addrs)
         };
         let hosts = HostNames { names: &self.names, local: &t.local, is_this_machine: &is_this_machine };

@@ -122,6 +122,11 @@ impl Hosts {
     /// `n` hosts for test number `id` (1..=200), or `None` (with the reason
     /// printed) where namespaces cannot be made.
     fn up(id: u32, n: u32) -> Option<Hosts> {
+        Self::up_with(id, n, &[])
+    }
+
+    /// As `up`, with more arguments for `netns-hosts up` (`--ipv6`: also fdXX:id::K/64).
+    fn up_with(id: u32, n: u32, extra: &[&str]) -> Option<Hosts> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             eprintln!("skipping: multi-host namespace tests need root");
@@ -134,7 +139,9 @@ impl Hosts {
             ("NETNS_NET".to_owned(), format!("10.79.{id}")),
         ];
         let hosts = Hosts { env, names: (1..=n).map(|k| format!("{prefix}{k}")).collect() };
-        let out = hosts.script(&["up", &n.to_string()]);
+        let n_s = n.to_string();
+        let args: Vec<&str> = ["up", n_s.as_str()].into_iter().chain(extra.iter().copied()).collect();
+        let out = hosts.script(&args);
         match out.status.code() {
             Some(0) => Some(hosts),
             Some(77) => {
@@ -288,6 +295,42 @@ fn tree_of_three_hosts_exchanges_keys() {
     assert!(parent_of(&h.names[1]).starts_with("10.79.1.1:"), "{}", o.stdout);
     assert!(!parent_of(&h.names[0]).contains("10.79.1.1:"), "{}", o.stdout);
     assert!(parent_of(&h.names[2]).contains("10.79.1.254:"), "{}", o.stdout);
+}
+
+#[test]
+fn tree_over_ipv6_only() {
+    let Some(h) = Hosts::up_with(9, 3, &["--ipv6"]) else { return };
+    // Every launcher connection over IPv6: mpiexec's and host 1's listeners, dual-stack,
+    // advertise only what `-iface` selects, and the proxies dial those.
+    let p = probe();
+    let env = [("BATON_LAUNCH_FANOUT", "2")];
+    let list = h.list(&[":2", ":2", ":2"]);
+    let args = ["-l", "--rsh", &rsh(), "-iface", "fd79:9::/64", "-hosts", &list, "-n", "6", &p, "kv"];
+    let o = mpiexec(&args, &env);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let want: Vec<String> = (0..6).map(|r| format!("[{r}] rank {r} of 6 ok appnum 0 universe 6")).collect();
+    assert_eq!(sorted_lines(&o.stdout), want);
+
+    let script = "echo $BATON_NODE $(tr '\\0' ' ' < /proc/$PPID/cmdline | sed 's/.*--parent //')";
+    let args = ["--rsh", &rsh(), "-iface", "fd79:9::/64", "-hosts", &h.list(&[]), "-n", "3", "sh", "-c", script];
+    let o = mpiexec(&args, &env);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let parent_of = |host: &str| {
+        let line = o.stdout.lines().find(|l| l.starts_with(&format!("{host} "))).unwrap().to_owned();
+        line.split_whitespace().nth(1).unwrap().to_owned()
+    };
+    assert!(parent_of(&h.names[1]).starts_with("[fd79:9::1]:"), "{}", o.stdout);
+    assert_eq!(parent_of(&h.names[0]).split(',').count(), 1, "{}", o.stdout);
+    assert!(parent_of(&h.names[0]).starts_with("[fd79:9::254]:"), "{}", o.stdout);
+
+    // Without -iface both families are offered, IPv4 first.
+    let args = ["--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "3", "sh", "-c", script];
+    let o = mpiexec(&args, &env);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let p1 = o.stdout.lines().find(|l| l.starts_with(&format!("{} ", h.names[0]))).unwrap().to_owned();
+    let v4 = p1.find("10.79.9.254:").expect(&p1);
+    let v6 = p1.find("[fd79:9::254]:").expect(&p1);
+    assert!(v4 < v6, "{p1}");
 }
 
 #[test]

@@ -24,6 +24,46 @@ pub struct IfAddr {
     pub loopback: bool,
 }
 
+impl IfAddr {
+    /// Whether `spec` (an interface name, a subnet `ADDR/BITS` or an address) names this
+    /// address: the syntax of `BATON_TCP_IF` and of mpiexec's `-iface`.
+    pub fn matches(&self, spec: &str) -> bool {
+        use std::net::IpAddr;
+        if spec == self.name {
+            return true;
+        }
+        if let Some((net, bits)) = spec.split_once('/') {
+            let (Ok(net), Ok(bits)) = (net.parse::<IpAddr>(), bits.parse::<u32>()) else { return false };
+            return match (net, self.addr) {
+                (IpAddr::V4(n), IpAddr::V4(x)) if bits <= 32 => {
+                    let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
+                    u32::from(n) & mask == u32::from(x) & mask
+                }
+                (IpAddr::V6(n), IpAddr::V6(x)) if bits <= 128 => {
+                    let mask = if bits == 0 { 0 } else { u128::MAX << (128 - bits) };
+                    u128::from(n) & mask == u128::from(x) & mask
+                }
+                _ => false,
+            };
+        }
+        spec.parse::<IpAddr>().is_ok_and(|ip| ip == self.addr)
+    }
+}
+
+/// Whether another host can dial `ip` as it is. Loopback cannot; link-local IPv6 needs a scope
+/// (an interface index of the dialling host), so it is never chosen either.
+pub fn routable(ip: &std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v) => !v.is_loopback() && !v.is_link_local(),
+        std::net::IpAddr::V6(v) => !v.is_loopback() && !is_link_local_v6(v),
+    }
+}
+
+/// fe80::/10 (`Ipv6Addr::is_unicast_link_local` is not stable at our minimum Rust).
+pub fn is_link_local_v6(v: &std::net::Ipv6Addr) -> bool {
+    (v.segments()[0] & 0xffc0) == 0xfe80
+}
+
 /// Every IPv4 and IPv6 address of this host's interfaces, in the kernel's order.
 pub fn interface_addrs() -> Vec<IfAddr> {
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -176,4 +216,43 @@ pub fn start_singleton_server(
         return Err(std::io::Error::other(format!("{} --singleton-server gave no address", mpiexec.display())));
     }
     Ok((child, addr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ifa(name: &str, addr: &str) -> IfAddr {
+        IfAddr { name: name.into(), addr: addr.parse().unwrap(), prefix: 24, up: true, loopback: false }
+    }
+
+    #[test]
+    fn interface_specs() {
+        let a = ifa("veth1", "10.77.0.3");
+        assert!(a.matches("veth1"));
+        assert!(a.matches("10.77.0.0/24"));
+        assert!(a.matches("10.77.0.3"));
+        assert!(a.matches("0.0.0.0/0"));
+        assert!(!a.matches("10.78.0.0/16"));
+        assert!(!a.matches("10.77.0.0/33"));
+        assert!(!a.matches("eth0"));
+        assert!(!a.matches("fd77::/64"));
+        let b = ifa("veth1", "fd77::3");
+        assert!(b.matches("fd77::/64"));
+        assert!(b.matches("fd77::3"));
+        assert!(!b.matches("fd78::/64"));
+        assert!(!b.matches("10.77.0.0/24"));
+        assert!(!routable(&"fe80::1".parse().unwrap()));
+        assert!(!routable(&"febf::1".parse().unwrap()));
+        assert!(routable(&"fec0::1".parse().unwrap()));
+        assert!(!routable(&"::1".parse().unwrap()));
+        assert!(!routable(&"127.0.0.1".parse().unwrap()));
+        assert!(!routable(&"169.254.3.4".parse().unwrap()));
+        assert!(routable(&"10.0.0.1".parse().unwrap()));
+    }
+
+    #[test]
+    fn loopback_is_listed() {
+        assert!(interface_addrs().iter().any(|a| a.loopback && a.addr.is_loopback()));
+    }
 }

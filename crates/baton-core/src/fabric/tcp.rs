@@ -23,7 +23,7 @@
 use crate::engine::{Engine, Net, ProcIdx};
 use baton_pmi::auth::{client_handshake_keyed, server_handshake_keyed, Secret, TRANSPORT};
 use baton_transport::frame::Header;
-use baton_transport::sys::{interface_addrs, IfAddr};
+use baton_transport::sys::{interface_addrs, routable, IfAddr};
 use baton_transport::tcp::{self, EventFd, FrameSink, Poller, Rx, Tx};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -66,43 +66,13 @@ impl TcpConfig {
     }
 }
 
-/// Whether `spec` (an interface name, a subnet `ADDR/BITS` or an address) names `a`.
-fn iface_matches(spec: &str, a: &IfAddr) -> bool {
-    if spec == a.name {
-        return true;
-    }
-    if let Some((net, bits)) = spec.split_once('/') {
-        let (Ok(net), Ok(bits)) = (net.parse::<IpAddr>(), bits.parse::<u32>()) else { return false };
-        return match (net, a.addr) {
-            (IpAddr::V4(n), IpAddr::V4(x)) if bits <= 32 => {
-                let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
-                u32::from(n) & mask == u32::from(x) & mask
-            }
-            (IpAddr::V6(n), IpAddr::V6(x)) if bits <= 128 => {
-                let mask = if bits == 0 { 0 } else { u128::MAX << (128 - bits) };
-                u128::from(n) & mask == u128::from(x) & mask
-            }
-            _ => false,
-        };
-    }
-    spec.parse::<IpAddr>().is_ok_and(|ip| ip == a.addr)
-}
-
-/// Link-local IPv6 addresses need a scope to be dialled; they are never chosen by default.
-fn routable(ip: &IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v) => !v.is_loopback() && !v.is_link_local(),
-        IpAddr::V6(v) => !v.is_loopback() && (v.segments()[0] & 0xffc0) != 0xfe80,
-    }
-}
-
 /// The address to listen on. `BATON_TCP_IF` decides when set; otherwise loopback when every
 /// process of the job is on this host, else the first routable address (IPv4 first).
 pub fn choose_addr(cfg: &TcpConfig, all_local: bool) -> Result<IpAddr, String> {
     let addrs: Vec<IfAddr> = interface_addrs().into_iter().filter(|a| a.up).collect();
     if let Some(list) = &cfg.iface {
         for spec in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            if let Some(a) = addrs.iter().find(|a| iface_matches(spec, a)) {
+            if let Some(a) = addrs.iter().find(|a| a.matches(spec)) {
                 return Ok(a.addr);
             }
         }
@@ -953,27 +923,5 @@ mod tests {
         assert!(a.was_connected(2));
         a.shutdown();
         b.shutdown();
-    }
-
-    fn ifa(name: &str, addr: &str) -> IfAddr {
-        IfAddr { name: name.into(), addr: addr.parse().unwrap(), prefix: 24, up: true, loopback: false }
-    }
-
-    #[test]
-    fn interface_specs() {
-        let a = ifa("veth1", "10.77.0.3");
-        assert!(iface_matches("veth1", &a));
-        assert!(iface_matches("10.77.0.0/24", &a));
-        assert!(iface_matches("10.77.0.3", &a));
-        assert!(iface_matches("0.0.0.0/0", &a));
-        assert!(!iface_matches("10.78.0.0/16", &a));
-        assert!(!iface_matches("eth0", &a));
-        assert!(!iface_matches("fd77::/64", &a));
-        let b = ifa("veth1", "fd77::3");
-        assert!(iface_matches("fd77::/64", &b));
-        assert!(!iface_matches("fd78::/64", &b));
-        assert!(!routable(&"fe80::1".parse().unwrap()));
-        assert!(!routable(&"127.0.0.1".parse().unwrap()));
-        assert!(routable(&"10.0.0.1".parse().unwrap()));
     }
 }
