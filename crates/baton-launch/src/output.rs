@@ -8,11 +8,60 @@
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 const PARTIAL_FLUSH_AFTER: Duration = Duration::from_millis(100);
 const MAX_HELD: usize = 1 << 20;
 const READ_CHUNK: usize = 64 << 10;
+
+/// Bytes of output a proxy may have sent towards mpiexec that mpiexec has not
+/// yet written out. Enough to keep the stream going while acknowledgements
+/// travel; little enough that a stalled reader of mpiexec's stdout costs
+/// memory per host, not per byte the ranks print.
+pub const OUTPUT_WINDOW: u64 = 4 << 20;
+/// Largest piece of output per message, well below the frame limit.
+pub const OUTPUT_PIECE: usize = 1 << 20;
+/// mpiexec acknowledges a host's output once this much is written, not
+/// every message (an acknowledgement per message cost a fifth of the rate).
+/// What it holds back plus one piece must fit the window, or a proxy could
+/// wait for bytes that are never acknowledged.
+pub const OUTPUT_ACK_EVERY: u64 = 1 << 20;
+const _: () = assert!(OUTPUT_ACK_EVERY + OUTPUT_PIECE as u64 <= OUTPUT_WINDOW);
+
+/// A proxy's output in flight: taken when a piece goes up, given back when
+/// mpiexec acknowledges it (`TreeMsg::OutputAck`). The output thread waits
+/// here, stops draining the ranks' pipes, and so the ranks' writes block:
+/// the back-pressure of a local pipe, carried across the tree.
+#[derive(Default)]
+pub struct OutputWindow {
+    in_flight: Mutex<u64>,
+    freed: Condvar,
+}
+
+impl OutputWindow {
+    /// Waits until `n` more bytes fit (a piece larger than the window goes
+    /// when nothing else is in flight). Returns false, without taking, once
+    /// `gone()` says the acknowledgements will never come.
+    pub fn take(&self, n: u64, gone: impl Fn() -> bool) -> bool {
+        let mut f = self.in_flight.lock().unwrap();
+        while *f > 0 && *f + n > OUTPUT_WINDOW {
+            if gone() {
+                return false;
+            }
+            // Timed, so that a lost link (which gives nothing back) is noticed.
+            f = self.freed.wait_timeout(f, Duration::from_millis(100)).unwrap().0;
+        }
+        *f += n;
+        true
+    }
+
+    pub fn give(&self, n: u64) {
+        let mut f = self.in_flight.lock().unwrap();
+        *f = f.saturating_sub(n);
+        self.freed.notify_all();
+    }
+}
 
 /// One output pipe of one rank.
 pub struct Source {
@@ -161,5 +210,43 @@ pub fn read_stdin(mut each: impl FnMut(&[u8]) -> bool) {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    #[test]
+    fn window_holds_the_writer_until_acknowledged() {
+        let w = Arc::new(OutputWindow::default());
+        assert!(w.take(OUTPUT_WINDOW - 10, || false));
+        let sent = Arc::new(AtomicU64::new(0));
+        let (w2, sent2) = (Arc::clone(&w), Arc::clone(&sent));
+        let writer = std::thread::spawn(move || {
+            assert!(w2.take(100, || false));
+            sent2.store(100, Ordering::SeqCst);
+        });
+        std::thread::sleep(Duration::from_millis(150));
+        assert_eq!(sent.load(Ordering::SeqCst), 0, "went past a full window");
+        w.give(OUTPUT_WINDOW - 10);
+        writer.join().unwrap();
+        assert_eq!(sent.load(Ordering::SeqCst), 100);
+        // A piece bigger than the window goes alone.
+        w.give(100);
+        assert!(w.take(3 * OUTPUT_WINDOW, || false));
+        // A lost link ends the wait without taking.
+        let gone = AtomicBool::new(false);
+        let t0 = Instant::now();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(50));
+                gone.store(true, Ordering::SeqCst);
+            });
+            assert!(!w.take(1, || gone.load(Ordering::SeqCst)));
+        });
+        assert!(t0.elapsed() < Duration::from_secs(2));
     }
 }

@@ -40,8 +40,6 @@ use crate::{output, spawn, sys, Event, JobNo, HOST_FAILURE_STATUS};
 
 /// Label of the key the ranks get, derived from the launcher secret.
 pub const RANK_KEY_LABEL: &str = "ranks";
-/// Largest piece of output per message, well below the frame limit.
-const OUTPUT_PIECE: usize = 1 << 20;
 /// How long a proxy waits for its launch description.
 const LAUNCH_WAIT: Duration = Duration::from_secs(30);
 
@@ -226,6 +224,8 @@ pub(crate) struct Proxy {
     pub requests: HashMap<u64, (JobNo, u32)>,
     pub next_request: u64,
     pub tx: mpsc::Sender<Event>,
+    /// Output of this host's ranks sent up and not yet written by mpiexec.
+    pub output_window: Arc<output::OutputWindow>,
 }
 
 fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, String> {
@@ -287,6 +287,7 @@ fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, Stri
         requests: HashMap::new(),
         next_request: 0,
         tx: tx.clone(),
+        output_window: Arc::default(),
         spec,
     };
 
@@ -348,7 +349,7 @@ fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, Stri
     let sources = spawned.sources;
     if !sources.is_empty() {
         first.output_done = false;
-        forward_output(sources, 0, &parent, &tx).map_err(|e| format!("cannot start the output thread: {e}"))?;
+        forward_output(sources, 0, &proxy).map_err(|e| format!("cannot start the output thread: {e}"))?;
     }
     proxy.parts.insert(0, first);
     if let Some((node, msg)) = start_error {
@@ -374,18 +375,17 @@ fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, Stri
 
 /// Relays the output of job `job`'s local ranks up the tree in a thread of
 /// its own, which reports `OutputDone(job)` at the end.
-pub(crate) fn forward_output(
-    sources: Vec<output::Source>,
-    job: JobNo,
-    parent: &Arc<Link>,
-    tx: &mpsc::Sender<Event>,
-) -> std::io::Result<()> {
-    let (out_tx, out_link) = (tx.clone(), Arc::clone(parent));
+pub(crate) fn forward_output(sources: Vec<output::Source>, job: JobNo, proxy: &Proxy) -> std::io::Result<()> {
+    let (out_tx, out_link, window, node) =
+        (proxy.tx.clone(), Arc::clone(&proxy.parent), Arc::clone(&proxy.output_window), proxy.me);
     thread::Builder::new().name("output".into()).spawn(move || {
         output::forward(sources, |stderr, data| {
             // Frames are capped; a huge unbroken line goes in pieces.
-            for piece in data.chunks(OUTPUT_PIECE) {
-                out_link.send(&TreeMsg::Output { stderr, data: piece.to_vec() });
+            for piece in data.chunks(output::OUTPUT_PIECE) {
+                // With the link lost nothing more can be shown; the pipes are still drained.
+                if window.take(piece.len() as u64, || out_link.is_closed()) {
+                    out_link.send(&TreeMsg::Output { node, stderr, data: piece.to_vec() });
+                }
             }
         });
         let _ = out_tx.send(Event::OutputDone(job));
@@ -768,6 +768,13 @@ impl Proxy {
             }
             TreeMsg::SpawnReply { node, id, result } => self.spawn_reply(node, id, result),
             TreeMsg::JobLaunch(spec) => self.job_launch(*spec),
+            TreeMsg::OutputAck { node, bytes } => {
+                if node == self.me {
+                    self.output_window.give(bytes);
+                } else if let Some(l) = self.children.iter().find(|c| c.covers(node)).and_then(|c| c.link.as_ref()) {
+                    l.send(&TreeMsg::OutputAck { node, bytes });
+                }
+            }
             other => {
                 let msg = format!("host {}: ignored an unexpected message from its parent: {other:?}", self.name);
                 self.parent.send(&TreeMsg::Log { msg });

@@ -248,7 +248,7 @@ impl Proxy {
         }
         let output_pending = !sources.is_empty();
         if output_pending {
-            if let Err(e) = forward_output(sources, no, &self.parent, &self.tx) {
+            if let Err(e) = forward_output(sources, no, self) {
                 kill_started();
                 return Err(format!("cannot spawn: cannot start an output thread on host {name}: {e}"));
             }

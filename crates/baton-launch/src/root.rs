@@ -177,6 +177,8 @@ pub struct Tree {
     pub(crate) last_no: JobNo,
     /// mpiexec's directory: relative `wdir` info is relative to it.
     pub(crate) cwd: PathBuf,
+    /// Output written per host and not yet acknowledged to its proxy.
+    output_unacked: HashMap<u32, u64>,
 }
 
 /// The remote shell: `--rsh`, `$BATON_RSH`, or ssh.
@@ -302,6 +304,7 @@ pub fn launch(opts: &cli::Options, plan: Plan) -> Result<i32, (String, i32)> {
         lost: HashSet::new(),
         last_no: 0,
         cwd: cwd.clone(),
+        output_unacked: HashMap::new(),
     };
 
     // Start the children before the reaper: std reaps a child whose exec
@@ -729,7 +732,19 @@ impl Job {
     fn child_msg(&mut self, node: u32, msg: TreeMsg) {
         let Some(&idx) = self.tree().by_node.get(&node) else { return };
         match msg {
-            TreeMsg::Output { stderr, data } => output::emit_local(stderr, &data),
+            TreeMsg::Output { node: from, stderr, data } => {
+                output::emit_local(stderr, &data);
+                // Written (or dropped by a closed stdout): the sender may send as much again.
+                let t = self.tree();
+                let unacked = t.output_unacked.entry(from).or_default();
+                *unacked += data.len() as u64;
+                if *unacked >= output::OUTPUT_ACK_EVERY {
+                    let bytes = std::mem::take(unacked);
+                    if let Some(l) = &t.children[idx].link {
+                        l.send(&TreeMsg::OutputAck { node: from, bytes });
+                    }
+                }
+            }
             TreeMsg::RankExited { job: 0, rank, pid, status, connected, finalized } => {
                 if let Some(r) = self.ranks.get_mut(rank as usize) {
                     r.pid = pid;

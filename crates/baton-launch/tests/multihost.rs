@@ -225,6 +225,43 @@ fn placement_and_environment_on_local_hosts() {
     assert_eq!(node_of(&rows), [b, a, a, a]);
 }
 
+/// Peak resident memory of a live process, in KiB (`None` once it exited).
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[test]
+fn a_slow_reader_of_output_holds_the_ranks_back_not_mpiexec_memory() {
+    // Two "hosts", so the output crosses proxies and links; each rank prints
+    // 48 MiB of lines as fast as it can while nobody reads mpiexec's stdout.
+    let per_rank: u64 = 48 << 20;
+    let script = format!("yes {} | head -c {per_rank}", "x".repeat(63));
+    let mut child = spawn(&["-hosts", "127.0.0.1,127.0.0.2", "-n", "2", "sh", "-c", &script], &[]);
+    thread::sleep(Duration::from_millis(1500));
+    let held = peak_rss_kib(child.id()).unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut buf = vec![0u8; 1 << 16];
+    let (mut total, mut newlines, mut peak) = (0u64, 0u64, held);
+    loop {
+        peak = peak.max(peak_rss_kib(child.id()).unwrap_or(0));
+        let n = out.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        newlines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+    }
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(total, 2 * per_rank, "output lost or duplicated");
+    assert_eq!(newlines, 2 * per_rank / 64);
+    // Without back-pressure mpiexec would hold nearly all 96 MiB by now.
+    assert!(held < 40 << 10, "mpiexec grew to {held} KiB while its stdout was not read");
+    assert!(peak < 40 << 10, "mpiexec peaked at {peak} KiB");
+}
+
 #[test]
 fn single_local_host_runs_without_a_proxy() {
     let child = spawn(&["-hosts", "localhost:4", "-n", "2", "sh", "-c", "echo $PPID $BATON_NODE"], &[]);
@@ -295,6 +332,20 @@ fn tree_of_three_hosts_exchanges_keys() {
     assert!(parent_of(&h.names[1]).starts_with("10.79.1.1:"), "{}", o.stdout);
     assert!(!parent_of(&h.names[0]).contains("10.79.1.1:"), "{}", o.stdout);
     assert!(parent_of(&h.names[2]).contains("10.79.1.254:"), "{}", o.stdout);
+
+    // Host 2's output comes up through host 1, and its acknowledgements go
+    // down the same way: more than a window of it must arrive whole.
+    let bytes = 3 * baton_window();
+    let script = format!("[ $BATON_NODE = {} ] && yes {} | head -c {bytes}; true", h.names[1], "x".repeat(63));
+    let o = mpiexec(&["--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "3", "sh", "-c", &script], &env);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(o.stdout.len(), bytes);
+    assert!(o.stdout.lines().all(|l| l.len() == 63));
+}
+
+/// mpiexec's output window per host (crates/baton-launch/src/output.rs).
+fn baton_window() -> usize {
+    4 << 20
 }
 
 #[test]

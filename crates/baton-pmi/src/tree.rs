@@ -36,6 +36,7 @@ const TAG_SPAWN_REPLY: u8 = 0x50;
 const TAG_JOB_LAUNCH: u8 = 0x51;
 const TAG_JOB_STARTED: u8 = 0x52;
 const TAG_JOB_DONE: u8 = 0x53;
+const TAG_OUTPUT_ACK: u8 = 0x54;
 
 /// One MPMD segment as a proxy needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,8 +128,11 @@ pub enum TreeMsg {
     Signal { job: Option<u32>, sig: i32, all: bool },
     /// Down, routed to `node`: bytes for rank 0's stdin; empty means EOF.
     Stdin { node: u32, data: Vec<u8> },
-    /// Up: whole lines of rank output, already tagged when `-l` is on.
-    Output { stderr: bool, data: Vec<u8> },
+    /// Up from the proxy of `node`: whole lines of rank output, already
+    /// tagged when `-l` is on. A proxy keeps at most a window of these bytes
+    /// unacknowledged, so a slow reader of mpiexec's output stops the ranks
+    /// that write rather than filling mpiexec's memory.
+    Output { node: u32, stderr: bool, data: Vec<u8> },
     /// Up: a rank of job `job` ended; `status` is the raw wait status.
     RankExited { job: u32, rank: u32, pid: i32, status: i32, connected: bool, finalized: bool },
     /// Up: `rank` could not be started, nor the ranks in `not_started`.
@@ -159,6 +163,9 @@ pub enum TreeMsg {
     /// Up from the proxy of `node`: its ranks of job `job` have all exited
     /// and their output is flushed.
     JobDone { job: u32, node: u32 },
+    /// Down, routed to `node`: mpiexec has written `bytes` more bytes of its
+    /// output.
+    OutputAck { node: u32, bytes: u64 },
 }
 
 fn put_u64(out: &mut Vec<u8>, v: u64) {
@@ -443,8 +450,9 @@ impl TreeMsg {
                 put_u32(&mut out, *node);
                 put_bytes(&mut out, data);
             }
-            TreeMsg::Output { stderr, data } => {
+            TreeMsg::Output { node, stderr, data } => {
                 out.push(TAG_OUTPUT);
+                put_u32(&mut out, *node);
                 put_bool(&mut out, *stderr);
                 put_bytes(&mut out, data);
             }
@@ -527,6 +535,11 @@ impl TreeMsg {
                 put_u32(&mut out, *job);
                 put_u32(&mut out, *node);
             }
+            TreeMsg::OutputAck { node, bytes } => {
+                out.push(TAG_OUTPUT_ACK);
+                put_u32(&mut out, *node);
+                put_u64(&mut out, *bytes);
+            }
         }
         out
     }
@@ -546,7 +559,7 @@ impl TreeMsg {
                 TreeMsg::Signal { job: some.then_some(job), sig: get_i32(&mut r)?, all: get_bool(&mut r)? }
             }
             TAG_STDIN => TreeMsg::Stdin { node: r.u32()?, data: r.bytes()?.to_vec() },
-            TAG_OUTPUT => TreeMsg::Output { stderr: get_bool(&mut r)?, data: r.bytes()?.to_vec() },
+            TAG_OUTPUT => TreeMsg::Output { node: r.u32()?, stderr: get_bool(&mut r)?, data: r.bytes()?.to_vec() },
             TAG_RANK_EXITED => TreeMsg::RankExited {
                 job: r.u32()?,
                 rank: r.u32()?,
@@ -580,6 +593,7 @@ impl TreeMsg {
             TAG_JOB_LAUNCH => TreeMsg::JobLaunch(Box::new(JobSpec::decode_from(&mut r)?)),
             TAG_JOB_STARTED => TreeMsg::JobStarted { job: r.u32()?, node: r.u32()?, error: get_opt_str(&mut r)? },
             TAG_JOB_DONE => TreeMsg::JobDone { job: r.u32()?, node: r.u32()? },
+            TAG_OUTPUT_ACK => TreeMsg::OutputAck { node: r.u32()?, bytes: r.u64()? },
             tag => return Err(PmiError::protocol(format!("unknown launcher message tag {tag}"))),
         };
         r.finish()?;
@@ -665,7 +679,7 @@ mod tests {
             TreeMsg::Signal { job: Some(2), sig: 9, all: false },
             TreeMsg::Stdin { node: 1, data: b"abc".to_vec() },
             TreeMsg::Stdin { node: 1, data: vec![] },
-            TreeMsg::Output { stderr: true, data: b"[1] x\n".to_vec() },
+            TreeMsg::Output { node: 2, stderr: true, data: b"[1] x\n".to_vec() },
             TreeMsg::RankExited { job: 1, rank: 4, pid: 1234, status: 9, connected: true, finalized: false },
             TreeMsg::SpawnFailed { rank: 2, status: 127, msg: "no".into(), not_started: vec![3, 4] },
             TreeMsg::Abort { job: 0, rank: 1, code: -2, msg: "bye".into() },
@@ -679,6 +693,7 @@ mod tests {
             TreeMsg::JobStarted { job: 3, node: 1, error: None },
             TreeMsg::JobStarted { job: 3, node: 2, error: Some("cannot spawn".into()) },
             TreeMsg::JobDone { job: 3, node: 1 },
+            TreeMsg::OutputAck { node: 2, bytes: 1 << 33 },
         ]
     }
 
