@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::os::unix::ffi::OsStringExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -228,6 +228,43 @@ pub(crate) struct Proxy {
     pub output_window: Arc<output::OutputWindow>,
 }
 
+/// Variables that describe the login session on mpiexec's host rather than the
+/// job: its display, ssh agent and connection, runtime directory, session bus.
+/// Another host's values of these (those its remote shell set) are the right
+/// ones there; `-genv` still sets any of them for every rank.
+const SESSION_VARS: &[&str] = &[
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DISPLAY",
+    "HOSTNAME",
+    "SSH_AUTH_SOCK",
+    "SSH_CLIENT",
+    "SSH_CONNECTION",
+    "SSH_TTY",
+    "WINDOWID",
+    "XAUTHORITY",
+    "XDG_RUNTIME_DIR",
+    "XDG_SESSION_CLASS",
+    "XDG_SESSION_ID",
+    "XDG_SESSION_TYPE",
+];
+
+/// The environment this host's ranks start from: mpiexec's, with this host's
+/// own session variables (`own`: the proxy's environment) in place of
+/// mpiexec's. On mpiexec's own host the two agree.
+fn host_env(
+    launcher: &[(Vec<u8>, Vec<u8>)],
+    own: impl Iterator<Item = (OsString, OsString)>,
+) -> Vec<(OsString, OsString)> {
+    let session = |k: &[u8]| SESSION_VARS.iter().any(|v| v.as_bytes() == k);
+    let mut env: Vec<(OsString, OsString)> = launcher
+        .iter()
+        .filter(|(k, _)| !session(k))
+        .map(|(k, v)| (OsString::from_vec(k.clone()), OsString::from_vec(v.clone())))
+        .collect();
+    env.extend(own.filter(|(k, _)| session(k.as_bytes())));
+    env
+}
+
 fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, String> {
     let mut stream = link::connect_parent(parent_addrs, &secret, me)
         .map_err(|e| format!("cannot reach mpiexec at any of its addresses: {e}"))?;
@@ -266,8 +303,7 @@ fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, Stri
         sys::create_job_memfd(spec.job_id).map_err(|e| format!("cannot create the host's shared-memory fd: {e}"))?;
 
     let names: HashMap<u32, String> = spec.nodes.iter().cloned().collect();
-    let base_env =
-        spec.base_env.iter().map(|(k, v)| (OsString::from_vec(k.clone()), OsString::from_vec(v.clone()))).collect();
+    let base_env = host_env(&spec.base_env, std::env::vars_os());
     let mut proxy = Proxy {
         me,
         name: name.clone(),
@@ -879,5 +915,25 @@ impl Proxy {
                 self.parent.send(&TreeMsg::Log { msg });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_variables_are_the_hosts_own() {
+        let b = |s: &str| s.as_bytes().to_vec();
+        let o = |s: &str| OsString::from(s);
+        let launcher = vec![(b("PATH"), b("/opt/x/bin")), (b("DISPLAY"), b(":0")), (b("SSH_AUTH_SOCK"), b("/tmp/a"))];
+        let own = vec![(o("PATH"), o("/usr/bin")), (o("SSH_AUTH_SOCK"), o("/tmp/b")), (o("HOME"), o("/h"))];
+        let env = host_env(&launcher, own.into_iter());
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.to_str().unwrap().to_owned());
+        assert_eq!(get("PATH").as_deref(), Some("/opt/x/bin"), "the job's variables are mpiexec's");
+        assert_eq!(get("DISPLAY"), None, "no display here");
+        assert_eq!(get("SSH_AUTH_SOCK").as_deref(), Some("/tmp/b"));
+        assert_eq!(get("HOME"), None, "only session variables come from the host");
+        assert_eq!(env.len(), 2);
     }
 }

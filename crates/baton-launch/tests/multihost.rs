@@ -388,8 +388,10 @@ fn tree_over_ipv6_only() {
 fn environment_output_and_exit_status_across_hosts() {
     let Some(h) = Hosts::up(2, 2) else { return };
     let wdir = std::env::temp_dir().canonicalize().unwrap();
-    let script = "echo $BATON_RANK $BATON_NODE $BATON_LOCAL_RANK $BATON_LOCAL_SIZE $GV-$XV-$LV-$FROM_MPIEXEC $(pwd); \
-                  echo err$BATON_RANK >&2";
+    // mpiexec's environment travels, except its login session's variables
+    // (DISPLAY here): the remote shell's login environment has none.
+    let script = "echo $BATON_RANK $BATON_NODE $BATON_LOCAL_RANK $BATON_LOCAL_SIZE \
+                  $GV-$XV-$LV-$FROM_MPIEXEC-${DISPLAY-nodisplay} $(pwd); echo err$BATON_RANK >&2";
     let o = mpiexec(
         &[
             "-l",
@@ -413,16 +415,16 @@ fn environment_output_and_exit_status_across_hosts() {
             "-c",
             script,
         ],
-        &[("FROM_MPIEXEC", "inherited")],
+        &[("FROM_MPIEXEC", "inherited"), ("DISPLAY", ":7")],
     );
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     let (a, b, w) = (&h.names[0], &h.names[1], wdir.display());
     assert_eq!(
         sorted_lines(&o.stdout),
         [
-            format!("[0] 0 {a} 0 2 g-x-l-inherited {w}"),
-            format!("[1] 1 {b} 0 1 g-x-l-inherited {w}"),
-            format!("[2] 2 {a} 1 2 g-x-l-inherited {w}"),
+            format!("[0] 0 {a} 0 2 g-x-l-inherited-nodisplay {w}"),
+            format!("[1] 1 {b} 0 1 g-x-l-inherited-nodisplay {w}"),
+            format!("[2] 2 {a} 1 2 g-x-l-inherited-nodisplay {w}"),
         ]
     );
     assert_eq!(sorted_lines(&o.stderr), ["[0] err0", "[1] err1", "[2] err2"]);
