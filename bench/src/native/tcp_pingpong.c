@@ -23,7 +23,8 @@
  * ranks 2, "impl":"raw_tcp" or "raw_tcp_spin"); errors as {"bench":...,"error":...} and exit 1.
  *
  * Definitions, as in bench/src/p2p.c: pingpong latency = round trip / 2;
- * bw = time of a window of messages (each its own write of SIZE bytes,
+ * bw = time of a window of messages (each its own write of SIZE bytes, sent
+ * from and received into a buffer of its own, as MPI_Isend/MPI_Irecv need;
  * windows capped at 64 MiB) followed by a 4-byte acknowledgement, divided by
  * the window. Samples are batches of iterations lasting ~2 ms; the median
  * over samples is reported, sampling stops when the median is stable or at
@@ -225,9 +226,11 @@ static void serve(int ls)
         if (c.op == OP_QUIT)
             break;
         o.spin = (int)c.spin;
-        if (c.size > cap) {
+        /* bw receives each message of a window into its own buffer, as mpibench does */
+        size_t need = c.op == OP_BW ? c.size * c.window : c.size;
+        if (need > cap) {
             free(buf);
-            cap = c.size;
+            cap = need;
             buf = malloc(cap);
             if (!buf)
                 die("malloc");
@@ -241,10 +244,11 @@ static void serve(int ls)
         } else if (c.op == OP_BW) {
             for (uint64_t i = 0; i < c.count; i++) {
                 for (uint64_t j = 0; j < c.window; j++) {
-                    full_io(s, buf, c.size, 0);
+                    unsigned char *m = buf + j * c.size;
+                    full_io(s, m, c.size, 0);
                     if (c.size >= 8) {
                         uint64_t tag;
-                        memcpy(&tag, buf, 8);
+                        memcpy(&tag, m, 8);
                         if (tag != (i << 16 | j)) {
                             errno = EPROTO;
                             die("bw: message out of order");
@@ -295,9 +299,10 @@ static double kernel(ctx_t *c, long n, long first)
         } else {
             for (int j = 0; j < c->window; j++) {
                 uint64_t tag = (uint64_t)it << 16 | (uint64_t)j;
+                unsigned char *m = c->buf + (size_t)j * c->size;
                 if (c->size >= 8)
-                    memcpy(c->buf, &tag, 8);
-                full_io(c->s, c->buf, c->size, 1);
+                    memcpy(m, &tag, 8);
+                full_io(c->s, m, c->size, 1);
             }
             uint32_t ack;
             full_io(c->s, &ack, 4, 0);
@@ -416,7 +421,9 @@ static void run_client(int s, const char *list)
                 if (sizes[i] > 0 && (size_t)c.window * sizes[i] > WINDOW_BYTES)
                     c.window = (int)(WINDOW_BYTES / sizes[i]) < 4 ? 4 : (int)(WINDOW_BYTES / sizes[i]);
             }
-            c.buf = calloc(1, sizes[i] + 1);
+            /* bw sends each message of a window from its own buffer, as mpibench does: one
+             * reused buffer would stay in cache and flatter the copies */
+            c.buf = calloc((size_t)c.window, sizes[i] + 1);
             c.rbuf = calloc(1, sizes[i] + 1);
             if (!c.buf || !c.rbuf)
                 die("malloc");
