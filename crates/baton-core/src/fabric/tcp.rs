@@ -52,7 +52,7 @@ impl TcpConfig {
         let size = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| super::parse_size(&v)).unwrap_or(d);
         let secs = std::env::var("BATON_TCP_CONNECT_TIMEOUT").ok().and_then(|v| v.trim().parse::<f64>().ok());
         TcpConfig {
-            eager_max: size("BATON_TCP_EAGER_MAX", 64 * 1024),
+            eager_max: size("BATON_TCP_EAGER_MAX", 512 * 1024),
             chunk: size("BATON_TCP_CHUNK", 512 * 1024).clamp(4096, 1 << 20),
             stripes: size("BATON_TCP_STRIPES", 1).clamp(1, 16),
             iface: std::env::var("BATON_TCP_IF").ok().filter(|s| !s.trim().is_empty()),
