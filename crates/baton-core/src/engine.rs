@@ -101,6 +101,15 @@ pub trait Net {
     }
 }
 
+/// Largest message of sparse elements sent eagerly (in one frame, packed whole).
+const TYPED_EAGER_MAX: usize = 2048;
+
+/// Frames of a streamed message of sparse elements of `n` bytes: eight or more, so gathering
+/// and scattering overlap, of at least 1 KiB, so a frame's overhead stays small beside its copy.
+fn typed_chunk(n: usize) -> usize {
+    (n / 8).max(1024)
+}
+
 /// Chunk size of a cooperative copy of `n` bytes: large enough that a chunk's system call and
 /// page pinning stay small beside its copy, small enough that the helper joins in early and
 /// the last chunk does not keep the other side waiting long.
@@ -154,6 +163,11 @@ impl SendData {
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+    /// Elements of a derived datatype spread over at least four times their bytes (a column
+    /// of a matrix, not an array of structs): gathering them misses the cache at every few.
+    fn is_sparse(&self) -> bool {
+        matches!(self, SendData::Typed { span, len, .. } if span.len() / 4 >= *len)
     }
     /// Fills `dst` with the bytes from offset `off` on.
     pub fn pack(&self, off: usize, dst: &mut [u8]) {
@@ -549,7 +563,12 @@ impl Engine {
         sync: bool,
     ) -> ReqId {
         let len = data.len();
-        let eager = len <= net.eager_limit(to).min(net.max_frame(to));
+        // Sparse elements past a few KiB stream even where they would go eagerly: in frames of
+        // `typed_chunk`, the receiver unpacks one while the sender gathers the next, where one
+        // eager frame has the two copies (both at cache-miss speed, for a matrix column) one
+        // after the other. Dense ones (a struct array) gain less than the round trip costs.
+        let pipelined = data.is_sparse() && len > TYPED_EAGER_MAX;
+        let eager = len <= net.eager_limit(to).min(net.max_frame(to)) && !pipelined;
         // A small message of a derived datatype that cannot be packed into the transport's
         // memory is packed here, once, rather than again at every refused attempt.
         let data = match data {
@@ -1095,7 +1114,12 @@ impl Engine {
     fn stream(&mut self, net: &mut dyn Net, id: ReqId) -> bool {
         let Some(r) = self.get_mut(id) else { return true };
         let to = r.to;
-        let chunk = net.max_frame(to).clamp(1, 1 << 20);
+        let mut chunk = net.max_frame(to).clamp(1, 1 << 20);
+        if let Proto::SendStream { data, .. } = &r.proto {
+            if data.is_sparse() {
+                chunk = chunk.min(typed_chunk(data.len()));
+            }
+        }
         let Proto::SendStream { data, rreq, off, mid, stage, staged } = &mut r.proto else { return true };
         let total = data.len();
         let in_place = data.contig().is_none() && net.fills_in_place(to);
