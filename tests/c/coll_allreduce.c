@@ -1,4 +1,4 @@
-/* ranks: 1 2 3 4 5 8 */
+/* ranks: 1 2 3 4 5 8 16 */
 /* timeout: 120 */
 /* algorithms: BATON_COLL_ALLREDUCE=auto,recursive_doubling,rabenseifner,ring,reduce_bcast,shm */
 /* MPI_Allreduce, MPI_Iallreduce, MPI_Allreduce_init (and the _c forms for

@@ -1,4 +1,4 @@
-/* ranks: 1 2 3 4 5 8 */
+/* ranks: 1 2 3 4 5 8 16 */
 /* timeout: 120 */
 /* algorithms: BATON_COLL_ALLTOALL=auto,pairwise,bruck,mesh,linear,shm */
 /* algorithms: BATON_COLL_ALLTOALLV=pairwise,linear */

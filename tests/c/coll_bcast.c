@@ -1,4 +1,4 @@
-/* ranks: 1 2 3 4 5 8 */
+/* ranks: 1 2 3 4 5 8 16 */
 /* timeout: 120 */
 /* algorithms: BATON_COLL_BCAST=auto,binomial,scatter_allgather,shm */
 /* MPI_Bcast, MPI_Ibcast, MPI_Bcast_init (and the _c forms for some cases):

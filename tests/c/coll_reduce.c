@@ -1,4 +1,4 @@
-/* ranks: 1 2 3 4 5 8 */
+/* ranks: 1 2 3 4 5 8 16 */
 /* timeout: 120 */
 /* algorithms: BATON_COLL_REDUCE=auto,binomial,shm */
 /* MPI_Reduce, MPI_Ireduce, MPI_Reduce_init (and the _c forms for some

@@ -1,4 +1,4 @@
-/* ranks: 1 2 3 4 5 8 */
+/* ranks: 1 2 3 4 5 8 16 */
 /* timeout: 120 */
 /* algorithms: BATON_COLL_REDUCE_SCATTER=auto,reduce_scatterv,recursive_halving,pairwise */
 /* MPI_Reduce_scatter_block and MPI_Reduce_scatter in their blocking,

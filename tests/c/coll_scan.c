@@ -1,4 +1,4 @@
-/* ranks: 1 2 3 4 5 8 */
+/* ranks: 1 2 3 4 5 8 16 */
 /* timeout: 120 */
 /* algorithms: BATON_COLL_SCAN=auto,recursive_doubling,linear */
 /* MPI_Scan and MPI_Exscan in their blocking, nonblocking and persistent

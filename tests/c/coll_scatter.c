@@ -1,4 +1,4 @@
-/* ranks: 1 2 3 4 5 8 */
+/* ranks: 1 2 3 4 5 8 16 */
 /* timeout: 120 */
 /* algorithms: BATON_COLL_SCATTER=auto,binomial,linear */
 /* MPI_Scatter and MPI_Scatterv in their blocking, nonblocking and persistent

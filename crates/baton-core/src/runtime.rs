@@ -138,6 +138,7 @@ impl State {
     fn progress_tcp(&mut self) -> bool {
         let State { engine, fabric, tcp_rx, tcp_ready: ready, .. } = self;
         let Some(t) = fabric.tcp.as_mut() else { return false };
+        t.flush_unsent();
         t.adopt_incoming();
         tcp_rx.extend(t.take_new_rx().into_iter().map(|(p, rx)| (p, rx, false)));
         let mut did = false;

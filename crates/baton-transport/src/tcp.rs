@@ -177,6 +177,12 @@ impl Tx {
         let _ = self.sock.shutdown(std::net::Shutdown::Write);
     }
 
+    /// Bytes accepted but not yet handed to the kernel (the rest of a frame the kernel took
+    /// only part of). Nothing but [`flush`](Self::flush) sends them.
+    pub fn has_out(&self) -> bool {
+        self.out_pos < self.out.len()
+    }
+
     /// Bytes accepted but not yet handed to the kernel, or a streamed frame left unfinished.
     pub fn busy(&self) -> bool {
         self.out_pos < self.out.len() || self.owed > 0

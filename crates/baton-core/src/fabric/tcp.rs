@@ -174,6 +174,11 @@ pub struct TcpNet {
     tx: Vec<Vec<Option<Tx>>>,
     new_rx: Vec<(ProcIdx, Rx)>,
     next_lane: usize,
+    /// (process, lane) of connections holding the rest of a frame the kernel took only part
+    /// of. Every progress pass pushes them on ([`flush_unsent`](Self::flush_unsent)): a sender
+    /// that only polls with `MPI_Test` would otherwise never finish the frame, and its peer
+    /// would wait for it forever.
+    unsent: Vec<(ProcIdx, usize)>,
     /// A failure that ends the job (the runtime aborts with it).
     pub fatal: Option<String>,
     listen: Option<SocketAddr>,
@@ -238,6 +243,7 @@ impl TcpNet {
             tx: (0..nprocs).map(|_| Vec::new()).collect(),
             new_rx: Vec::new(),
             next_lane: 0,
+            unsent: Vec::new(),
             fatal: None,
             listen: Some(addr),
         };
@@ -549,6 +555,30 @@ impl TcpNet {
         let _ = self.sh.watch.rearm(self.sh.data.as_fd().as_raw_fd(), TOK_DATA);
     }
 
+    /// Pushes on the frames the kernel took only part of; returns whether any is still unsent.
+    /// Costs nothing while there are none.
+    pub fn flush_unsent(&mut self) -> bool {
+        let mut i = 0;
+        while i < self.unsent.len() {
+            let (p, lane) = self.unsent[i];
+            let r = match self.tx.get_mut(p as usize).and_then(|l| l.get_mut(lane)).and_then(Option::as_mut) {
+                Some(tx) => tx.flush(),
+                None => Ok(true),
+            };
+            match r {
+                Ok(false) => i += 1,
+                Ok(true) => {
+                    self.unsent.swap_remove(i);
+                }
+                Err(e) => {
+                    self.unsent.swap_remove(i);
+                    self.peer_failed(p, format!("lost the connection to {}: {e}", self.who(p)));
+                }
+            }
+        }
+        !self.unsent.is_empty()
+    }
+
     /// Writes what earlier frames left behind; true when some connection is still busy.
     pub fn flush(&mut self) -> bool {
         let mut busy = false;
@@ -585,7 +615,12 @@ impl TcpNet {
         }
         let Some(tx) = self.lane(to, 0) else { return false };
         match tx.try_send(h, payload) {
-            Ok(ok) => ok,
+            Ok(ok) => {
+                if ok && tx.has_out() {
+                    self.unsent.push((to, 0));
+                }
+                ok
+            }
             Err(e) => {
                 self.peer_failed(to, format!("lost the connection to {}: {e}", self.who(to)));
                 false
@@ -604,6 +639,9 @@ impl TcpNet {
             let tx = self.tx[to as usize][lane].as_mut()?;
             match tx.start_frame(h, payload) {
                 Ok(Some(took)) => {
+                    if tx.has_out() {
+                        self.unsent.push((to, lane));
+                    }
                     self.next_lane = (lane + 1) % n;
                     return Some((lane as u8, took));
                 }
@@ -813,8 +851,11 @@ mod tests {
     use baton_transport::frame::Kind;
 
     fn net(me: ProcIdx, secret: &Secret, stripes: usize) -> (TcpNet, SocketAddr) {
-        let cfg =
-            TcpConfig { eager_max: 1024, chunk: 4096, stripes, iface: None, connect_timeout: Duration::from_secs(10) };
+        net_eager(me, secret, stripes, 1024)
+    }
+
+    fn net_eager(me: ProcIdx, secret: &Secret, stripes: usize, eager_max: usize) -> (TcpNet, SocketAddr) {
+        let cfg = TcpConfig { eager_max, chunk: 4096, stripes, iface: None, connect_timeout: Duration::from_secs(10) };
         let id = Identity { me, job: 7, nprocs: 2, secret: secret.clone(), whoami: format!("test process {me}") };
         TcpNet::start(id, cfg, IpAddr::V4(Ipv4Addr::LOCALHOST), Box::new(|| {})).unwrap()
     }
@@ -896,6 +937,40 @@ mod tests {
             a.shutdown();
             b.shutdown();
         }
+    }
+
+    /// An eager frame larger than the socket takes at once is finished by the progress pass's
+    /// `flush_unsent`, with nothing else sent after it (a sender that only polls).
+    #[test]
+    fn a_frame_the_kernel_took_in_part_is_finished_by_polling() {
+        let secret = Secret::generate().unwrap();
+        // Far beyond a loopback socket's send buffer.
+        let payload = vec![7u8; 8 << 20];
+        let (mut a, addr_a) = net_eager(0, &secret, 1, payload.len());
+        let (mut b, addr_b) = net_eager(1, &secret, 1, payload.len());
+        for n in [&mut a, &mut b] {
+            n.set_peer(0, Some(addr_a), "ha");
+            n.set_peer(1, Some(addr_b), "hb");
+        }
+        let h = Header { kind: Kind::Eager, ctx: 1, src: 0, tag: 2, len: payload.len() as u64, id: 0, aux: 0 };
+        assert!(a.try_send(1, &h, &payload), "{:?}", a.fatal);
+        assert!(a.flush_unsent(), "the kernel took all of 8 MiB at once");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut rx = Vec::new();
+        while rx.is_empty() && Instant::now() < deadline {
+            b.adopt_incoming();
+            rx.extend(b.take_new_rx());
+        }
+        let (_, mut rx) = rx.pop().expect("b adopted the connection");
+        let mut got = Frames(Vec::new());
+        while got.0.is_empty() && Instant::now() < deadline {
+            a.flush_unsent();
+            rx.receive(&mut got).unwrap();
+        }
+        assert_eq!(got.0, vec![h]);
+        assert!(!a.flush_unsent());
+        a.shutdown();
+        b.shutdown();
     }
 
     /// A process of another job that is gone (nothing listens at its address any more) is
