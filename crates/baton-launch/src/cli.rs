@@ -48,6 +48,10 @@ Global options (apply to all segments):
   --rsh CMD, -launcher-exec CMD
                             remote shell for other hosts, run as
                             'CMD HOST COMMAND' (default: $BATON_RSH, else ssh)
+  --launch-agent PATH       the mpiexec other hosts run as their proxy
+                            (default: $BATON_LAUNCH_AGENT, else this
+                            mpiexec's own absolute path)
+  --prefix DIR              the same as --launch-agent DIR/bin/mpiexec
   -iface IF                 reach mpiexec at the addresses IF selects:
                             interface names, subnets ADDR/BITS or addresses,
                             comma-separated (default: $BATON_LAUNCH_IF, else
@@ -81,6 +85,8 @@ pub struct Options {
     pub mapping: Mapping,
     pub rsh: Option<String>,
     pub iface: Option<String>,
+    /// The mpiexec that other hosts run as their proxy (`--launch-agent`, `--prefix`).
+    pub agent: Option<String>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -132,6 +138,7 @@ pub fn parse(args: &[String], env_timeout: Option<&str>) -> Result<Command, CliE
     let mut mapping = Mapping::Block;
     let mut rsh = None;
     let mut iface = None;
+    let mut agent = None;
     let mut it = args.iter();
     let mut options_ended = false;
 
@@ -240,6 +247,20 @@ pub fn parse(args: &[String], env_timeout: Option<&str>) -> Result<Command, CliE
                 rsh = Some(v);
             }
             "-iface" | "--iface" => iface = Some(value("an interface name")?),
+            "--launch-agent" | "-launch-agent" => {
+                let v = value("the path of mpiexec on the other hosts")?;
+                if v.trim().is_empty() {
+                    return Err(usage_err(format!("empty path for '{name}'")));
+                }
+                agent = Some(v);
+            }
+            "--prefix" | "-prefix" => {
+                let v = value("the installation directory on the other hosts")?;
+                if v.trim().is_empty() {
+                    return Err(usage_err(format!("empty directory for '{name}'")));
+                }
+                agent = Some(format!("{}/bin/mpiexec", v.trim_end_matches('/')));
+            }
             "-h" | "-help" | "--help" => return Ok(Command::Help),
             "-version" | "--version" | "-V" => return Ok(Command::Version),
             _ => return Err(usage_err(format!("unknown option '{arg}' (see mpiexec --help)"))),
@@ -260,7 +281,7 @@ pub fn parse(args: &[String], env_timeout: Option<&str>) -> Result<Command, CliE
         return Err(usage_err(format!("{total} ranks is too many")));
     }
     let hosts = hosts::merge(&host_list);
-    Ok(Command::Run(Options { segments, genv, gwdir, tag_output, timeout, hosts, ppn, mapping, rsh, iface }))
+    Ok(Command::Run(Options { segments, genv, gwdir, tag_output, timeout, hosts, ppn, mapping, rsh, iface, agent }))
 }
 
 fn check_env_name(n: &str) -> Result<String, CliError> {
@@ -387,6 +408,9 @@ mod tests {
         assert_eq!(o.rsh.as_deref(), Some("ssh -x"));
         assert_eq!(run(&["-rr", "--byslot", "x"]).mapping, Mapping::Block);
         assert_eq!(run(&["--map-by=node", "-iface", "eth1", "x"]).iface.as_deref(), Some("eth1"));
+        assert_eq!(run(&["--launch-agent", "/opt/b/bin/mpiexec", "x"]).agent.as_deref(), Some("/opt/b/bin/mpiexec"));
+        assert_eq!(run(&["--prefix=/opt/b/", "x"]).agent.as_deref(), Some("/opt/b/bin/mpiexec"));
+        assert_eq!(run(&["x"]).agent, None);
         assert!(run(&["x"]).hosts.is_empty());
     }
 }

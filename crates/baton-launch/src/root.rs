@@ -179,6 +179,8 @@ pub struct Tree {
     pub(crate) cwd: PathBuf,
     /// Output written per host and not yet acknowledged to its proxy.
     output_unacked: HashMap<u32, u64>,
+    /// This mpiexec's path, which proxies on this machine run.
+    own_exe: String,
 }
 
 /// The remote shell: `--rsh`, `$BATON_RSH`, or ssh.
@@ -215,6 +217,12 @@ pub fn launch(opts: &cli::Options, plan: Plan) -> Result<i32, (String, i32)> {
     let rsh = rsh_words(opts);
     let exe = std::env::current_exe().map_err(|e| (format!("cannot find mpiexec's own path: {e}"), 1))?;
     let exe = exe.to_str().ok_or_else(|| ("mpiexec's own path is not UTF-8".to_owned(), 1))?.to_owned();
+    // What other hosts run as their proxy; this machine's hosts fork this very mpiexec.
+    let agent = opts
+        .agent
+        .clone()
+        .or_else(|| std::env::var("BATON_LAUNCH_AGENT").ok().filter(|s| !s.trim().is_empty()))
+        .unwrap_or_else(|| exe.clone());
     let cwd = std::env::current_dir().map_err(|e| (format!("cannot read the current directory: {e}"), 1))?;
 
     let mut ranks_on = vec![Vec::new(); plan.names.len()];
@@ -275,7 +283,7 @@ pub fn launch(opts: &cli::Options, plan: Plan) -> Result<i32, (String, i32)> {
         forward_stdin,
         iface: iface.clone().unwrap_or_default(),
         rsh: rsh.clone(),
-        proxy_path: exe.clone(),
+        proxy_path: agent,
         nodes: Vec::new(),
         ranks: Vec::new(),
         segments,
@@ -305,6 +313,7 @@ pub fn launch(opts: &cli::Options, plan: Plan) -> Result<i32, (String, i32)> {
         last_no: 0,
         cwd: cwd.clone(),
         output_unacked: HashMap::new(),
+        own_exe: exe.clone(),
     };
 
     // Start the children before the reaper: std reaps a child whose exec
@@ -312,8 +321,8 @@ pub fn launch(opts: &cli::Options, plan: Plan) -> Result<i32, (String, i32)> {
     let mut start_error: Option<String> = None;
     for (node, sub) in direct {
         let is_local = plan.local[node as usize];
-        let addrs = if is_local { &loopback } else { &advertised };
-        let started = proxy::start_proxy(&rsh, &plan.names[node as usize], is_local, &exe, node, addrs, &secret);
+        let (addrs, path) = if is_local { (&loopback, &exe) } else { (&advertised, &tree.template.proxy_path) };
+        let started = proxy::start_proxy(&rsh, &plan.names[node as usize], is_local, path, node, addrs, &secret);
         let pid = match started {
             Ok(pid) => Some(pid),
             Err(msg) => {
@@ -418,7 +427,8 @@ impl Tree {
         }
         let is_local = self.local[node as usize];
         let addrs = if is_local { &self.loopback } else { &self.advertised };
-        let (rsh, exe) = (&self.template.rsh, &self.template.proxy_path);
+        let exe = if is_local { &self.own_exe } else { &self.template.proxy_path };
+        let rsh = &self.template.rsh;
         let pid = match proxy::start_proxy(rsh, name, is_local, exe, node, addrs, &self.secret) {
             Ok(pid) => pid,
             Err(e) => {

@@ -385,6 +385,40 @@ fn tree_over_ipv6_only() {
 }
 
 #[test]
+fn other_hosts_run_the_launch_agent() {
+    let Some(h) = Hosts::up(10, 2) else { return };
+    // A wrapper that notes where it ran, then runs the real mpiexec: as an installation at
+    // another path on the other hosts would be.
+    let dir = std::env::temp_dir().join(format!("baton-agent-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    let log = dir.join("log");
+    let agent = dir.join("bin/mpiexec");
+    std::fs::write(&agent, format!("#!/bin/sh\nhostname >> {}\nexec {MPIEXEC} \"$@\"\n", log.display())).unwrap();
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let hosts = format!("{},127.0.0.1", h.list(&[]));
+    let script = "echo $BATON_RANK $BATON_NODE";
+    let rsh = rsh();
+    for how in [vec!["--launch-agent", agent.to_str().unwrap()], vec!["--prefix", dir.to_str().unwrap()]] {
+        let _ = std::fs::remove_file(&log);
+        let mut args = vec!["--rsh", rsh.as_str(), "-hosts", &hosts, "-n", "3"];
+        args.extend(how.iter().copied());
+        args.extend(["sh", "-c", script]);
+        let o = mpiexec(&args, &[]);
+        assert_eq!(o.code, Some(0), "{how:?}: {}", o.stderr);
+        assert_eq!(sorted_lines(&o.stdout).len(), 3, "{}", o.stdout);
+        // The two namespace hosts ran the agent; this machine's host forked mpiexec itself.
+        let mut ran = sorted_lines(&std::fs::read_to_string(&log).unwrap());
+        ran.dedup();
+        assert_eq!(ran, h.names, "{how:?}");
+    }
+    // An agent that is not there: the job ends at once, naming the host.
+    let o = mpiexec(&["--rsh", &rsh, "-hosts", &h.list(&[]), "--prefix", "/nonexistent", "-n", "2", "true"], &[]);
+    assert_ne!(o.code, Some(0));
+    assert!(o.stderr.contains(&format!("cannot start the proxy on host {}", h.names[0])), "{}", o.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn environment_output_and_exit_status_across_hosts() {
     let Some(h) = Hosts::up(2, 2) else { return };
     let wdir = std::env::temp_dir().canonicalize().unwrap();
