@@ -566,8 +566,10 @@ impl Engine {
         // Sparse elements past a few KiB stream even where they would go eagerly: in frames of
         // `typed_chunk`, the receiver unpacks one while the sender gathers the next, where one
         // eager frame has the two copies (both at cache-miss speed, for a matrix column) one
-        // after the other. Dense ones (a struct array) gain less than the round trip costs.
-        let pipelined = data.is_sparse() && len > TYPED_EAGER_MAX;
+        // after the other. Dense ones (a struct array) gain less than the round trip costs, and
+        // so does everything over a socket (a round trip of 10 µs, a system call per frame):
+        // only transports packed in place, the shared-memory rings, take this path.
+        let pipelined = data.is_sparse() && len > TYPED_EAGER_MAX && net.fills_in_place(to);
         let eager = len <= net.eager_limit(to).min(net.max_frame(to)) && !pipelined;
         // A small message of a derived datatype that cannot be packed into the transport's
         // memory is packed here, once, rather than again at every refused attempt.
@@ -1116,7 +1118,7 @@ impl Engine {
         let to = r.to;
         let mut chunk = net.max_frame(to).clamp(1, 1 << 20);
         if let Proto::SendStream { data, .. } = &r.proto {
-            if data.is_sparse() {
+            if data.is_sparse() && net.fills_in_place(to) {
                 chunk = chunk.min(typed_chunk(data.len()));
             }
         }
