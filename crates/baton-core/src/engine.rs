@@ -1116,15 +1116,13 @@ impl Engine {
     fn stream(&mut self, net: &mut dyn Net, id: ReqId) -> bool {
         let Some(r) = self.get_mut(id) else { return true };
         let to = r.to;
-        let mut chunk = net.max_frame(to).clamp(1, 1 << 20);
-        if let Proto::SendStream { data, .. } = &r.proto {
-            if data.is_sparse() && net.fills_in_place(to) {
-                chunk = chunk.min(typed_chunk(data.len()));
-            }
-        }
         let Proto::SendStream { data, rreq, off, mid, stage, staged } = &mut r.proto else { return true };
         let total = data.len();
         let in_place = data.contig().is_none() && net.fills_in_place(to);
+        let mut chunk = net.max_frame(to).clamp(1, 1 << 20);
+        if in_place && data.is_sparse() {
+            chunk = chunk.min(typed_chunk(total));
+        }
         while *off < total {
             if let Some((lane, end)) = *mid {
                 let rest = match data.contig() {

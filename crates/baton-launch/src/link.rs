@@ -242,7 +242,7 @@ pub fn advertised_addrs(iface: Option<&str>, port: u16) -> Result<Vec<SocketAddr
 }
 
 fn choose_advertised(all: &[IfAddr], iface: Option<&str>) -> Result<Vec<IpAddr>, String> {
-    let mut picked: Vec<IpAddr> = match iface {
+    let picked: Vec<IpAddr> = match iface {
         Some(list) => {
             // Link-local IPv6 would need the dialling host's scope: never advertised.
             let usable = |a: &&IfAddr| !matches!(a.addr, IpAddr::V6(v) if is_link_local_v6(&v));
@@ -263,7 +263,7 @@ fn choose_advertised(all: &[IfAddr], iface: Option<&str>) -> Result<Vec<IpAddr>,
         }
     };
     let mut out = Vec::with_capacity(picked.len());
-    for ip in picked.drain(..) {
+    for ip in picked {
         if !out.contains(&ip) {
             out.push(ip);
         }

@@ -581,20 +581,10 @@ impl TcpNet {
 
     /// Writes what earlier frames left behind; true when some connection is still busy.
     pub fn flush(&mut self) -> bool {
-        let mut busy = false;
-        let mut failed = None;
-        for (p, lanes) in self.tx.iter_mut().enumerate() {
-            for tx in lanes.iter_mut().flatten() {
-                match tx.flush() {
-                    Ok(done) => busy |= !done || tx.busy(),
-                    Err(e) => failed = Some((p, e)),
-                }
-            }
-        }
-        if let Some((p, e)) = failed {
-            self.peer_failed(p as ProcIdx, format!("lost the connection to {}: {e}", self.who(p as ProcIdx)));
-        }
-        busy
+        // Every tail a connection holds is listed in `unsent` (only `try_send` and `send_start`
+        // leave one); what else keeps a connection busy is a streamed frame's rest.
+        let unsent = self.flush_unsent();
+        unsent || self.tx.iter().flatten().flatten().any(Tx::busy)
     }
 
     fn lane(&mut self, to: ProcIdx, lane: usize) -> Option<&mut Tx> {
