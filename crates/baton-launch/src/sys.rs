@@ -24,17 +24,8 @@ const FORWARDED: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 /// Write end of the self-pipe the signal handler reports into.
 static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
 
-pub fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: buf is writable for buf.len() bytes; gethostname NUL-terminates
-    // on success when the name fits, and we stop at the first NUL anyway.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "localhost".into();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
+/// This machine's host name (shared with the transports, which name hosts the same way).
+pub use baton_transport::sys::hostname;
 
 /// Whether `h` names this machine: a loopback name, our host name, or one
 /// of `addrs` (the addresses of our interfaces) written out.
