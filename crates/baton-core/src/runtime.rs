@@ -46,6 +46,9 @@ pub struct State {
     tcp_rx: Vec<(ProcIdx, Rx, bool)>,
     /// Descriptors epoll reported readable in this pass (kept, so polling does not allocate).
     tcp_ready: Vec<u64>,
+    /// Whether every socket of `tcp_rx` is in the TCP watched set: always with more than
+    /// [`TCP_POLL_EACH_MAX`] of them, else only while a thread may sleep ([`State::arm_tcp`]).
+    tcp_watched: bool,
     /// This process's inbox, once it has met other jobs (beside the fabric, so that reading it
     /// borrows neither the other).
     inbox: Option<Arc<Inbox>>,
@@ -136,14 +139,22 @@ impl State {
 
     /// Adopts new connections, then reads every TCP connection that has data.
     fn progress_tcp(&mut self) -> bool {
-        let State { engine, fabric, tcp_rx, tcp_ready: ready, .. } = self;
+        let State { engine, fabric, tcp_rx, tcp_ready: ready, tcp_watched: watched, .. } = self;
         let Some(t) = fabric.tcp.as_mut() else { return false };
         t.flush_unsent();
         t.adopt_incoming();
-        tcp_rx.extend(t.take_new_rx().into_iter().map(|(p, rx)| (p, rx, false)));
-        let mut did = false;
+        let new = t.take_new_rx();
         // Many connections: one epoll call says which have data, instead of a read on each.
-        let select = tcp_rx.len() > TCP_POLL_EACH_MAX;
+        let select = tcp_rx.len() + new.len() > TCP_POLL_EACH_MAX;
+        if select && !*watched {
+            tcp_rx.iter().for_each(|(_, rx, _)| t.watch(rx));
+            *watched = true;
+        }
+        if *watched {
+            new.iter().for_each(|(_, rx)| t.watch(rx));
+        }
+        tcp_rx.extend(new.into_iter().map(|(p, rx)| (p, rx, false)));
+        let mut did = false;
         if select {
             t.ready_fds(ready);
         }
@@ -186,6 +197,27 @@ impl State {
             i += 1;
         }
         did
+    }
+
+    /// Before a thread sleeps: puts every receiving socket in the watched set and arms the
+    /// watcher, so that data on any of them rings the doorbell.
+    fn arm_tcp(&mut self) {
+        let Some(t) = self.fabric.tcp.as_ref() else { return };
+        if !self.tcp_watched {
+            self.tcp_rx.iter().for_each(|(_, rx, _)| t.watch(rx));
+            self.tcp_watched = true;
+        }
+        t.arm();
+    }
+
+    /// After sleeping, when no thread sleeps any more (the caller checks, under the lock that
+    /// [`arm_tcp`](Self::arm_tcp) takes too): a few sockets leave the watched set again.
+    fn unwatch_tcp(&mut self) {
+        let Some(t) = self.fabric.tcp.as_ref() else { return };
+        if self.tcp_watched && self.tcp_rx.len() <= TCP_POLL_EACH_MAX {
+            self.tcp_rx.iter().for_each(|(_, rx, _)| t.unwatch(rx));
+            self.tcp_watched = false;
+        }
     }
 
     fn frames_waiting(&self) -> bool {
@@ -619,6 +651,7 @@ impl Mpi {
                 consumers,
                 tcp_rx: Vec::new(),
                 tcp_ready: Vec::new(),
+                tcp_watched: false,
                 inbox: None,
                 inbox_cons: Vec::new(),
                 inbox_gen: 0,
@@ -822,9 +855,7 @@ impl Mpi {
                 // a doorbell.
                 let ready = st.frames_waiting() || st.engine.has_outgoing() || st.fabric.busy();
                 if !ready {
-                    if let Some(t) = st.fabric.tcp.as_ref() {
-                        t.arm();
-                    }
+                    st.arm_tcp();
                 }
                 ready
             };
@@ -841,6 +872,10 @@ impl Mpi {
             }
             unsleep();
             slept = true;
+            let mut st = self.lock();
+            if ctl.sleepers.load(Ordering::SeqCst) == 0 {
+                st.unwatch_tcp();
+            }
         }
     }
 
