@@ -23,7 +23,6 @@ use baton_transport::inbox::Inbox;
 use baton_transport::shm::{Consumer, ProcCtl, Segment};
 use baton_transport::tcp::Rx;
 use baton_transport::wait::{futex_wait, futex_wait_any, futex_wake};
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -45,10 +44,8 @@ pub struct State {
     /// Receiving halves of TCP connections, and whether the peer was disconnected since (its
     /// end then is expected, whatever the same process does next).
     tcp_rx: Vec<(ProcIdx, Rx, bool)>,
-    /// Descriptors epoll or `poll` reported readable in this pass, and those asked about (kept,
-    /// so polling does not allocate).
+    /// Descriptors epoll reported readable in this pass (kept, so polling does not allocate).
     tcp_ready: Vec<u64>,
-    tcp_fds: Vec<RawFd>,
     /// Whether every socket of `tcp_rx` is in the TCP watched set: always with more than
     /// [`TCP_POLL_EACH_MAX`] of them, else only while a thread may sleep ([`State::arm_tcp`]).
     tcp_watched: bool,
@@ -142,7 +139,7 @@ impl State {
 
     /// Adopts new connections, then reads every TCP connection that has data.
     fn progress_tcp(&mut self) -> bool {
-        let State { engine, fabric, tcp_rx, tcp_ready: ready, tcp_fds: fds, tcp_watched: watched, .. } = self;
+        let State { engine, fabric, tcp_rx, tcp_ready: ready, tcp_watched: watched, .. } = self;
         let Some(t) = fabric.tcp.as_mut() else { return false };
         t.flush_unsent();
         t.adopt_incoming();
@@ -158,21 +155,14 @@ impl State {
         }
         tcp_rx.extend(new.into_iter().map(|(p, rx)| (p, rx, false)));
         let mut did = false;
-        // Only sockets with something to read are read (see `tcp::readable` for why).
         if select {
             t.ready_fds(ready);
-        } else {
-            fds.clear();
-            fds.extend(tcp_rx.iter().map(|(_, rx, _)| rx.raw_fd()));
-            if baton_transport::tcp::readable(fds, ready).is_err() {
-                ready.extend(fds.iter().map(|&fd| fd as u64));
-            }
         }
         let mut i = 0;
         while i < tcp_rx.len() {
             let (from, rx, retired) = &mut tcp_rx[i];
             let (from, retired) = (*from, *retired);
-            if !rx.has_buffered_frame() && !ready.contains(&(rx.raw_fd() as u64)) {
+            if select && !rx.has_buffered_frame() && !ready.contains(&(rx.raw_fd() as u64)) {
                 i += 1;
                 continue;
             }
@@ -661,7 +651,6 @@ impl Mpi {
                 consumers,
                 tcp_rx: Vec::new(),
                 tcp_ready: Vec::new(),
-                tcp_fds: Vec::new(),
                 tcp_watched: false,
                 inbox: None,
                 inbox_cons: Vec::new(),

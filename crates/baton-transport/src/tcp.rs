@@ -624,41 +624,6 @@ impl AsFd for Poller {
     }
 }
 
-/// Which of a few sockets have something to read (bytes, end of file or an error), without
-/// waiting: their descriptors go to `ready`. One `poll` for all of them.
-///
-/// Asking before reading is what a busy-polling receiver should do: `poll` looks at a TCP
-/// socket without taking its lock, where a `recv` that finds nothing takes and releases it, and
-/// a packet that arrives while the receiver holds the lock waits in the socket's backlog for
-/// the receiver to process it. Across a veth pair that cost 0.2–1.5 µs of a 4–16 KiB
-/// ping-pong, and nothing at 8 bytes (docs/PERFORMANCE.md, TCP).
-pub fn readable(fds: &[RawFd], ready: &mut Vec<u64>) -> io::Result<()> {
-    ready.clear();
-    let mut pfds = [libc::pollfd { fd: -1, events: 0, revents: 0 }; POLL_MAX];
-    for chunk in fds.chunks(POLL_MAX) {
-        for (p, &fd) in pfds.iter_mut().zip(chunk) {
-            *p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        }
-        // SAFETY: `pfds` holds `chunk.len()` initialized entries; the kernel writes their
-        // `revents` only.
-        let n = unsafe { libc::poll(pfds.as_mut_ptr(), chunk.len() as libc::nfds_t, 0) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                // Nothing known: let every socket be read.
-                ready.extend(fds.iter().map(|&fd| fd as u64));
-                return Ok(());
-            }
-            return Err(e);
-        }
-        ready.extend(pfds[..chunk.len()].iter().filter(|p| p.revents != 0).map(|p| p.fd as u64));
-    }
-    Ok(())
-}
-
-/// Descriptors [`readable`] asks about in one call.
-const POLL_MAX: usize = 8;
-
 /// An eventfd: a counter one thread bumps to wake another that polls it.
 pub struct EventFd {
     fd: OwnedFd,
@@ -767,33 +732,6 @@ mod tests {
             }
         }
         panic!("nothing arrived");
-    }
-
-    /// `readable` names the sockets with bytes or an end to read, and only those.
-    #[test]
-    fn readable_names_sockets_with_something_to_read() {
-        use std::io::Write;
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut a: Vec<TcpStream> = (0..10).map(|_| TcpStream::connect(l.local_addr().unwrap()).unwrap()).collect();
-        let b: Vec<TcpStream> = (0..10).map(|_| l.accept().unwrap().0).collect();
-        let fds: Vec<RawFd> = b.iter().map(|s| s.as_raw_fd()).collect();
-        let mut ready = Vec::new();
-        readable(&fds, &mut ready).unwrap();
-        assert!(ready.is_empty(), "{ready:?}");
-        // Beyond one `poll`'s worth (8) too; one closed instead of written.
-        a[2].write_all(b"x").unwrap();
-        a[9].write_all(b"y").unwrap();
-        drop(a.remove(5));
-        let want = [fds[2] as u64, fds[5] as u64, fds[9] as u64];
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        loop {
-            readable(&fds, &mut ready).unwrap();
-            ready.sort();
-            if ready == want || std::time::Instant::now() > deadline {
-                break;
-            }
-        }
-        assert_eq!(ready, want);
     }
 
     /// A socket stand-in: bytes that have "arrived", and how many each read returned.
