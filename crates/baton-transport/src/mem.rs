@@ -224,32 +224,48 @@ const SPARSE_STRIDE: usize = 1024;
 /// # Safety
 /// Every source block must be readable and every destination block writable.
 #[inline(always)]
-unsafe fn copy_blocks(mut src: *const u8, sstride: isize, mut dst: *mut u8, dstride: isize, n: usize, k: usize) {
-    // SAFETY (whole body): the caller guarantees every block; the pointers step with wrapping
-    // arithmetic and are dereferenced only at block starts.
+unsafe fn copy_blocks(src: *const u8, sstride: isize, dst: *mut u8, dstride: isize, n: usize, k: usize) {
+    // SAFETY: the caller's guarantee, passed on.
     unsafe {
-        if (8..=16).contains(&n) && dstride.unsigned_abs() >= SPARSE_STRIDE {
-            // Stores that each miss the cache (a matrix column): one more store, to a line
-            // that is surely in L1, after each block. On this AMD EPYC back-to-back missing
-            // stores retire slower than when something that hits sits between them: a column
-            // of 1024 doubles, 8 KiB apart, took 6.2–6.9 µs to scatter in a plain loop and
-            // 5.0–5.3 µs with the extra store (C loops, interleaved; docs/PERFORMANCE.md).
-            let mut pace = 0u64;
+        if dstride.unsigned_abs() >= SPARSE_STRIDE {
+            copy_blocks_paced::<true>(src, sstride, dst, dstride, n, k)
+        } else {
+            copy_blocks_paced::<false>(src, sstride, dst, dstride, n, k)
+        }
+    }
+}
+
+/// [`copy_blocks`]; with `PACE`, one more store after each block, to a stack slot that is
+/// surely in L1. Blocks far apart each miss the cache (a matrix column), and on this AMD EPYC
+/// back-to-back missing stores retire slower than when a store that hits sits between them: a
+/// column of 1024 doubles 8 KiB apart took 5.9–6.9 µs to scatter in a plain loop and 5.0–5.3
+/// µs with the extra store, 1024 floats 4 KiB apart 6.9 and 4.8 µs (C loops, interleaved;
+/// docs/PERFORMANCE.md, derived datatypes).
+///
+/// # Safety
+/// As for [`copy_blocks`].
+#[inline(always)]
+unsafe fn copy_blocks_paced<const PACE: bool>(
+    mut src: *const u8,
+    sstride: isize,
+    mut dst: *mut u8,
+    dstride: isize,
+    n: usize,
+    k: usize,
+) {
+    let mut pace = 0u8;
+    // SAFETY (whole body): the caller guarantees every block; the pointers step with wrapping
+    // arithmetic and are dereferenced only at block starts; `pace` is a local.
+    unsafe {
+        if (8..=16).contains(&n) {
             for _ in 0..k {
                 let x = std::ptr::read_unaligned(src as *const u64);
                 let y = std::ptr::read_unaligned(src.add(n - 8) as *const u64);
                 std::ptr::write_unaligned(dst as *mut u64, x);
                 std::ptr::write_unaligned(dst.add(n - 8) as *mut u64, y);
-                std::ptr::write_volatile(&mut pace, x);
-                src = src.wrapping_offset(sstride);
-                dst = dst.wrapping_offset(dstride);
-            }
-        } else if (8..=16).contains(&n) {
-            for _ in 0..k {
-                let x = std::ptr::read_unaligned(src as *const u64);
-                let y = std::ptr::read_unaligned(src.add(n - 8) as *const u64);
-                std::ptr::write_unaligned(dst as *mut u64, x);
-                std::ptr::write_unaligned(dst.add(n - 8) as *mut u64, y);
+                if PACE {
+                    std::ptr::write_volatile(&mut pace, 0);
+                }
                 src = src.wrapping_offset(sstride);
                 dst = dst.wrapping_offset(dstride);
             }
@@ -259,12 +275,18 @@ unsafe fn copy_blocks(mut src: *const u8, sstride: isize, mut dst: *mut u8, dstr
                 let y = std::ptr::read_unaligned(src.add(n - 4) as *const u32);
                 std::ptr::write_unaligned(dst as *mut u32, x);
                 std::ptr::write_unaligned(dst.add(n - 4) as *mut u32, y);
+                if PACE {
+                    std::ptr::write_volatile(&mut pace, 0);
+                }
                 src = src.wrapping_offset(sstride);
                 dst = dst.wrapping_offset(dstride);
             }
         } else {
             for _ in 0..k {
                 std::ptr::copy(src, dst, n);
+                if PACE {
+                    std::ptr::write_volatile(&mut pace, 0);
+                }
                 src = src.wrapping_offset(sstride);
                 dst = dst.wrapping_offset(dstride);
             }
