@@ -396,6 +396,80 @@ fn express_send(comm_h: usize, buf: *mut c_void, count: i64, dt: usize, dest: c_
     engine.send_now(fabric, to, ctx, rank, tag, span.read(0, n))
 }
 
+/// Largest packed size of a derived-datatype message the express paths take: they pack it on
+/// the stack (sending) or receive it there and unpack it (receiving).
+const EXPRESS_TYPED_MAX: usize = 1024;
+
+/// What the express paths need of `count` elements of a committed derived datatype at `buf`:
+/// its layout, their packed size, the span they lie in and the offset of `buf` in it. None to
+/// take the generic path (which reports whatever is wrong, and takes `MPI_BOTTOM`).
+fn express_typed(l: &Lib, buf: *mut c_void, count: i64, dt: usize) -> Option<(Arc<Layout>, usize, UserBuf, isize)> {
+    if count < 0 || buf.is_null() {
+        return None;
+    }
+    let lay = match l.t().datatypes.get(dt) {
+        Some((lay, true)) => lay.clone(),
+        _ => return None,
+    };
+    let n = (count as usize).checked_mul(lay.size).filter(|&n| n <= EXPRESS_TYPED_MAX)?;
+    let (lo, hi) = lay.span(count as usize);
+    // SAFETY: MPI requires `buf` to hold `count` elements of the datatype for the call; (lo,
+    // hi) is exactly the bytes they cover.
+    let span = unsafe { UserBuf::new((buf as usize).wrapping_add_signed(lo), (hi - lo) as usize) };
+    Some((lay, n, span, -lo))
+}
+
+/// `MPI_Send` of a small message of a derived datatype on the express path: packed on the stack
+/// and sent as the contiguous express path sends; false to take the generic path.
+fn express_send_typed(comm_h: usize, buf: *mut c_void, count: i64, dt: usize, dest: c_int, tag: c_int) -> bool {
+    if predefined(dt).is_some() {
+        return false;
+    }
+    let Some(l) = crate::state::lib_fast() else { return false };
+    if tag < 0 {
+        return false;
+    }
+    let Some((Some(to), ctx, rank)) = express_comm(l, comm_h, dest, false) else { return false };
+    let Some((lay, n, span, base)) = express_typed(l, buf, count, dt) else { return false };
+    let mut packed = [0u8; EXPRESS_TYPED_MAX];
+    lay.pack_window(&span, base, 0, &mut packed[..n]);
+    let mut st = l.mpi.lock();
+    let State { engine, fabric, .. } = &mut *st;
+    engine.send_now(fabric, to, ctx, rank, tag, &packed[..n])
+}
+
+/// `MPI_Recv` of a small message of a derived datatype on the express path: received into the
+/// stack, then unpacked; None to take the generic path.
+fn express_recv_typed(
+    comm_h: usize,
+    buf: *mut c_void,
+    count: i64,
+    dt: usize,
+    src: c_int,
+    tag: c_int,
+    status: *mut MPI_Status,
+) -> Option<c_int> {
+    if predefined(dt).is_some() {
+        return None;
+    }
+    let l = crate::state::lib_fast()?;
+    if !(tag >= 0 || tag == c::MPI_ANY_TAG) {
+        return None;
+    }
+    let (_, ctx, _) = express_comm(l, comm_h, src, true)?;
+    let (lay, n, span, base) = express_typed(l, buf, count, dt)?;
+    let mut packed = [0u8; EXPRESS_TYPED_MAX];
+    // SAFETY: `packed` is not touched until the receive has completed, which this function
+    // waits for before it returns.
+    let local = unsafe { UserBuf::new(packed.as_mut_ptr() as usize, n) };
+    let s = wait_express_recv(l, comm_h, ctx, src, tag, local);
+    let got = (s.bytes as usize).min(n);
+    lay.unpack_into(&span, base, 0, &packed[..got]);
+    // SAFETY: status is MPI_STATUS_IGNORE (null) or points to a caller-owned MPI_Status.
+    unsafe { put_status(status, &s, false) };
+    Some(if s.error == 0 { c::MPI_SUCCESS } else { guard(comm_h, || check_status("MPI_Recv", &s)) })
+}
+
 /// What a receive on the express path needs: the context id and the receive buffer; None to
 /// take the generic path.
 #[inline]
@@ -444,6 +518,28 @@ fn express_irecv(
     Some(post_express_recv(&mut l.mpi.lock(), comm_h, ctx, src, tag, span))
 }
 
+/// Receives into `span` through the engine's direct slot and waits for it.
+#[inline]
+fn wait_express_recv(l: &Lib, comm_h: usize, ctx: u64, src: c_int, tag: c_int, span: UserBuf) -> Status {
+    // Another thread's blocking receive may hold the engine's direct slot: then a request.
+    let request = {
+        let mut st = l.mpi.lock();
+        let State { engine, fabric, .. } = &mut *st;
+        if engine.recv_direct(fabric, ctx, src, tag, span) {
+            None
+        } else {
+            Some(post_express_recv(&mut st, comm_h, ctx, src, tag, span))
+        }
+    };
+    match request {
+        None => match l.mpi.block(|st| st.engine.take_direct()) {
+            DirectEnd::Done(s) => s,
+            DirectEnd::Request(id) => l.mpi.wait_pending(id).0,
+        },
+        Some(id) => l.mpi.wait_pending(id).0,
+    }
+}
+
 /// `MPI_Recv` on the express path; None to take the generic path.
 #[inline]
 fn express_recv(
@@ -457,23 +553,7 @@ fn express_recv(
 ) -> Option<c_int> {
     let l = crate::state::lib_fast()?;
     let (ctx, span) = express_recv_target(l, comm_h, buf, count, dt, src, tag)?;
-    // Another thread's blocking receive may hold the engine's direct slot: then a request.
-    let request = {
-        let mut st = l.mpi.lock();
-        let State { engine, fabric, .. } = &mut *st;
-        if engine.recv_direct(fabric, ctx, src, tag, span) {
-            None
-        } else {
-            Some(post_express_recv(&mut st, comm_h, ctx, src, tag, span))
-        }
-    };
-    let s = match request {
-        None => match l.mpi.block(|st| st.engine.take_direct()) {
-            DirectEnd::Done(s) => s,
-            DirectEnd::Request(id) => l.mpi.wait_pending(id).0,
-        },
-        Some(id) => l.mpi.wait_pending(id).0,
-    };
+    let s = wait_express_recv(l, comm_h, ctx, src, tag, span);
     // SAFETY: status is MPI_STATUS_IGNORE (null) or points to a caller-owned MPI_Status.
     unsafe { put_status(status, &s, false) };
     Some(if s.error == 0 { c::MPI_SUCCESS } else { guard(comm_h, || check_status("MPI_Recv", &s)) })
@@ -488,7 +568,9 @@ fn blocking_send(
     tag: c_int,
     mode: SendMode,
 ) -> c_int {
-    if matches!(mode, SendMode::Standard | SendMode::Ready) && express_send(comm_h, buf, count, dt, dest, tag) {
+    if matches!(mode, SendMode::Standard | SendMode::Ready)
+        && (express_send(comm_h, buf, count, dt, dest, tag) || express_send_typed(comm_h, buf, count, dt, dest, tag))
+    {
         return c::MPI_SUCCESS;
     }
     guard(comm_h, || {
@@ -509,6 +591,9 @@ fn blocking_recv(
     status: *mut MPI_Status,
 ) -> c_int {
     if let Some(rc) = express_recv(comm_h, buf, count, dt, src, tag, status) {
+        return rc;
+    }
+    if let Some(rc) = express_recv_typed(comm_h, buf, count, dt, src, tag, status) {
         return rc;
     }
     guard(comm_h, || {
