@@ -441,19 +441,15 @@ fn express_send_typed(comm_h: usize, buf: *mut c_void, count: i64, dt: usize, de
 /// `MPI_Recv` of a small message of a derived datatype on the express path: received into the
 /// stack, then unpacked; None to take the generic path.
 fn express_recv_typed(
+    l: &Lib,
     comm_h: usize,
     buf: *mut c_void,
     count: i64,
     dt: usize,
     src: c_int,
     tag: c_int,
-    status: *mut MPI_Status,
-) -> Option<c_int> {
-    if predefined(dt).is_some() {
-        return None;
-    }
-    let l = crate::state::lib_fast()?;
-    if !(tag >= 0 || tag == c::MPI_ANY_TAG) {
+) -> Option<Status> {
+    if predefined(dt).is_some() || !express_recv_tag(tag) {
         return None;
     }
     let (_, ctx, _) = express_comm(l, comm_h, src, true)?;
@@ -465,9 +461,13 @@ fn express_recv_typed(
     let s = wait_express_recv(l, comm_h, ctx, src, tag, local);
     let got = (s.bytes as usize).min(n);
     lay.unpack_into(&span, base, 0, &packed[..got]);
-    // SAFETY: status is MPI_STATUS_IGNORE (null) or points to a caller-owned MPI_Status.
-    unsafe { put_status(status, &s, false) };
-    Some(if s.error == 0 { c::MPI_SUCCESS } else { guard(comm_h, || check_status("MPI_Recv", &s)) })
+    Some(s)
+}
+
+/// Whether a receive's tag is one the express paths take (a valid one or `MPI_ANY_TAG`; the
+/// generic path reports the others).
+fn express_recv_tag(tag: c_int) -> bool {
+    tag >= 0 || tag == c::MPI_ANY_TAG
 }
 
 /// What a receive on the express path needs: the context id and the receive buffer; None to
@@ -483,7 +483,7 @@ fn express_recv_target(
     tag: c_int,
 ) -> Option<(u64, UserBuf)> {
     let n = express_bytes(count, dt, buf)?;
-    if !(tag >= 0 || tag == c::MPI_ANY_TAG) {
+    if !express_recv_tag(tag) {
         return None;
     }
     let (_, ctx, _) = express_comm(l, comm_h, src, true)?;
@@ -552,8 +552,10 @@ fn express_recv(
     status: *mut MPI_Status,
 ) -> Option<c_int> {
     let l = crate::state::lib_fast()?;
-    let (ctx, span) = express_recv_target(l, comm_h, buf, count, dt, src, tag)?;
-    let s = wait_express_recv(l, comm_h, ctx, src, tag, span);
+    let s = match express_recv_target(l, comm_h, buf, count, dt, src, tag) {
+        Some((ctx, span)) => wait_express_recv(l, comm_h, ctx, src, tag, span),
+        None => express_recv_typed(l, comm_h, buf, count, dt, src, tag)?,
+    };
     // SAFETY: status is MPI_STATUS_IGNORE (null) or points to a caller-owned MPI_Status.
     unsafe { put_status(status, &s, false) };
     Some(if s.error == 0 { c::MPI_SUCCESS } else { guard(comm_h, || check_status("MPI_Recv", &s)) })
@@ -591,9 +593,6 @@ fn blocking_recv(
     status: *mut MPI_Status,
 ) -> c_int {
     if let Some(rc) = express_recv(comm_h, buf, count, dt, src, tag, status) {
-        return rc;
-    }
-    if let Some(rc) = express_recv_typed(comm_h, buf, count, dt, src, tag, status) {
         return rc;
     }
     guard(comm_h, || {
