@@ -62,6 +62,21 @@ pub struct State {
 /// that process counts as gone.
 const PROBE_LIMIT: Duration = Duration::from_secs(2);
 
+/// Puts every socket of `rx` in the TCP watched set (`on`) or takes them out, unless `watched`
+/// says they are there already (or not); then records it.
+fn set_watched(t: &TcpNet, rx: &[(ProcIdx, Rx, bool)], watched: &mut bool, on: bool) {
+    if *watched != on {
+        for (_, r, _) in rx {
+            if on {
+                t.watch(r)
+            } else {
+                t.unwatch(r)
+            }
+        }
+        *watched = on;
+    }
+}
+
 /// With more TCP connections than this, a progress pass asks epoll which ones have data
 /// instead of trying each.
 const TCP_POLL_EACH_MAX: usize = 4;
@@ -146,9 +161,8 @@ impl State {
         let new = t.take_new_rx();
         // Many connections: one epoll call says which have data, instead of a read on each.
         let select = tcp_rx.len() + new.len() > TCP_POLL_EACH_MAX;
-        if select && !*watched {
-            tcp_rx.iter().for_each(|(_, rx, _)| t.watch(rx));
-            *watched = true;
+        if select {
+            set_watched(t, tcp_rx, watched, true);
         }
         if *watched {
             new.iter().for_each(|(_, rx)| t.watch(rx));
@@ -200,23 +214,20 @@ impl State {
     }
 
     /// Before a thread sleeps: puts every receiving socket in the watched set and arms the
-    /// watcher, so that data on any of them rings the doorbell.
-    fn arm_tcp(&mut self) {
-        let Some(t) = self.fabric.tcp.as_ref() else { return };
-        if !self.tcp_watched {
-            self.tcp_rx.iter().for_each(|(_, rx, _)| t.watch(rx));
-            self.tcp_watched = true;
-        }
+    /// watcher, so that data on any of them rings the doorbell. False without TCP.
+    fn arm_tcp(&mut self) -> bool {
+        let Some(t) = self.fabric.tcp.as_ref() else { return false };
+        set_watched(t, &self.tcp_rx, &mut self.tcp_watched, true);
         t.arm();
+        true
     }
 
     /// After sleeping, when no thread sleeps any more (the caller checks, under the lock that
     /// [`arm_tcp`](Self::arm_tcp) takes too): a few sockets leave the watched set again.
     fn unwatch_tcp(&mut self) {
         let Some(t) = self.fabric.tcp.as_ref() else { return };
-        if self.tcp_watched && self.tcp_rx.len() <= TCP_POLL_EACH_MAX {
-            self.tcp_rx.iter().for_each(|(_, rx, _)| t.unwatch(rx));
-            self.tcp_watched = false;
+        if self.tcp_rx.len() <= TCP_POLL_EACH_MAX {
+            set_watched(t, &self.tcp_rx, &mut self.tcp_watched, false);
         }
     }
 
@@ -837,6 +848,7 @@ impl Mpi {
             };
             // A collective in flight may be able to move on with what has already arrived.
             self.progress_colls();
+            let mut tcp_armed = false;
             let ready = {
                 let mut st = self.lock();
                 self.progress_locked(&mut st);
@@ -855,7 +867,7 @@ impl Mpi {
                 // a doorbell.
                 let ready = st.frames_waiting() || st.engine.has_outgoing() || st.fabric.busy();
                 if !ready {
-                    st.arm_tcp();
+                    tcp_armed = st.arm_tcp();
                 }
                 ready
             };
@@ -872,9 +884,11 @@ impl Mpi {
             }
             unsleep();
             slept = true;
-            let mut st = self.lock();
-            if ctl.sleepers.load(Ordering::SeqCst) == 0 {
-                st.unwatch_tcp();
+            if tcp_armed {
+                let mut st = self.lock();
+                if ctl.sleepers.load(Ordering::SeqCst) == 0 {
+                    st.unwatch_tcp();
+                }
             }
         }
     }
