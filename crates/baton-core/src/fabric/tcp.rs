@@ -940,6 +940,50 @@ mod tests {
         }
     }
 
+    /// A connection's receiving half is out of the epoll set until it is watched (a socket in
+    /// the set costs every packet an epoll wake-up), in it while watched, and out again after.
+    #[test]
+    fn receiving_sockets_are_in_the_epoll_set_only_while_watched() {
+        let secret = Secret::generate().unwrap();
+        let (mut a, addr_a) = net(0, &secret, 1);
+        let (mut b, addr_b) = net(1, &secret, 1);
+        for n in [&mut a, &mut b] {
+            n.set_peer(0, Some(addr_a), "ha");
+            n.set_peer(1, Some(addr_b), "hb");
+        }
+        let h = Header { kind: Kind::Eager, ctx: 1, src: 0, tag: 2, len: 8, id: 0, aux: 0 };
+        assert!(a.try_send(1, &h, &[1; 8]), "{:?}", a.fatal);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut rx = Vec::new();
+        while rx.is_empty() && Instant::now() < deadline {
+            b.adopt_incoming();
+            rx.extend(b.take_new_rx());
+        }
+        let (_, rx) = rx.pop().expect("b adopted the connection");
+        let fd = rx.raw_fd() as u64;
+        let ready = |b: &TcpNet| {
+            // The frame is on its way: wait for it to show while watched.
+            let mut out = Vec::new();
+            let until = Instant::now() + Duration::from_secs(2);
+            loop {
+                b.ready_fds(&mut out);
+                if out.contains(&fd) || Instant::now() > until {
+                    return out.contains(&fd);
+                }
+            }
+        };
+        let mut out = Vec::new();
+        b.ready_fds(&mut out);
+        assert!(!out.contains(&fd), "a new connection's socket is watched from the start");
+        b.watch(&rx);
+        assert!(ready(&b), "a watched socket with a frame in it is not reported readable");
+        b.unwatch(&rx);
+        b.ready_fds(&mut out);
+        assert!(!out.contains(&fd), "an unwatched socket is still reported");
+        a.shutdown();
+        b.shutdown();
+    }
+
     /// An eager frame larger than the socket takes at once is finished by the progress pass's
     /// `flush_unsent`, with nothing else sent after it (a sender that only polls).
     #[test]
