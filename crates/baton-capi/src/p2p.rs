@@ -12,6 +12,7 @@ use baton_core::error::{MpiError, Result};
 use baton_core::runtime::State;
 use baton_transport::mem::UserBuf;
 use std::ffi::{c_int, c_void};
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 /// The largest tag: the frame header carries tags as 32-bit signed integers.
@@ -400,6 +401,20 @@ fn express_send(comm_h: usize, buf: *mut c_void, count: i64, dt: usize, dest: c_
 /// the stack (sending) or receive it there and unpack it (receiving).
 const EXPRESS_TYPED_MAX: usize = 1024;
 
+/// The first `n` bytes of the express typed paths' stack buffer, zeroed. A small message uses
+/// a few of its bytes, and zeroing all 1 KiB at every call would cost about what packing them
+/// does.
+fn stack_bytes(buf: &mut MaybeUninit<[u8; EXPRESS_TYPED_MAX]>, n: usize) -> &mut [u8] {
+    let n = n.min(EXPRESS_TYPED_MAX);
+    let p = buf.as_mut_ptr().cast::<u8>();
+    // SAFETY: `p` points to EXPRESS_TYPED_MAX bytes owned through `buf`; the first `n` are
+    // initialised here, before the slice over them is made.
+    unsafe {
+        std::ptr::write_bytes(p, 0, n);
+        std::slice::from_raw_parts_mut(p, n)
+    }
+}
+
 /// What the express paths need of `count` elements of a committed derived datatype at `buf`:
 /// its layout, their packed size, the span they lie in and the offset of `buf` in it. None to
 /// take the generic path (which reports whatever is wrong, and takes `MPI_BOTTOM`).
@@ -431,11 +446,12 @@ fn express_send_typed(comm_h: usize, buf: *mut c_void, count: i64, dt: usize, de
     }
     let Some((Some(to), ctx, rank)) = express_comm(l, comm_h, dest, false) else { return false };
     let Some((lay, n, span, base)) = express_typed(l, buf, count, dt) else { return false };
-    let mut packed = [0u8; EXPRESS_TYPED_MAX];
-    lay.pack_window(&span, base, 0, &mut packed[..n]);
+    let mut storage = MaybeUninit::uninit();
+    let packed = stack_bytes(&mut storage, n);
+    lay.pack_window(&span, base, 0, packed);
     let mut st = l.mpi.lock();
     let State { engine, fabric, .. } = &mut *st;
-    engine.send_now(fabric, to, ctx, rank, tag, &packed[..n])
+    engine.send_now(fabric, to, ctx, rank, tag, packed)
 }
 
 /// `MPI_Recv` of a small message of a derived datatype on the express path: received into the
@@ -454,7 +470,8 @@ fn express_recv_typed(
     }
     let (_, ctx, _) = express_comm(l, comm_h, src, true)?;
     let (lay, n, span, base) = express_typed(l, buf, count, dt)?;
-    let mut packed = [0u8; EXPRESS_TYPED_MAX];
+    let mut storage = MaybeUninit::uninit();
+    let packed = stack_bytes(&mut storage, n);
     // SAFETY: `packed` is not touched until the receive has completed, which this function
     // waits for before it returns.
     let local = unsafe { UserBuf::new(packed.as_mut_ptr() as usize, n) };
