@@ -390,8 +390,9 @@ impl<S: Read> Rx<S> {
         Ok(out)
     }
 
-    /// Before a read: starts an empty buffer over at its front, and moves what is left of a
-    /// partly read frame there when little room is left behind it. Reads go to the free end of
+    /// Before a read: starts an empty buffer over at its front, and moves a few bytes left of a
+    /// partly read frame (part of its header: a whole header gets its frame room from
+    /// `make_room`) there when little room is left behind them. Reads go to the free end of
     /// the buffer; without this its end came every few frames, and a 16 KiB frame then took
     /// two reads, the first of the few hundred bytes left (in a quarter to a third of a
     /// ping-pong's messages).
@@ -771,6 +772,33 @@ mod tests {
             rx.sock.reads.clear();
         }
         assert!(sink.frames.iter().all(|(_, p)| *p == payload));
+    }
+
+    /// Part of a frame's header left near the buffer's end moves to the front before the next
+    /// read, so the rest of that frame comes in one read too. (With the whole header there,
+    /// `make_room` already makes room for the frame.)
+    #[test]
+    fn a_partial_frame_near_the_end_moves_to_the_front() {
+        let mut rx = Rx::new(Arrived { bytes: Default::default(), reads: Vec::new() }, 1 << 20);
+        let mut sink = Collect { frames: Vec::new(), dst: Vec::new(), direct: false, placed: 0 };
+        let payload = vec![9u8; 20_000];
+        let mut stream = Vec::new();
+        for i in 0..4u64 {
+            stream.extend(encode(&Header { id: i, ..hdr(Kind::Eager, payload.len() as u64) }, payload.len()));
+            stream.extend(&payload);
+        }
+        // Three frames and part of the fourth's header fit the initial buffer with under a
+        // quarter of it left behind them.
+        let cut = 3 * (HEADER_LEN + payload.len()) + HEADER_LEN / 2;
+        assert!(cut < RX_INITIAL && RX_INITIAL - cut < RX_INITIAL / 4);
+        rx.sock.bytes.extend(&stream[..cut]);
+        rx.receive(&mut sink).unwrap();
+        assert_eq!(sink.frames.len(), 3);
+        rx.sock.reads.clear();
+        rx.sock.bytes.extend(&stream[cut..]);
+        rx.receive(&mut sink).unwrap();
+        assert_eq!(sink.frames.len(), 4);
+        assert_eq!(rx.sock.reads, [stream.len() - cut], "the rest of the fourth frame: reads");
     }
 
     #[test]
