@@ -196,6 +196,22 @@ stat_t measure(MPI_Comm comm, kernel_fn fn, void *ctx)
             MPI_Allreduce(v, r, 1, MPI_DOUBLE, MPI_MAX, comm);
         else
             r[0] = v[0];
+        if (r[0] * 1e6 >= o->batch_us / 8 && c < 100000) {
+            /* One run can hold a one-time delay (8 ranks on 2 cores: a rank
+             * still finishing the barrier before it, 1 ms against 40 us for a
+             * token round), which would set the count for every sample: the
+             * faster of two runs decides. */
+            if (comm != MPI_COMM_NULL)
+                MPI_Barrier(comm);
+            v[0] = fn(ctx, it, (int)c, 0);
+            it += c;
+            if (comm != MPI_COMM_NULL)
+                MPI_Allreduce(v, r + 1, 1, MPI_DOUBLE, MPI_MAX, comm);
+            else
+                r[1] = v[0];
+            if (r[1] < r[0])
+                r[0] = r[1];
+        }
         if (r[0] * 1e6 >= o->batch_us / 8 || c >= 100000)
             break;
         c *= 2;
