@@ -345,9 +345,10 @@ impl<S: Source> Rx<S> {
     /// A receiver waiting for a message reads its socket over and over; every `recv` takes
     /// the socket's lock, which the kernel also needs to queue an arriving packet, and `poll`
     /// does not take it. Across a veth pair (bridge and netfilter on the packet's way) that
-    /// made ping-pong of 4 and 16 KiB 6–10 % faster; on loopback, where the sender's own
-    /// system call queues the packet, the extra call cost 3–5 % at those sizes. Only an idle
-    /// socket is asked first, so a stream of frames costs no extra system call.
+    /// made a 4 KiB ping-pong 2–10 % faster (16 KiB: within that size's run-to-run spread);
+    /// on loopback, where the sender's own system call queues the packet, the extra call cost
+    /// 3–5 % at 4 and 16 KiB. Only an idle socket is asked first, so a stream of frames costs
+    /// no extra system call.
     pub fn set_poll_first(&mut self, on: bool) {
         self.poll_first = on;
     }
