@@ -168,6 +168,20 @@ double median_of(const double *v, int n)
     return m;
 }
 
+/* `c` iterations of `fn` after a barrier; the slowest rank's time, seconds. */
+static double timed_run(MPI_Comm comm, kernel_fn fn, void *ctx, long *it, long c)
+{
+    double v, r;
+    if (comm != MPI_COMM_NULL)
+        MPI_Barrier(comm);
+    v = fn(ctx, *it, (int)c, 0);
+    *it += c;
+    if (comm == MPI_COMM_NULL)
+        return v;
+    MPI_Allreduce(&v, &r, 1, MPI_DOUBLE, MPI_MAX, comm);
+    return r;
+}
+
 stat_t measure(MPI_Comm comm, kernel_fn fn, void *ctx)
 {
     static double samples[MAX_SAMPLES];
@@ -188,27 +202,13 @@ stat_t measure(MPI_Comm comm, kernel_fn fn, void *ctx)
      * the allreduce keeps every rank's decision the same. */
     long c = 1;
     for (;;) {
-        if (comm != MPI_COMM_NULL)
-            MPI_Barrier(comm);
-        v[0] = fn(ctx, it, (int)c, 0);
-        it += c;
-        if (comm != MPI_COMM_NULL)
-            MPI_Allreduce(v, r, 1, MPI_DOUBLE, MPI_MAX, comm);
-        else
-            r[0] = v[0];
+        r[0] = timed_run(comm, fn, ctx, &it, c);
         if (r[0] * 1e6 >= o->batch_us / 8 && c < 100000) {
             /* One run can hold a one-time delay (8 ranks on 2 cores: a rank
              * still finishing the barrier before it, 1 ms against 40 us for a
              * token round), which would set the count for every sample: the
              * faster of two runs decides. */
-            if (comm != MPI_COMM_NULL)
-                MPI_Barrier(comm);
-            v[0] = fn(ctx, it, (int)c, 0);
-            it += c;
-            if (comm != MPI_COMM_NULL)
-                MPI_Allreduce(v, r + 1, 1, MPI_DOUBLE, MPI_MAX, comm);
-            else
-                r[1] = v[0];
+            r[1] = timed_run(comm, fn, ctx, &it, c);
             if (r[1] < r[0])
                 r[0] = r[1];
         }
