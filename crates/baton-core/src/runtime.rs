@@ -285,13 +285,83 @@ pub struct WaitPolicy {
     pub yield_between_polls: bool,
     /// Polls between two yields when oversubscribed.
     pub yield_every: u64,
+    /// The CPU this process returns to while it waits, when oversubscribed (`BATON_PLACE`).
+    home: Option<Home>,
+}
+
+/// How oversubscribed processes are spread over the CPUs they may use (`BATON_PLACE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Leave placement to the kernel.
+    Off,
+    /// Process `i` of the machine on CPU `i mod cpus`: neighbours in rank order on different
+    /// CPUs, so that two ranks talking while the others sleep each keep a CPU.
+    Cyclic,
+    /// Consecutive processes share a CPU: a neighbour in rank order is usually a context switch
+    /// away rather than a cross-CPU wake-up.
+    Block,
+}
+
+impl Placement {
+    pub fn from_env() -> Placement {
+        match std::env::var("BATON_PLACE").as_deref().map(str::trim) {
+            Ok("off" | "none" | "0") => Placement::Off,
+            Ok("block") => Placement::Block,
+            Ok("cyclic" | "") | Err(_) => Placement::Cyclic,
+            Ok(other) => {
+                // A placement is a hint, not worth failing MPI_Init over; but say so.
+                eprintln!("baton: MPI_Init: BATON_PLACE={other:?} is not one of cyclic, block, off; using cyclic");
+                Placement::Cyclic
+            }
+        }
+    }
+
+    /// The CPU of process `index` of `count` on this machine, among the allowed `cpus`.
+    pub fn cpu_for(self, index: usize, count: usize, cpus: &[usize]) -> Option<usize> {
+        if cpus.len() < 2 || count == 0 {
+            return None;
+        }
+        let i = index.min(count - 1);
+        match self {
+            Placement::Off => None,
+            Placement::Cyclic => Some(cpus[i % cpus.len()]),
+            Placement::Block => Some(cpus[i * cpus.len() / count]),
+        }
+    }
+}
+
+/// Where a process waits when the machine is oversubscribed. Yield-polling ranks are only as
+/// fast as the kernel's choice of which rank runs next, and that choice is worst when one CPU
+/// holds more pollers than another: the kernel's balancer counts a polling rank as load like any
+/// other and takes 100 ms or more to even them out, or never does (docs/PERFORMANCE.md). So a
+/// waiting thread moves itself back to its home CPU when it finds itself elsewhere; its mask is
+/// not narrowed, so the kernel stays free to move it while the application computes.
+#[derive(Debug)]
+struct Home {
+    cpu: usize,
+    /// The CPUs the process was allowed, restored after each move.
+    allowed: Vec<usize>,
+    /// Only the thread that initialized MPI goes home: other threads of the process would pile
+    /// onto the same CPU.
+    thread: std::thread::ThreadId,
 }
 
 impl WaitPolicy {
-    fn choose(local_ranks: usize) -> WaitPolicy {
+    /// `local_ranks` processes share this machine; this one is `local_index` of them.
+    fn choose(local_ranks: usize, local_index: usize) -> WaitPolicy {
         let cores = available_cores();
         let oversubscribed = local_ranks > cores;
         let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+        let home = if oversubscribed {
+            let allowed = baton_transport::sys::allowed_cpus();
+            Placement::from_env().cpu_for(local_index, local_ranks, &allowed).map(|cpu| Home {
+                cpu,
+                allowed,
+                thread: std::thread::current().id(),
+            })
+        } else {
+            None
+        };
         // The floor must exceed a sleeping wake-up (tens of microseconds here), or a peer that
         // slept once makes the other sleep too, and every message pays a wake-up.
         let min_us = env("BATON_SPIN_US").unwrap_or(200);
@@ -302,6 +372,17 @@ impl WaitPolicy {
             max_ns: max_us * 1000,
             yield_between_polls: oversubscribed,
             yield_every: env("BATON_YIELD_EVERY").unwrap_or(1).max(1),
+            home,
+        }
+    }
+
+    /// Moves the calling thread to its home CPU if it has one and is elsewhere: a `getcpu`
+    /// (a few nanoseconds) when it is home, two `sched_setaffinity` calls when not.
+    pub fn go_home(&self) {
+        if let Some(h) = &self.home {
+            if baton_transport::sys::current_cpu() != Some(h.cpu) && std::thread::current().id() == h.thread {
+                baton_transport::sys::place_on_cpu(h.cpu, &h.allowed);
+            }
         }
     }
 
@@ -516,6 +597,7 @@ impl Mpi {
         std::env::remove_var("BATON_PARENT_PORT");
         let mut mpi = Mpi::assemble(s, wired, appnum, universe)?;
         mpi.parent_port = parent_port;
+        mpi.policy.go_home();
         Ok(mpi)
     }
 
@@ -603,11 +685,10 @@ impl Mpi {
         let mut local = 0;
         // Processes competing for this machine's cores (more than cores: yield while waiting).
         let mine = &machines[me as usize];
-        let sharing = procs
-            .iter()
-            .zip(&machines)
-            .filter(|(p, m)| if mine.is_some() { *m == mine } else { p.host == host })
-            .count();
+        let same_machine: Vec<bool> =
+            procs.iter().zip(&machines).map(|(p, m)| if mine.is_some() { m == mine } else { p.host == host }).collect();
+        let sharing = same_machine.iter().filter(|&&b| b).count();
+        let my_index = same_machine[..me as usize].iter().filter(|&&b| b).count();
         for (i, p) in procs.iter().enumerate() {
             let same_host = p.host == host;
             local += same_host as usize;
@@ -668,7 +749,7 @@ impl Mpi {
                 inbox_gen: 0,
             }),
             bell,
-            policy: WaitPolicy::choose(sharing),
+            policy: WaitPolicy::choose(sharing, my_index),
             procs: std::sync::RwLock::new(table),
             me,
             job_id,
@@ -820,6 +901,10 @@ impl Mpi {
             polls += 1;
             if !polls.is_multiple_of(64) || start.get_or_insert_with(Instant::now).elapsed() < budget {
                 if self.policy.yield_between_polls {
+                    // The kernel may have moved this rank while it computed or polled.
+                    if polls % 16 == 1 {
+                        self.policy.go_home();
+                    }
                     if polls.is_multiple_of(self.policy.yield_every) {
                         std::thread::yield_now();
                     } else {
@@ -884,6 +969,8 @@ impl Mpi {
             }
             unsleep();
             slept = true;
+            // A wake-up places the sleeper next to the CPU that woke it.
+            self.policy.go_home();
             if tcp_armed {
                 let mut st = self.lock();
                 if ctl.sleepers.load(Ordering::SeqCst) == 0 {
@@ -1431,4 +1518,38 @@ pub const TAG_SWAP: i32 = 4;
 
 fn now_nanos() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Placement;
+
+    #[test]
+    fn cyclic_puts_rank_neighbours_on_different_cpus() {
+        let cpus = [0, 1];
+        let homes: Vec<_> = (0..8).map(|i| Placement::Cyclic.cpu_for(i, 8, &cpus).unwrap()).collect();
+        assert_eq!(homes, [0, 1, 0, 1, 0, 1, 0, 1]);
+        // Only the allowed CPUs are used, in the order given.
+        let homes: Vec<_> = (0..5).map(|i| Placement::Cyclic.cpu_for(i, 5, &[2, 5, 7]).unwrap()).collect();
+        assert_eq!(homes, [2, 5, 7, 2, 5]);
+    }
+
+    #[test]
+    fn block_fills_each_cpu_with_consecutive_ranks() {
+        let homes: Vec<_> = (0..8).map(|i| Placement::Block.cpu_for(i, 8, &[0, 1]).unwrap()).collect();
+        assert_eq!(homes, [0, 0, 0, 0, 1, 1, 1, 1]);
+        // Uneven counts differ by at most one per CPU.
+        let homes: Vec<_> = (0..5).map(|i| Placement::Block.cpu_for(i, 5, &[0, 1]).unwrap()).collect();
+        assert_eq!(homes, [0, 0, 0, 1, 1]);
+        // An index past the count (a stale or odd table) still lands on an allowed CPU.
+        assert_eq!(Placement::Block.cpu_for(9, 5, &[0, 1]), Some(1));
+    }
+
+    #[test]
+    fn no_home_without_a_choice_to_make() {
+        assert_eq!(Placement::Off.cpu_for(3, 8, &[0, 1]), None);
+        assert_eq!(Placement::Cyclic.cpu_for(3, 8, &[4]), None);
+        assert_eq!(Placement::Block.cpu_for(0, 0, &[0, 1]), None);
+        assert_eq!(Placement::Cyclic.cpu_for(0, 4, &[]), None);
+    }
 }

@@ -135,6 +135,49 @@ pub fn machine_id() -> Option<String> {
     (!id.is_empty()).then_some(id)
 }
 
+/// The CPUs the calling thread may run on, in ascending order (empty if the kernel will not say).
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain bits; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: the pointer and size describe `set`, which lives across the call.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return Vec::new();
+    }
+    // SAFETY: CPU_ISSET only reads `set` at an index below CPU_SETSIZE.
+    (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
+}
+
+/// The CPU the calling thread runs on now (a hint: it may move right after).
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: no arguments; returns -1 on failure.
+    let c = unsafe { libc::sched_getcpu() };
+    (c >= 0).then_some(c as usize)
+}
+
+/// Moves the calling thread onto `cpu`, then lets it run on any of `allowed` again: the
+/// scheduler keeps a thread where it is until its load balancer or a wake-up has a reason to move
+/// it, so this places the thread without pinning it. Returns whether the move happened.
+pub fn place_on_cpu(cpu: usize, allowed: &[usize]) -> bool {
+    let set_of = |cpus: &mut dyn Iterator<Item = usize>| {
+        // SAFETY: cpu_set_t is plain bits; zeroed is the empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for c in cpus.filter(|&c| c < libc::CPU_SETSIZE as usize) {
+            // SAFETY: `c` is below CPU_SETSIZE, checked above.
+            unsafe { libc::CPU_SET(c, &mut set) };
+        }
+        set
+    };
+    let one = set_of(&mut std::iter::once(cpu));
+    let all = set_of(&mut allowed.iter().copied());
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: pointer and size describe a live cpu_set_t; pid 0 is the calling thread. Setting a
+    // one-CPU mask migrates the thread before the call returns.
+    let moved = unsafe { libc::sched_setaffinity(0, size, &one) } == 0;
+    // SAFETY: as above; restores the mask the thread had.
+    unsafe { libc::sched_setaffinity(0, size, &all) };
+    moved
+}
+
 /// Waits up to `ms` milliseconds for `fd` to become readable (or to have a connection to
 /// accept). Returns whether it is.
 pub fn wait_readable(fd: std::os::fd::RawFd, ms: i32) -> bool {
