@@ -344,6 +344,8 @@ struct Home {
     /// Only the thread that initialized MPI goes home: other threads of the process would pile
     /// onto the same CPU.
     thread: std::thread::ThreadId,
+    /// Set once the application has changed the thread's mask itself.
+    user_placed: AtomicBool,
 }
 
 impl WaitPolicy {
@@ -358,6 +360,7 @@ impl WaitPolicy {
                 cpu,
                 allowed,
                 thread: std::thread::current().id(),
+                user_placed: AtomicBool::new(false),
             })
         } else {
             None
@@ -380,7 +383,16 @@ impl WaitPolicy {
     /// (a few nanoseconds) when it is home, two `sched_setaffinity` calls when not.
     pub fn go_home(&self) {
         if let Some(h) = &self.home {
-            if baton_transport::sys::current_cpu() != Some(h.cpu) && std::thread::current().id() == h.thread {
+            if baton_transport::sys::current_cpu() != Some(h.cpu)
+                && !h.user_placed.load(Ordering::Relaxed)
+                && std::thread::current().id() == h.thread
+            {
+                // A mask changed since MPI_Init is the application's own placement: restoring
+                // ours would undo it, so homing stops for good.
+                if baton_transport::sys::allowed_cpus() != h.allowed {
+                    h.user_placed.store(true, Ordering::Relaxed);
+                    return;
+                }
                 baton_transport::sys::place_on_cpu(h.cpu, &h.allowed);
             }
         }
