@@ -333,7 +333,7 @@ impl Placement {
 /// Where a process waits when the machine is oversubscribed. Yield-polling ranks are only as
 /// fast as the kernel's choice of which rank runs next, and that choice is worst when one CPU
 /// holds more pollers than another: the kernel's balancer counts a polling rank as load like any
-/// other and takes 100 ms or more to even them out, or never does (docs/PERFORMANCE.md). So a
+/// other and took 100 ms or more to even them out here (docs/PERFORMANCE.md). So a
 /// waiting thread moves itself back to its home CPU when it finds itself elsewhere; its mask is
 /// not narrowed, so the kernel stays free to move it while the application computes.
 #[derive(Debug)]

@@ -154,28 +154,26 @@ pub fn current_cpu() -> Option<usize> {
     (c >= 0).then_some(c as usize)
 }
 
+fn cpu_set(cpus: &[usize]) -> libc::cpu_set_t {
+    // SAFETY: cpu_set_t is plain bits; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+        // SAFETY: `c` is below CPU_SETSIZE, checked above.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    set
+}
+
 /// Moves the calling thread onto `cpu`, then lets it run on any of `allowed` again: the
 /// scheduler keeps a thread where it is until its load balancer or a wake-up has a reason to move
-/// it, so this places the thread without pinning it. Returns whether the move happened.
-pub fn place_on_cpu(cpu: usize, allowed: &[usize]) -> bool {
-    let set_of = |cpus: &mut dyn Iterator<Item = usize>| {
-        // SAFETY: cpu_set_t is plain bits; zeroed is the empty set.
-        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        for c in cpus.filter(|&c| c < libc::CPU_SETSIZE as usize) {
-            // SAFETY: `c` is below CPU_SETSIZE, checked above.
-            unsafe { libc::CPU_SET(c, &mut set) };
-        }
-        set
-    };
-    let one = set_of(&mut std::iter::once(cpu));
-    let all = set_of(&mut allowed.iter().copied());
+/// it, so this places the thread without pinning it.
+pub fn place_on_cpu(cpu: usize, allowed: &[usize]) {
     let size = std::mem::size_of::<libc::cpu_set_t>();
     // SAFETY: pointer and size describe a live cpu_set_t; pid 0 is the calling thread. Setting a
     // one-CPU mask migrates the thread before the call returns.
-    let moved = unsafe { libc::sched_setaffinity(0, size, &one) } == 0;
+    unsafe { libc::sched_setaffinity(0, size, &cpu_set(&[cpu])) };
     // SAFETY: as above; restores the mask the thread had.
-    unsafe { libc::sched_setaffinity(0, size, &all) };
-    moved
+    unsafe { libc::sched_setaffinity(0, size, &cpu_set(allowed)) };
 }
 
 /// Waits up to `ms` milliseconds for `fd` to become readable (or to have a connection to
