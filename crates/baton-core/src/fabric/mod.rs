@@ -23,8 +23,12 @@ use tcp::TcpNet;
 /// Settings read once from the environment (documented in the README).
 #[derive(Clone, Debug)]
 pub struct FabricConfig {
-    /// `BATON_SHM_EAGER_MAX`: largest message sent eagerly through the rings.
+    /// `BATON_SHM_EAGER_MAX`: largest message sent eagerly through the rings to a process whose
+    /// memory this one may read (by default 8 KiB).
     pub eager_max: usize,
+    /// The same to a process whose memory it may not read, where rendezvous streams through the
+    /// ring (by default 16 KiB).
+    pub eager_max_no_cma: usize,
     /// `BATON_SHM_RING_SIZE`: bytes of each per-pair ring (a power of two); by default
     /// [`FabricConfig::ring_size_for`] of the host's rank count, for the job segment, and
     /// 128 KiB for inboxes.
@@ -43,11 +47,15 @@ impl FabricConfig {
         let num = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| parse_size(&v)).unwrap_or(d);
         let ring_size = num("BATON_SHM_RING_SIZE", 128 * 1024).next_power_of_two().max(8192);
         let ring_size_set = std::env::var_os("BATON_SHM_RING_SIZE").is_some();
-        let eager_max = num("BATON_SHM_EAGER_MAX", 16 * 1024);
+        // Above 8 KiB a single-copy rendezvous beats the eager path's two copies in a ping-pong
+        // (16 KiB: 2.35 against 3.25 µs), while streamed eager messages overlap their copies and
+        // stay ahead; without single copies, rendezvous is a ring copy plus a handshake.
+        let eager_max = num("BATON_SHM_EAGER_MAX", 8 * 1024);
+        let eager_max_no_cma = num("BATON_SHM_EAGER_MAX", 16 * 1024);
         let off = |k: &str| matches!(std::env::var(k).as_deref(), Ok("0") | Ok("no") | Ok("off"));
         let cma = !off("BATON_CMA");
         let coop_min = if off("BATON_COOP_MIN") { usize::MAX } else { num("BATON_COOP_MIN", 256 * 1024) };
-        FabricConfig { eager_max, ring_size, ring_size_set, cma, coop_min }
+        FabricConfig { eager_max, eager_max_no_cma, ring_size, ring_size_set, cma, coop_min }
     }
 
     /// The default ring of a job segment shared by `local` processes: 32 MiB of rings in all,
@@ -269,10 +277,11 @@ impl Net for Fabric {
     fn try_send_eager(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> bool {
         // Shared memory pushes from this one match: going through `eager_limit`, `max_frame`
         // and `try_send` (three endpoint lookups) cost 55 instructions per send (callgrind).
-        let eager_max = self.cfg.eager_max;
+        let (eager_max, no_cma) = (self.cfg.eager_max, self.cfg.eager_max_no_cma);
         match self.endpoint(to) {
-            Endpoint::Shm { prod, .. } => {
-                payload.len() <= eager_max.min(prod.ring_size() / 4) && push_shm(prod, h, payload)
+            Endpoint::Shm { prod, cma_ok, .. } => {
+                let limit = if *cma_ok { eager_max } else { no_cma };
+                payload.len() <= limit.min(prod.ring_size() / 4) && push_shm(prod, h, payload)
             }
             _ => payload.len() <= self.eager_limit(to).min(self.max_frame(to)) && self.try_send(to, h, payload),
         }
@@ -342,7 +351,11 @@ impl Net for Fabric {
         } else if self.on_tcp(to) {
             self.tcp.as_ref().map_or(0, |t| t.config().eager_max)
         } else {
-            self.cfg.eager_max
+            match self.eps.get(to as usize) {
+                Some(Endpoint::Shm { cma_ok: false, .. }) => self.cfg.eager_max_no_cma,
+                _ if !self.cfg.cma => self.cfg.eager_max_no_cma,
+                _ => self.cfg.eager_max,
+            }
         }
     }
 
@@ -438,7 +451,8 @@ mod tests {
 
     fn cfg(set: Option<usize>) -> FabricConfig {
         FabricConfig {
-            eager_max: 16 * 1024,
+            eager_max: 8 * 1024,
+            eager_max_no_cma: 16 * 1024,
             ring_size: set.unwrap_or(128 * 1024),
             ring_size_set: set.is_some(),
             cma: true,
