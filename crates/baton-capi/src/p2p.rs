@@ -7,7 +7,7 @@ use crate::state::{lib, CommObj, Lib, PersistentOp, PersistentReq};
 use crate::{put_status, MPI_Status};
 use baton_abi::consts as c;
 use baton_core::datatype::{predefined, predefined_contig_size, Layout};
-use baton_core::engine::{DirectEnd, ProcIdx, ReqId, SendData, Sink, Status};
+use baton_core::engine::{DirectEnd, ProcIdx, ReqId, SendData, Sender, Sink, Status};
 use baton_core::error::{MpiError, Result};
 use baton_core::runtime::State;
 use baton_transport::mem::UserBuf;
@@ -251,23 +251,24 @@ fn send_inner(
             }
         }
         let State { engine, fabric, .. } = &mut *st;
-        let id = engine.send(fabric, to, comm.core.ctx, comm.core.rank, tag, data, false);
+        let id = engine.send(fabric, to, comm.core.ctx, comm.core.rank, tag, data, false, Sender::GoesOn);
         t.bsend.inflight.push((id, need));
         // The application's request (if any) completes at once: the data is ours now.
         return Ok(Some(engine.completed(crate::empty_status())));
     }
     let mut st = l.mpi.lock();
     let State { engine, fabric, .. } = &mut *st;
+    let sender = if release_if_done { Sender::Waits } else { Sender::GoesOn };
     if matches!(mode, SendMode::Standard | SendMode::Ready) {
         if let SendData::User(b) = &data {
-            if engine.send_now(fabric, to, comm.core.ctx, comm.core.rank, tag, b.read(0, b.len())) {
+            if engine.send_now(fabric, to, comm.core.ctx, comm.core.rank, tag, b.read(0, b.len()), sender) {
                 // Gone already: a blocking send is done, a nonblocking one gets a request that
                 // is complete from the start.
                 return Ok(if release_if_done { None } else { Some(engine.completed(crate::empty_status())) });
             }
         }
     }
-    let id = engine.send(fabric, to, comm.core.ctx, comm.core.rank, tag, data, mode == SendMode::Sync);
+    let id = engine.send(fabric, to, comm.core.ctx, comm.core.rank, tag, data, mode == SendMode::Sync, sender);
     if let Some(r) = engine.get_mut(id) {
         r.comm = comm.handle.load(std::sync::atomic::Ordering::Relaxed);
     }
@@ -394,7 +395,7 @@ fn express_send(comm_h: usize, buf: *mut c_void, count: i64, dt: usize, dest: c_
     let span = unsafe { UserBuf::new(buf as usize, n) };
     let mut st = l.mpi.lock();
     let State { engine, fabric, .. } = &mut *st;
-    engine.send_now(fabric, to, ctx, rank, tag, span.read(0, n))
+    engine.send_now(fabric, to, ctx, rank, tag, span.read(0, n), Sender::Waits)
 }
 
 /// Largest packed size of a derived-datatype message the express paths take: they pack it on
@@ -451,7 +452,7 @@ fn express_send_typed(comm_h: usize, buf: *mut c_void, count: i64, dt: usize, de
     lay.pack_window(&span, base, 0, packed);
     let mut st = l.mpi.lock();
     let State { engine, fabric, .. } = &mut *st;
-    engine.send_now(fabric, to, ctx, rank, tag, packed)
+    engine.send_now(fabric, to, ctx, rank, tag, packed, Sender::Waits)
 }
 
 /// `MPI_Recv` of a small message of a derived datatype on the express path: received into the
@@ -1023,7 +1024,16 @@ fn sendrecv_replace(
         } else {
             let mut st = l.mpi.lock();
             let State { engine, fabric, .. } = &mut *st;
-            engine.send(fabric, comm.core.proc_of(dest), comm.core.ctx, comm.core.rank, stag, data, false)
+            engine.send(
+                fabric,
+                comm.core.proc_of(dest),
+                comm.core.ctx,
+                comm.core.rank,
+                stag,
+                data,
+                false,
+                Sender::Waits,
+            )
         };
         l.mpi.wait(s);
         let (st, _) = l.mpi.wait(r);

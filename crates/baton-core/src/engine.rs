@@ -39,6 +39,19 @@ pub type ProcIdx = u32;
 pub const ANY_SOURCE: i32 = c::MPI_ANY_SOURCE;
 pub const ANY_TAG: i32 = c::MPI_ANY_TAG;
 
+/// What the sending application does while a message is on its way, which decides how large
+/// a message still goes eagerly ([`Net::eager_limit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sender {
+    /// It waits for this send before going on (`MPI_Send`, `MPI_Ssend`, `MPI_Sendrecv`): it
+    /// loses nothing while the receiver copies straight from its buffer.
+    Waits,
+    /// It goes on, and more messages may follow (`MPI_Isend`, collective schedules): the eager
+    /// copies of successive messages overlap, where the receiver's single copies of rendezvous
+    /// messages come one after the other.
+    GoesOn,
+}
+
 /// What the engine needs from the transports.
 pub trait Net {
     /// Pushes one whole frame; false if there is no room now.
@@ -76,11 +89,12 @@ pub trait Net {
     /// Sends an eager frame if its payload is within the eager limit for `to` and the
     /// transport takes it now; false, having done nothing, otherwise. One call where the hot
     /// path would otherwise ask for both limits and then send.
-    fn try_send_eager(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> bool {
-        payload.len() <= self.eager_limit(to).min(self.max_frame(to)) && self.try_send(to, h, payload)
+    fn try_send_eager(&mut self, to: ProcIdx, h: &Header, payload: &[u8], sender: Sender) -> bool {
+        payload.len() <= self.eager_limit(to, sender).min(self.max_frame(to)) && self.try_send(to, h, payload)
     }
-    /// Messages up to this many bytes go eagerly to `to`.
-    fn eager_limit(&self, to: ProcIdx) -> usize;
+    /// Messages up to this many bytes go eagerly to `to` from a sender that does as `sender`
+    /// says.
+    fn eager_limit(&self, to: ProcIdx, sender: Sender) -> usize;
     /// Copies `dst.len()` bytes at `addr` in process `from` straight into the application's
     /// span `dst` (single copy); false when this process cannot read `from`'s memory.
     fn read_remote(&mut self, from: ProcIdx, addr: u64, dst: &UserBuf) -> bool;
@@ -552,6 +566,7 @@ impl Engine {
 
     /// Starts a send of `data` on context `ctx` as rank `src` to process `to`.
     #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)]
     pub fn send(
         &mut self,
         net: &mut dyn Net,
@@ -561,6 +576,7 @@ impl Engine {
         tag: i32,
         data: SendData,
         sync: bool,
+        sender: Sender,
     ) -> ReqId {
         let len = data.len();
         // Sparse elements past a few KiB stream even where they would go eagerly: in frames of
@@ -570,7 +586,7 @@ impl Engine {
         // so does everything over a socket (a round trip of 10 µs, a system call per frame):
         // only transports packed in place, the shared-memory rings, take this path.
         let pipelined = data.is_sparse() && len > TYPED_EAGER_MAX && net.fills_in_place(to);
-        let eager = len <= net.eager_limit(to).min(net.max_frame(to)) && !pipelined;
+        let eager = len <= net.eager_limit(to, sender).min(net.max_frame(to)) && !pipelined;
         // A small message of a derived datatype that cannot be packed into the transport's
         // memory is packed here, once, rather than again at every refused attempt.
         let data = match data {
@@ -600,6 +616,7 @@ impl Engine {
     /// Generic over the transport so that a caller holding the concrete one gets the whole push
     /// inlined: on the 8-byte ping-pong the calls through `dyn Net` cost more than the push.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub fn send_now<N: Net + ?Sized>(
         &mut self,
         net: &mut N,
@@ -608,12 +625,13 @@ impl Engine {
         src: i32,
         tag: i32,
         bytes: &[u8],
+        sender: Sender,
     ) -> bool {
         if self.has_queue(to) {
             return false;
         }
         let h = Header { kind: Kind::Eager, ctx, src, tag, len: bytes.len() as u64, id: 0, aux: 0 };
-        net.try_send_eager(to, &h, bytes)
+        net.try_send_eager(to, &h, bytes, sender)
     }
 
     /// Tries to push the first frame of send `id`; on success moves it to its next state.

@@ -11,7 +11,7 @@
 
 use crate::coll::schedule::{Port, Schedule};
 use crate::comm::{hash_words, Comm};
-use crate::engine::{Engine, Net, ProcIdx, ReqId, SendData, Sink, Status};
+use crate::engine::{Engine, Net, ProcIdx, ReqId, SendData, Sender, Sink, Status};
 use crate::error::{MpiError, Result};
 use crate::fabric::tcp::{self as tcpnet, Deliver, Identity, TcpConfig, TcpNet};
 use crate::fabric::{Fabric, FabricConfig};
@@ -1018,7 +1018,7 @@ impl Mpi {
     pub fn isend_ctx(&self, to: ProcIdx, ctx: u64, src: i32, tag: i32, data: Vec<u8>) -> ReqId {
         let mut st = self.lock();
         let State { engine, fabric, .. } = &mut *st;
-        engine.send(fabric, to, ctx, src, tag, SendData::Packed(data), false)
+        engine.send(fabric, to, ctx, src, tag, SendData::Packed(data), false, Sender::GoesOn)
     }
 
     /// Receives a message of unknown length from `src` on the collective context.

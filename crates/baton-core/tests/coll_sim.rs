@@ -19,7 +19,7 @@ use baton_core::coll::schedule::{Loc, Port, Region, Schedule};
 use baton_core::coll::Reducer;
 use baton_core::comm::Comm;
 use baton_core::datatype::Layout;
-use baton_core::engine::{Engine, Net, ProcIdx};
+use baton_core::engine::{Engine, Net, ProcIdx, Sender};
 use baton_core::group::Group;
 use baton_transport::frame::{Header, Kind};
 use baton_transport::mem::{Scratch, UserBuf};
@@ -161,7 +161,7 @@ impl Net for Link<'_> {
         self.w.max_frame
     }
 
-    fn eager_limit(&self, _to: ProcIdx) -> usize {
+    fn eager_limit(&self, _to: ProcIdx, _sender: Sender) -> usize {
         self.w.eager
     }
 

@@ -5,7 +5,7 @@
 use baton_abi::consts as c;
 use baton_core::datatype::{predefined, Layout};
 use baton_core::engine::{
-    DirectEnd, Engine, Net, ProcIdx, ReqId, Request, SendData, Sink, Status, ANY_SOURCE, ANY_TAG,
+    DirectEnd, Engine, Net, ProcIdx, ReqId, Request, SendData, Sender, Sink, Status, ANY_SOURCE, ANY_TAG,
 };
 use baton_transport::coop::CoopSlot;
 use baton_transport::frame::{Header, Kind};
@@ -240,7 +240,7 @@ impl Net for Port<'_> {
         self.w.max_frame
     }
 
-    fn eager_limit(&self, _to: ProcIdx) -> usize {
+    fn eager_limit(&self, _to: ProcIdx, _sender: Sender) -> usize {
         self.w.eager
     }
 
@@ -325,14 +325,14 @@ impl Sim {
         // SAFETY: `data` belongs to the test, which keeps it alive and unmodified until the send
         // completes (every test pumps to completion before dropping its buffers).
         let buf = unsafe { UserBuf::new(data.as_ptr() as usize, data.len()) };
-        self.with(i, |e, n| e.send(n, to, ctx, i as i32, tag, SendData::User(buf), sync))
+        self.with(i, |e, n| e.send(n, to, ctx, i as i32, tag, SendData::User(buf), sync, Sender::GoesOn))
     }
 
     /// Sends a packed copy owned by the request.
     fn send_packed(&mut self, i: ProcIdx, to: ProcIdx, ctx: u64, tag: i32, data: Vec<u8>) -> ReqId {
         // The heap block does not move when the Vec moves into the request.
         self.w.exposed.push((i, data.as_ptr() as usize, data.len()));
-        self.with(i, |e, n| e.send(n, to, ctx, i as i32, tag, SendData::Packed(data), false))
+        self.with(i, |e, n| e.send(n, to, ctx, i as i32, tag, SendData::Packed(data), false, Sender::GoesOn))
     }
 
     fn recv(&mut self, i: ProcIdx, ctx: u64, src: i32, tag: i32, sink: Sink) -> ReqId {
@@ -1485,7 +1485,7 @@ fn run_typed(
     // SAFETY: `mem` outlives the send (pumped to completion below) and is not modified.
     let span = unsafe { UserBuf::new(mem.as_ptr() as usize, mem.len()) };
     let data = SendData::Typed { span, base_off: base, layout: lay.clone(), len: total };
-    let sd = s.with(0, |e, n| e.send(n, 1, 1, 0, 4, data, false));
+    let sd = s.with(0, |e, n| e.send(n, 1, 1, 0, 4, data, false, Sender::GoesOn));
     let mut rbuf = if typed_recv { vec![GUARD; len] } else { guarded(total) };
     let blank = rbuf.clone();
     // SAFETY: `rbuf` outlives the receive and is untouched until it completes.
@@ -1555,7 +1555,7 @@ fn frames_of(lay: &Arc<Layout>, count: usize, in_place: bool) -> Vec<(Kind, usiz
     // SAFETY: `mem` outlives the send (pumped to completion below) and is not modified.
     let span = unsafe { UserBuf::new(mem.as_ptr() as usize, mem.len()) };
     let data = SendData::Typed { span, base_off: base, layout: lay.clone(), len: total };
-    let sd = s.with(0, |e, n| e.send(n, 1, 1, 0, 4, data, false));
+    let sd = s.with(0, |e, n| e.send(n, 1, 1, 0, 4, data, false, Sender::GoesOn));
     let mut rbuf = vec![0u8; total];
     // SAFETY: `rbuf` outlives the receive and is untouched until it completes.
     let r = s.recv(1, 1, 0, 4, Sink::Contig(unsafe { UserBuf::new(rbuf.as_mut_ptr() as usize, total) }));
@@ -1601,7 +1601,7 @@ fn typed_send_waits_for_ring_space_without_losing_its_window() {
         // SAFETY: `mem` outlives the send and is not modified.
         let span = unsafe { UserBuf::new(mem.as_ptr() as usize, mem.len()) };
         let data = SendData::Typed { span, base_off: base, layout: lay.clone(), len: packed.len() };
-        let sd = s.with(0, |e, n| e.send(n, 1, 1, 0, 0, data, false));
+        let sd = s.with(0, |e, n| e.send(n, 1, 1, 0, 0, data, false, Sender::GoesOn));
         let mut buf = guarded(packed.len());
         let r = s.recv(1, 1, 0, 0, contig(&mut buf, packed.len()));
         s.w.blocked.push((0, 1));

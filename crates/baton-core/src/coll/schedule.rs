@@ -17,7 +17,7 @@ use super::shm::ShmKind;
 use super::Reducer;
 use crate::comm::Comm;
 use crate::datatype::Layout;
-use crate::engine::{Engine, Net, ReqId, SendData, Sink, Status};
+use crate::engine::{Engine, Net, ReqId, SendData, Sender, Sink, Status};
 use crate::error::{MpiError, Result};
 use crate::runtime::Mpi;
 use baton_abi::consts as c;
@@ -417,7 +417,7 @@ impl Schedule {
             }
             for (peer, remote, data) in sends {
                 let c = via(remote);
-                let id = engine.send(net, c.proc_of(peer), c.coll_ctx(), c.rank, tag, data, false);
+                let id = engine.send(net, c.proc_of(peer), c.coll_ctx(), c.rank, tag, data, false, Sender::GoesOn);
                 inflight.push(Inflight { id, peer, expect: None, spread: None });
             }
         });

@@ -9,7 +9,7 @@
 
 pub mod tcp;
 
-use crate::engine::{Net, ProcIdx};
+use crate::engine::{Net, ProcIdx, Sender};
 use baton_transport::cma;
 use baton_transport::coop::CoopSlot;
 use baton_transport::frame::Header;
@@ -23,12 +23,12 @@ use tcp::TcpNet;
 /// Settings read once from the environment (documented in the README).
 #[derive(Clone, Debug)]
 pub struct FabricConfig {
-    /// `BATON_SHM_EAGER_MAX`: largest message sent eagerly through the rings to a process whose
-    /// memory this one may read (by default 8 KiB).
+    /// `BATON_SHM_EAGER_MAX`: largest message sent eagerly through the rings (by default
+    /// 16 KiB).
     pub eager_max: usize,
-    /// The same to a process whose memory it may not read, where rendezvous streams through the
-    /// ring (by default 16 KiB).
-    pub eager_max_no_cma: usize,
+    /// The same for a sender that waits ([`Sender::Waits`]) to a process whose memory the
+    /// receiver may read (by default 8 KiB; `BATON_SHM_EAGER_MAX` when set).
+    pub eager_max_waiting: usize,
     /// `BATON_SHM_RING_SIZE`: bytes of each per-pair ring (a power of two); by default
     /// [`FabricConfig::ring_size_for`] of the host's rank count, for the job segment, and
     /// 128 KiB for inboxes.
@@ -47,15 +47,17 @@ impl FabricConfig {
         let num = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| parse_size(&v)).unwrap_or(d);
         let ring_size = num("BATON_SHM_RING_SIZE", 128 * 1024).next_power_of_two().max(8192);
         let ring_size_set = std::env::var_os("BATON_SHM_RING_SIZE").is_some();
-        // Above 8 KiB a single-copy rendezvous beats the eager path's two copies in a ping-pong
-        // (16 KiB: 2.35 against 3.25 µs), while streamed eager messages overlap their copies and
-        // stay ahead; without single copies, rendezvous is a ring copy plus a handshake.
-        let eager_max = num("BATON_SHM_EAGER_MAX", 8 * 1024);
-        let eager_max_no_cma = num("BATON_SHM_EAGER_MAX", 16 * 1024);
+        // Above 8 KiB a single-copy rendezvous beats the eager path's two copies when the
+        // sender waits (16 KiB ping-pong: 2.35 against 3.25 µs); a sender that goes on keeps
+        // eager copies overlapping (16 KiB `bw` 1.15 against 1.99 µs per message, a 4-rank
+        // allreduce of 64 KiB 0.75 of the time). Without single copies, rendezvous is a ring copy
+        // plus a handshake, and eager wins either way.
+        let eager_max = num("BATON_SHM_EAGER_MAX", 16 * 1024);
+        let eager_max_waiting = num("BATON_SHM_EAGER_MAX", 8 * 1024);
         let off = |k: &str| matches!(std::env::var(k).as_deref(), Ok("0") | Ok("no") | Ok("off"));
         let cma = !off("BATON_CMA");
         let coop_min = if off("BATON_COOP_MIN") { usize::MAX } else { num("BATON_COOP_MIN", 256 * 1024) };
-        FabricConfig { eager_max, eager_max_no_cma, ring_size, ring_size_set, cma, coop_min }
+        FabricConfig { eager_max, eager_max_waiting, ring_size, ring_size_set, cma, coop_min }
     }
 
     /// The default ring of a job segment shared by `local` processes: 32 MiB of rings in all,
@@ -274,16 +276,17 @@ impl Net for Fabric {
     }
 
     #[inline]
-    fn try_send_eager(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> bool {
+    fn try_send_eager(&mut self, to: ProcIdx, h: &Header, payload: &[u8], sender: Sender) -> bool {
         // Shared memory pushes from this one match: going through `eager_limit`, `max_frame`
         // and `try_send` (three endpoint lookups) cost 55 instructions per send (callgrind).
-        let (eager_max, no_cma) = (self.cfg.eager_max, self.cfg.eager_max_no_cma);
+        let cfg = &self.cfg;
+        let (eager_max, waiting) = (cfg.eager_max, cfg.eager_max_waiting);
         match self.endpoint(to) {
             Endpoint::Shm { prod, cma_ok, .. } => {
-                let limit = if *cma_ok { eager_max } else { no_cma };
+                let limit = if *cma_ok && sender == Sender::Waits { waiting } else { eager_max };
                 payload.len() <= limit.min(prod.ring_size() / 4) && push_shm(prod, h, payload)
             }
-            _ => payload.len() <= self.eager_limit(to).min(self.max_frame(to)) && self.try_send(to, h, payload),
+            _ => payload.len() <= self.eager_limit(to, sender).min(self.max_frame(to)) && self.try_send(to, h, payload),
         }
     }
 
@@ -345,16 +348,20 @@ impl Net for Fabric {
         }
     }
 
-    fn eager_limit(&self, to: ProcIdx) -> usize {
+    fn eager_limit(&self, to: ProcIdx, sender: Sender) -> usize {
         if to == self.me {
             usize::MAX
         } else if self.on_tcp(to) {
             self.tcp.as_ref().map_or(0, |t| t.config().eager_max)
         } else {
-            match self.eps.get(to as usize) {
-                Some(Endpoint::Shm { cma_ok: false, .. }) => self.cfg.eager_max_no_cma,
-                _ if !self.cfg.cma => self.cfg.eager_max_no_cma,
-                _ => self.cfg.eager_max,
+            let cma_ok = match self.eps.get(to as usize) {
+                Some(Endpoint::Shm { cma_ok, .. }) => *cma_ok,
+                _ => self.cfg.cma,
+            };
+            if cma_ok && sender == Sender::Waits {
+                self.cfg.eager_max_waiting
+            } else {
+                self.cfg.eager_max
             }
         }
     }
@@ -451,8 +458,8 @@ mod tests {
 
     fn cfg(set: Option<usize>) -> FabricConfig {
         FabricConfig {
-            eager_max: 8 * 1024,
-            eager_max_no_cma: 16 * 1024,
+            eager_max: 16 * 1024,
+            eager_max_waiting: 8 * 1024,
             ring_size: set.unwrap_or(128 * 1024),
             ring_size_set: set.is_some(),
             cma: true,
