@@ -43,7 +43,7 @@ pub const ANY_TAG: i32 = c::MPI_ANY_TAG;
 /// a message still goes eagerly ([`Net::eager_limit`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sender {
-    /// It waits for this send before going on (`MPI_Send`, `MPI_Ssend`, `MPI_Sendrecv`): it
+    /// It waits for this send before going on (`MPI_Send`, `MPI_Ssend`, `MPI_Sendrecv_replace`): it
     /// loses nothing while the receiver copies straight from its buffer.
     Waits,
     /// It goes on, and more messages may follow (`MPI_Isend`, collective schedules): the eager
