@@ -43,8 +43,9 @@ pub const ANY_TAG: i32 = c::MPI_ANY_TAG;
 /// a message still goes eagerly ([`Net::eager_limit`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sender {
-    /// It waits for this send before going on (`MPI_Send`, `MPI_Ssend`, `MPI_Sendrecv_replace`): it
-    /// loses nothing while the receiver copies straight from its buffer.
+    /// It waits for this send before going on (`MPI_Send`, `MPI_Ssend`, `MPI_Rsend`,
+    /// `MPI_Sendrecv_replace`): it loses nothing while the receiver copies straight from its
+    /// buffer.
     Waits,
     /// It goes on, and more messages may follow (`MPI_Isend`, collective schedules): the eager
     /// copies of successive messages overlap, where the receiver's single copies of rendezvous
@@ -565,7 +566,6 @@ impl Engine {
     }
 
     /// Starts a send of `data` on context `ctx` as rank `src` to process `to`.
-    #[allow(clippy::too_many_arguments)]
     #[allow(clippy::too_many_arguments)]
     pub fn send(
         &mut self,

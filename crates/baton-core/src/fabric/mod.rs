@@ -21,7 +21,7 @@ use std::sync::Arc;
 use tcp::TcpNet;
 
 /// Settings read once from the environment (documented in the README).
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct FabricConfig {
     /// `BATON_SHM_EAGER_MAX`: largest message sent eagerly through the rings (by default
     /// 16 KiB).
@@ -58,6 +58,17 @@ impl FabricConfig {
         let cma = !off("BATON_CMA");
         let coop_min = if off("BATON_COOP_MIN") { usize::MAX } else { num("BATON_COOP_MIN", 256 * 1024) };
         FabricConfig { eager_max, eager_max_waiting, ring_size, ring_size_set, cma, coop_min }
+    }
+
+    /// Largest message sent eagerly through a ring by `sender` to a process whose memory the
+    /// receiver may (`cma_ok`) or may not read.
+    #[inline]
+    pub fn shm_eager_limit(&self, cma_ok: bool, sender: Sender) -> usize {
+        if cma_ok && sender == Sender::Waits {
+            self.eager_max_waiting
+        } else {
+            self.eager_max
+        }
     }
 
     /// The default ring of a job segment shared by `local` processes: 32 MiB of rings in all,
@@ -279,11 +290,11 @@ impl Net for Fabric {
     fn try_send_eager(&mut self, to: ProcIdx, h: &Header, payload: &[u8], sender: Sender) -> bool {
         // Shared memory pushes from this one match: going through `eager_limit`, `max_frame`
         // and `try_send` (three endpoint lookups) cost 55 instructions per send (callgrind).
-        let cfg = &self.cfg;
-        let (eager_max, waiting) = (cfg.eager_max, cfg.eager_max_waiting);
+        // A copy (a few words): the endpoint below borrows `self`.
+        let cfg = self.cfg;
         match self.endpoint(to) {
             Endpoint::Shm { prod, cma_ok, .. } => {
-                let limit = if *cma_ok && sender == Sender::Waits { waiting } else { eager_max };
+                let limit = cfg.shm_eager_limit(*cma_ok, sender);
                 payload.len() <= limit.min(prod.ring_size() / 4) && push_shm(prod, h, payload)
             }
             _ => payload.len() <= self.eager_limit(to, sender).min(self.max_frame(to)) && self.try_send(to, h, payload),
@@ -358,11 +369,7 @@ impl Net for Fabric {
                 Some(Endpoint::Shm { cma_ok, .. }) => *cma_ok,
                 _ => self.cfg.cma,
             };
-            if cma_ok && sender == Sender::Waits {
-                self.cfg.eager_max_waiting
-            } else {
-                self.cfg.eager_max
-            }
+            self.cfg.shm_eager_limit(cma_ok, sender)
         }
     }
 
@@ -465,6 +472,16 @@ mod tests {
             cma: true,
             coop_min: 256 * 1024,
         }
+    }
+
+    #[test]
+    fn only_a_waiting_sender_with_single_copies_gets_the_lower_eager_limit() {
+        let c = cfg(None);
+        assert_eq!(c.shm_eager_limit(true, Sender::Waits), 8 * 1024);
+        assert_eq!(c.shm_eager_limit(true, Sender::GoesOn), 16 * 1024);
+        // Without single copies a rendezvous streams through the ring: eager wins either way.
+        assert_eq!(c.shm_eager_limit(false, Sender::Waits), 16 * 1024);
+        assert_eq!(c.shm_eager_limit(false, Sender::GoesOn), 16 * 1024);
     }
 
     #[test]
