@@ -48,9 +48,9 @@ ALGORITHMS=none MPIEXEC_FLAGS="$rsh -hosts ${h}1:2,${h}2:2,${h}3:2" \
   "$root/tests/run-c-tests" || fails=$((fails + 1))
 fi
 if has p2p; then
-echo "--- 2 hosts x 1 slot, 3 stripes, tiny frames, IPv6"
+echo "--- 2 hosts x 1 slot, 3 stripes, tiny frames, IPv6, reno"
 octets=${NETNS_NET#*.}
-ALGORITHMS=none BATON_TCP_IF="fd${octets%%.*}::/64" BATON_TCP_STRIPES=3 BATON_TCP_EAGER_MAX=64 BATON_TCP_CHUNK=4096 MPIEXEC_FLAGS="$rsh -iface fd${octets%%.*}::/64 -hosts ${h}1,${h}2" \
+ALGORITHMS=none BATON_TCP_CONGESTION=reno BATON_TCP_IF="fd${octets%%.*}::/64" BATON_TCP_STRIPES=3 BATON_TCP_EAGER_MAX=64 BATON_TCP_CHUNK=4096 MPIEXEC_FLAGS="$rsh -iface fd${octets%%.*}::/64 -hosts ${h}1,${h}2" \
   "$root/tests/run-c-tests" p2p_basic p2p_order p2p_modes p2p_probe p2p_large_count threads coll_bcast coll_alltoall ||
   fails=$((fails + 1))
 fi

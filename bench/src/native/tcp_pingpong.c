@@ -16,6 +16,9 @@
  * 4 MiB, size 0 is skipped: a byte stream has no empty message),
  * --budget s, --window w, --min-samples n, --max-samples n, --warmup n,
  * --batch-us us.
+ * --cc NAME: the connection runs congestion control NAME (TCP_CONGESTION;
+ * give it to both sides): to compare with an MPI that chose its own, as
+ * Baton does where the system's default paces (BBR).
  * --spin: both sides busy-poll their reads (MSG_DONTWAIT in a loop) instead
  * of sleeping in read(), as MPI progress engines do: on a VM the wake-up of a
  * sleeping reader can cost more than the transfer itself.
@@ -108,11 +111,15 @@ static void full_io(int fd, void *b, size_t n, int wr)
     }
 }
 
+static const char *cc_name; /* --cc */
+
 static void set_nodelay(int s)
 {
     int one = 1;
     if (setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one))
         die("setsockopt TCP_NODELAY");
+    if (cc_name && setsockopt(s, IPPROTO_TCP, TCP_CONGESTION, cc_name, (socklen_t)strlen(cc_name)))
+        die("setsockopt TCP_CONGESTION (--cc)");
 }
 
 /* "host", "host:port", "[v6]:port", "v6" (more than one colon, no brackets) */
@@ -438,9 +445,9 @@ static void run_client(int s, const char *list)
 
 static void usage(void)
 {
-    fputs("usage: tcp_pingpong [pingpong,bw] [--quick|--smoke] [--sizes a,b,..] [--budget s] [--window w] [--spin]\n"
+    fputs("usage: tcp_pingpong [pingpong,bw] [--quick|--smoke] [--sizes a,b,..] [--budget s] [--window w] [--spin] [--cc NAME]\n"
           "                    [--connect HOST[:PORT]] [--connect-timeout s]\n"
-          "       tcp_pingpong --server [--listen ADDR] [--port P]\n",
+          "       tcp_pingpong --server [--listen ADDR] [--port P] [--cc NAME]\n",
           stderr);
     exit(2);
 }
@@ -511,6 +518,8 @@ int main(int argc, char **argv)
             listen_addr = v; i++;
         } else if (!strcmp(a, "--port")) {
             port = v; i++;
+        } else if (!strcmp(a, "--cc")) {
+            cc_name = v; i++;
         } else
             usage();
     }

@@ -136,6 +136,48 @@ fn send_pieces(fd: RawFd, a: &[u8], b: &[u8]) -> io::Result<usize> {
     }
 }
 
+/// The congestion control algorithm a socket runs (`TCP_CONGESTION`), such as `cubic`.
+pub fn congestion(sock: &impl AsRawFd) -> io::Result<String> {
+    let mut name = [0u8; 32];
+    let mut len = name.len() as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `name` and stores the length it wrote.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_mut_ptr() as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let got = &name[..(len as usize).min(name.len())];
+    let end = got.iter().position(|&b| b == 0).unwrap_or(got.len());
+    Ok(String::from_utf8_lossy(&got[..end]).into_owned())
+}
+
+/// Switches a socket to congestion control algorithm `name`. The kernel refuses one it does
+/// not have, and for a process without `CAP_NET_ADMIN` one outside
+/// `net.ipv4.tcp_allowed_congestion_control` (`reno` is always allowed).
+pub fn set_congestion(sock: &impl AsRawFd, name: &str) -> io::Result<()> {
+    // SAFETY: the kernel reads `name.len()` bytes from `name`, which outlives the call.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr() as *const libc::c_void,
+            name.len() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Splits an established (authenticated) connection into its two halves.
 pub fn split(sock: TcpStream, max_payload: usize) -> io::Result<(Tx, Rx)> {
     sock.set_nonblocking(true)?;

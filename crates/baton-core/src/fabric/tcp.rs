@@ -45,6 +45,48 @@ pub struct TcpConfig {
     pub iface: Option<String>,
     /// `BATON_TCP_CONNECT_TIMEOUT` (seconds): how long opening a connection may take.
     pub connect_timeout: Duration,
+    /// `BATON_TCP_CONGESTION`: the congestion control Baton's connections run.
+    pub congestion: Congestion,
+}
+
+/// Which congestion control algorithm a connection runs (`BATON_TCP_CONGESTION`).
+///
+/// The choice matters on this project's machines, and neither kind wins everywhere. A pacing
+/// algorithm (BBR) spaces a connection's packets out at the rate it has measured, and a
+/// connection that carries an MPI job's bursts between idle gaps is measured low: across a
+/// veth pair, with BBR the system's default, every program's (raw TCP, MPICH, Open MPI,
+/// Baton) ping-pong of 256 KiB – 4 MiB took 2–3.5 times as long as under cubic or reno. Those
+/// do not pace, but a connection under them sometimes ran 12–48 KiB ping-pongs at 2.5 times
+/// BBR's time for a whole job (docs/PERFORMANCE.md, TCP). So the default leaves the system's
+/// choice, and a job that moves large messages may ask for `unpaced`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Congestion {
+    /// `system` (the default): whatever the system gives each connection.
+    System,
+    /// `unpaced`: a connection whose algorithm paces (`bbr...`) switches to cubic, or to reno
+    /// where cubic is not allowed; any other choice of the system stays.
+    Unpaced,
+    /// A name: that algorithm (a warning, once, when the kernel refuses it).
+    Named(String),
+}
+
+impl Congestion {
+    fn from_setting(v: Option<&str>) -> Congestion {
+        match v.map(str::trim) {
+            None | Some("") | Some("system") => Congestion::System,
+            Some("unpaced") => Congestion::Unpaced,
+            Some(name) => Congestion::Named(name.to_string()),
+        }
+    }
+
+    /// The algorithms to try, in order, for a connection that runs `current`.
+    pub fn candidates(&self, current: &str) -> Vec<&str> {
+        match self {
+            Congestion::Unpaced if current.starts_with("bbr") => vec!["cubic", "reno"],
+            Congestion::Named(name) if name != current => vec![name.as_str()],
+            _ => Vec::new(),
+        }
+    }
 }
 
 impl TcpConfig {
@@ -57,6 +99,7 @@ impl TcpConfig {
             stripes: size("BATON_TCP_STRIPES", 1).clamp(1, 16),
             iface: std::env::var("BATON_TCP_IF").ok().filter(|s| !s.trim().is_empty()),
             connect_timeout: Duration::from_secs_f64(secs.filter(|s| *s > 0.0).unwrap_or(30.0)),
+            congestion: Congestion::from_setting(std::env::var("BATON_TCP_CONGESTION").ok().as_deref()),
         }
     }
 
@@ -182,6 +225,8 @@ pub struct TcpNet {
     /// A failure that ends the job (the runtime aborts with it).
     pub fatal: Option<String>,
     listen: Option<SocketAddr>,
+    /// A refused `BATON_TCP_CONGESTION` was reported.
+    warned_congestion: bool,
 }
 
 /// Who this process is, as its connections need to know.
@@ -246,6 +291,7 @@ impl TcpNet {
             unsent: Vec::new(),
             fatal: None,
             listen: Some(addr),
+            warned_congestion: false,
         };
         Ok((net, addr))
     }
@@ -401,6 +447,7 @@ impl TcpNet {
     }
 
     fn install(&mut self, p: ProcIdx, lane: usize, s: TcpStream) {
+        self.choose_congestion(&s);
         match tcp::split(s, self.cfg.max_payload()) {
             Ok((tx, rx)) => {
                 let lanes = &mut self.tx[p as usize];
@@ -411,6 +458,26 @@ impl TcpNet {
                 self.new_rx.push((p, rx));
             }
             Err(e) => self.fail(format!("cannot set up the connection to {}: {e}", self.who(p))),
+        }
+    }
+
+    /// Applies `BATON_TCP_CONGESTION` to a new connection. Only an algorithm the user named
+    /// and the kernel refused is worth a word; `unpaced` falls back quietly.
+    fn choose_congestion(&mut self, s: &TcpStream) {
+        let Ok(current) = tcp::congestion(s) else { return };
+        let mut refused = None;
+        for name in self.cfg.congestion.candidates(&current) {
+            match tcp::set_congestion(s, name) {
+                Ok(()) => return,
+                Err(e) => refused = Some(format!("{name} ({e})")),
+            }
+        }
+        if let (Congestion::Named(_), Some(why), false) = (&self.cfg.congestion, refused, self.warned_congestion) {
+            self.warned_congestion = true;
+            eprintln!(
+                "baton: {}: BATON_TCP_CONGESTION: the kernel refused {why}; connections keep {current}",
+                self.sh.whoami
+            );
         }
     }
 
@@ -856,7 +923,14 @@ mod tests {
     }
 
     fn net_eager(me: ProcIdx, secret: &Secret, stripes: usize, eager_max: usize) -> (TcpNet, SocketAddr) {
-        let cfg = TcpConfig { eager_max, chunk: 4096, stripes, iface: None, connect_timeout: Duration::from_secs(10) };
+        let cfg = TcpConfig {
+            eager_max,
+            chunk: 4096,
+            stripes,
+            iface: None,
+            connect_timeout: Duration::from_secs(10),
+            congestion: Congestion::System,
+        };
         let id = Identity { me, job: 7, nprocs: 2, secret: secret.clone(), whoami: format!("test process {me}") };
         TcpNet::start(id, cfg, IpAddr::V4(Ipv4Addr::LOCALHOST), Box::new(|| {})).unwrap()
     }
@@ -938,6 +1012,52 @@ mod tests {
             a.shutdown();
             b.shutdown();
         }
+    }
+
+    /// The system's choice stays by default; `unpaced` replaces only a pacing algorithm, and
+    /// prefers cubic; a name is used as given.
+    #[test]
+    fn the_congestion_setting_replaces_only_what_it_says() {
+        let system = Congestion::from_setting(None);
+        assert_eq!(system, Congestion::from_setting(Some(" system ")));
+        assert!(system.candidates("bbr").is_empty() && system.candidates("reno").is_empty());
+        let unpaced = Congestion::from_setting(Some("unpaced"));
+        assert_eq!(unpaced.candidates("bbr"), ["cubic", "reno"]);
+        assert_eq!(unpaced.candidates("bbr3"), ["cubic", "reno"]);
+        assert!(unpaced.candidates("cubic").is_empty() && unpaced.candidates("dctcp").is_empty());
+        let reno = Congestion::from_setting(Some("reno"));
+        assert_eq!(reno.candidates("bbr"), ["reno"]);
+        assert_eq!(reno.candidates("cubic"), ["reno"]);
+        assert!(reno.candidates("reno").is_empty());
+    }
+
+    /// Both ends of a connection run the algorithm `BATON_TCP_CONGESTION` names (reno: every
+    /// Linux kernel has it and lets any process choose it).
+    #[test]
+    fn both_ends_of_a_connection_run_the_named_congestion_control() {
+        let secret = Secret::generate().unwrap();
+        let (mut a, addr_a) = net(0, &secret, 1);
+        let (mut b, addr_b) = net(1, &secret, 1);
+        for n in [&mut a, &mut b] {
+            n.cfg.congestion = Congestion::Named("reno".into());
+            n.set_peer(0, Some(addr_a), "ha");
+            n.set_peer(1, Some(addr_b), "hb");
+        }
+        let h = Header { kind: Kind::Eager, ctx: 1, src: 0, tag: 2, len: 8, id: 0, aux: 0 };
+        assert!(a.try_send(1, &h, &[1; 8]), "{:?}", a.fatal);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut rx = Vec::new();
+        while rx.is_empty() && Instant::now() < deadline {
+            b.adopt_incoming();
+            rx.extend(b.take_new_rx());
+        }
+        let (_, rx) = rx.pop().expect("b adopted the connection");
+        assert_eq!(tcp::congestion(&rx.raw_fd()).unwrap(), "reno", "accepting end");
+        let dialled = a.lane(1, 0).expect("a's connection").raw_fd();
+        assert_eq!(tcp::congestion(&dialled).unwrap(), "reno", "dialling end");
+        assert!(!a.warned_congestion && !b.warned_congestion);
+        a.shutdown();
+        b.shutdown();
     }
 
     /// A connection's receiving half is out of the epoll set until it is watched (a socket in
