@@ -54,11 +54,13 @@ pub struct TcpConfig {
 /// The choice matters on this project's machines, and neither kind wins everywhere. A pacing
 /// algorithm (BBR) spaces a connection's packets out at the rate it has measured, and a
 /// connection that carries an MPI job's bursts between idle gaps is measured low: across a
-/// veth pair, with BBR the system's default, every program's (raw TCP, MPICH, Open MPI,
-/// Baton) ping-pong of 256 KiB – 4 MiB took 2–3.5 times as long as under cubic or reno. Those
-/// do not pace, but a connection under them sometimes ran 12–48 KiB ping-pongs at 2.5 times
-/// BBR's time for a whole job (docs/PERFORMANCE.md, TCP). So the default leaves the system's
-/// choice, and a job that moves large messages may ask for `unpaced`.
+/// veth pair, with BBR the system's default, Baton's ping-pong of 256 KiB – 4 MiB took 2–3.5
+/// times as long as under cubic (the raw TCP program's 1.4–3.3 times), and under BBR every
+/// program, MPICH and Open MPI too, flipped between a fast and a slow mode from run to run.
+/// Cubic and reno do not pace, but a connection under them sometimes ran 12–48 KiB ping-pongs
+/// at 2.5 times BBR's time for a whole job, raw TCP too (docs/PERFORMANCE.md, TCP). So the
+/// default leaves the system's choice, and a job that moves large messages may ask for
+/// `unpaced`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Congestion {
     /// `system` (the default): whatever the system gives each connection.
