@@ -466,6 +466,10 @@ impl TcpNet {
     /// Applies `BATON_TCP_CONGESTION` to a new connection. Only an algorithm the user named
     /// and the kernel refused is worth a word; `unpaced` falls back quietly.
     fn choose_congestion(&mut self, s: &TcpStream) {
+        if self.cfg.congestion == Congestion::System {
+            // Nothing to change, so no getsockopt either.
+            return;
+        }
         let Ok(current) = tcp::congestion(s) else { return };
         let mut refused = None;
         for name in self.cfg.congestion.candidates(&current) {
@@ -937,6 +941,31 @@ mod tests {
         TcpNet::start(id, cfg, IpAddr::V4(Ipv4Addr::LOCALHOST), Box::new(|| {})).unwrap()
     }
 
+    /// Processes 0 and 1 on loopback, each knowing the other's address; `setup` adjusts both
+    /// before anything connects.
+    fn pair(eager_max: usize, setup: impl Fn(&mut TcpNet)) -> (TcpNet, TcpNet) {
+        let secret = Secret::generate().unwrap();
+        let (mut a, addr_a) = net_eager(0, &secret, 1, eager_max);
+        let (mut b, addr_b) = net_eager(1, &secret, 1, eager_max);
+        for n in [&mut a, &mut b] {
+            setup(n);
+            n.set_peer(0, Some(addr_a), "ha");
+            n.set_peer(1, Some(addr_b), "hb");
+        }
+        (a, b)
+    }
+
+    /// The receiving half of the first connection `b` adopts (waiting up to 10 s for it).
+    fn adopted(b: &mut TcpNet) -> Rx {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut rx = Vec::new();
+        while rx.is_empty() && Instant::now() < deadline {
+            b.adopt_incoming();
+            rx.extend(b.take_new_rx());
+        }
+        rx.pop().expect("b adopted the connection").1
+    }
+
     struct Frames(Vec<Header>);
     impl FrameSink for Frames {
         fn frame(&mut self, h: &Header, _payload: &[u8]) {
@@ -1037,23 +1066,10 @@ mod tests {
     /// Linux kernel has it and lets any process choose it).
     #[test]
     fn both_ends_of_a_connection_run_the_named_congestion_control() {
-        let secret = Secret::generate().unwrap();
-        let (mut a, addr_a) = net(0, &secret, 1);
-        let (mut b, addr_b) = net(1, &secret, 1);
-        for n in [&mut a, &mut b] {
-            n.cfg.congestion = Congestion::Named("reno".into());
-            n.set_peer(0, Some(addr_a), "ha");
-            n.set_peer(1, Some(addr_b), "hb");
-        }
+        let (mut a, mut b) = pair(1024, |n| n.cfg.congestion = Congestion::Named("reno".into()));
         let h = Header { kind: Kind::Eager, ctx: 1, src: 0, tag: 2, len: 8, id: 0, aux: 0 };
         assert!(a.try_send(1, &h, &[1; 8]), "{:?}", a.fatal);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut rx = Vec::new();
-        while rx.is_empty() && Instant::now() < deadline {
-            b.adopt_incoming();
-            rx.extend(b.take_new_rx());
-        }
-        let (_, rx) = rx.pop().expect("b adopted the connection");
+        let rx = adopted(&mut b);
         assert_eq!(tcp::congestion(&rx.raw_fd()).unwrap(), "reno", "accepting end");
         let dialled = a.lane(1, 0).expect("a's connection").raw_fd();
         assert_eq!(tcp::congestion(&dialled).unwrap(), "reno", "dialling end");
@@ -1066,22 +1082,10 @@ mod tests {
     /// the set costs every packet an epoll wake-up), in it while watched, and out again after.
     #[test]
     fn receiving_sockets_are_in_the_epoll_set_only_while_watched() {
-        let secret = Secret::generate().unwrap();
-        let (mut a, addr_a) = net(0, &secret, 1);
-        let (mut b, addr_b) = net(1, &secret, 1);
-        for n in [&mut a, &mut b] {
-            n.set_peer(0, Some(addr_a), "ha");
-            n.set_peer(1, Some(addr_b), "hb");
-        }
+        let (mut a, mut b) = pair(1024, |_| {});
         let h = Header { kind: Kind::Eager, ctx: 1, src: 0, tag: 2, len: 8, id: 0, aux: 0 };
         assert!(a.try_send(1, &h, &[1; 8]), "{:?}", a.fatal);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut rx = Vec::new();
-        while rx.is_empty() && Instant::now() < deadline {
-            b.adopt_incoming();
-            rx.extend(b.take_new_rx());
-        }
-        let (_, rx) = rx.pop().expect("b adopted the connection");
+        let rx = adopted(&mut b);
         let fd = rx.raw_fd() as u64;
         let ready = |b: &TcpNet| {
             // The frame is on its way: wait for it to show while watched.
@@ -1110,25 +1114,14 @@ mod tests {
     /// `flush_unsent`, with nothing else sent after it (a sender that only polls).
     #[test]
     fn a_frame_the_kernel_took_in_part_is_finished_by_polling() {
-        let secret = Secret::generate().unwrap();
         // Far beyond a loopback socket's send buffer.
         let payload = vec![7u8; 8 << 20];
-        let (mut a, addr_a) = net_eager(0, &secret, 1, payload.len());
-        let (mut b, addr_b) = net_eager(1, &secret, 1, payload.len());
-        for n in [&mut a, &mut b] {
-            n.set_peer(0, Some(addr_a), "ha");
-            n.set_peer(1, Some(addr_b), "hb");
-        }
+        let (mut a, mut b) = pair(payload.len(), |_| {});
         let h = Header { kind: Kind::Eager, ctx: 1, src: 0, tag: 2, len: payload.len() as u64, id: 0, aux: 0 };
         assert!(a.try_send(1, &h, &payload), "{:?}", a.fatal);
         assert!(a.flush_unsent(), "the kernel took all of 8 MiB at once");
         let deadline = Instant::now() + Duration::from_secs(10);
-        let mut rx = Vec::new();
-        while rx.is_empty() && Instant::now() < deadline {
-            b.adopt_incoming();
-            rx.extend(b.take_new_rx());
-        }
-        let (_, mut rx) = rx.pop().expect("b adopted the connection");
+        let mut rx = adopted(&mut b);
         let mut got = Frames(Vec::new());
         while got.0.is_empty() && Instant::now() < deadline {
             a.flush_unsent();
