@@ -75,7 +75,7 @@ step "C point-to-point suite, streamed rendezvous and tiny rings" env BATON_CMA=
 # Cooperative copies from 64 KiB on: messages of 64 KiB-1 MiB shared in one or a few chunks.
 step "C point-to-point suite, cooperative copies from 64 KiB" env BATON_COOP_MIN=64k ALGORITHMS=none \
   MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" tests/run-c-tests p2p_basic p2p_modes p2p_coop coll_bcast coll_reduce
-# Every rank pair over TCP (loopback), then with tiny frames and three stripes per peer: data
+# Every rank pair over TCP (loopback), then with tiny frames and three bulk lanes per peer: data
 # frames split by the kernel, streamed rendezvous for almost everything.
 step "C test suite over TCP (BATON_TRANSPORTS=tcp)" env BATON_TRANSPORTS=tcp ALGORITHMS=none \
   MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" tests/run-c-tests
@@ -93,7 +93,9 @@ test_hosts_selftest() {
 step "test hosts: netns.sh and netns-rsh self-test" test_hosts_selftest
 step "C test suite across namespace hosts (shm inside, TCP between)" env BUILD_DIR="$root/build/c-tests" \
   tests/hosts/run.sh "$prefix"
-step "TCP over IPv6 (BATON_TCP_IF=::1)" env BATON_TRANSPORTS=tcp BATON_TCP_IF=::1 ALGORITHMS=none MPICC="$mpicc" \
+# Also one connection per peer (no bulk lane): large messages' data shares lane 0.
+step "TCP over IPv6 (BATON_TCP_IF=::1), no bulk lane (BATON_TCP_STRIPES=0)" env BATON_TRANSPORTS=tcp BATON_TCP_IF=::1 \
+  BATON_TCP_STRIPES=0 ALGORITHMS=none MPICC="$mpicc" \
   MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" tests/run-c-tests p2p_basic p2p_order coll_allreduce
 step "BATON_TRANSPORTS: a missing transport, or none reaching a rank: clear error" transports_error
 # Two separate mpiexec runs meeting through the name service and through a port in a file; then

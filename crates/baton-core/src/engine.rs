@@ -373,6 +373,8 @@ pub struct Engine {
     queued: usize,
     /// Requests streaming data (served round-robin by `progress`).
     streaming: Vec<ReqId>,
+    /// Receives that asked for streamed data (`Cts`) and are still waiting for some of it.
+    streams_in: usize,
     /// Set when something completed since the caller last cleared it.
     pub completed_any: bool,
     /// Where single-copy reads for a non-contiguous receive land before they are unpacked.
@@ -531,15 +533,16 @@ impl Engine {
         // A receive into the application's buffer holds nothing to drop: leave its state as it
         // is (a completed request's protocol state is never read again).
         let plain = matches!(r.proto, Proto::RecvPosted { sink: Sink::Contig(_) } | Proto::SendWaitAck | Proto::Idle);
+        let mut streamed = false;
         if !plain {
-            match std::mem::replace(&mut r.proto, Proto::Idle) {
-                Proto::RecvPosted { sink: Sink::Owned(v) } | Proto::RecvStream { sink: Sink::Owned(v), .. } => {
-                    r.owned = Some(v)
-                }
-                _ => {}
+            let proto = std::mem::replace(&mut r.proto, Proto::Idle);
+            streamed = matches!(proto, Proto::RecvStream { .. });
+            if let Proto::RecvPosted { sink: Sink::Owned(v) } | Proto::RecvStream { sink: Sink::Owned(v), .. } = proto {
+                r.owned = Some(v)
             }
         }
         let detached = r.detached;
+        self.streams_in -= streamed as usize;
         self.completed_any = true;
         if detached {
             self.release(id);
@@ -1061,6 +1064,7 @@ impl Engine {
             r.proto = Proto::RecvStream { sink, got: 0, total: h.len };
             // The sender, should it vanish before the data arrives (see `fail_peer`).
             r.to = from;
+            self.streams_in += 1;
             self.send_control(net, from, Header::control(Kind::Cts, h.id, id.wire()));
         }
     }
@@ -1242,11 +1246,19 @@ impl Engine {
         for &id in &failed {
             if let Some(r) = self.get_mut(id) {
                 r.status.error = error;
-                r.proto = Proto::Idle;
+                let streamed = matches!(std::mem::replace(&mut r.proto, Proto::Idle), Proto::RecvStream { .. });
+                self.streams_in -= streamed as usize;
             }
             self.finish(id);
         }
         direct_failed || !failed.is_empty()
+    }
+
+    /// Whether some receive waits for streamed data: a transport whose connections carry only
+    /// such data (TCP's bulk lanes) need not be read before.
+    #[inline]
+    pub fn awaits_stream(&self) -> bool {
+        self.streams_in != 0
     }
 
     /// Frames queued behind a full ring, or data still to stream.

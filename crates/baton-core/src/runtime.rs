@@ -41,9 +41,10 @@ pub struct State {
     pub engine: Engine,
     pub fabric: Fabric,
     consumers: Vec<(ProcIdx, Consumer)>,
-    /// Receiving halves of TCP connections, and whether the peer was disconnected since (its
-    /// end then is expected, whatever the same process does next).
-    tcp_rx: Vec<(ProcIdx, Rx, bool)>,
+    /// Receiving halves of TCP connections.
+    tcp_rx: Vec<TcpIn>,
+    /// Of which on lane 0 (not bulk lanes).
+    tcp_lane0: usize,
     /// Descriptors epoll reported readable in this pass (kept, so polling does not allocate).
     tcp_ready: Vec<u64>,
     /// Whether every socket of `tcp_rx` is in the TCP watched set: always with more than
@@ -64,21 +65,36 @@ const PROBE_LIMIT: Duration = Duration::from_secs(2);
 
 /// Puts every socket of `rx` in the TCP watched set (`on`) or takes them out, unless `watched`
 /// says they are there already (or not); then records it.
-fn set_watched(t: &TcpNet, rx: &[(ProcIdx, Rx, bool)], watched: &mut bool, on: bool) {
+/// A TCP connection's receiving half, as the progress loop reads it.
+struct TcpIn {
+    from: ProcIdx,
+    rx: Rx,
+    /// The peer was disconnected since: the connection's end is expected, whatever the same
+    /// process does next.
+    retired: bool,
+    /// A bulk lane ([`crate::fabric::tcp`]): data arrives on it only after this process asked
+    /// for some, so a pass reads it only while a receive waits for streamed data (an empty
+    /// read costs a system call, a fifth of a small message's latency), while the sockets are
+    /// watched (a thread may sleep, and epoll reports what it holds, its end included), or
+    /// once retired, until its end (else its descriptor would outlive the disconnect).
+    bulk: bool,
+}
+
+fn set_watched(t: &TcpNet, rx: &[TcpIn], watched: &mut bool, on: bool) {
     if *watched != on {
-        for (_, r, _) in rx {
+        for c in rx {
             if on {
-                t.watch(r)
+                t.watch(&c.rx)
             } else {
-                t.unwatch(r)
+                t.unwatch(&c.rx)
             }
         }
         *watched = on;
     }
 }
 
-/// With more TCP connections than this, a progress pass asks epoll which ones have data
-/// instead of trying each.
+/// With more TCP connections than this (bulk lanes not counted), a progress pass asks epoll
+/// which ones have data instead of trying each.
 const TCP_POLL_EACH_MAX: usize = 4;
 
 impl State {
@@ -154,29 +170,34 @@ impl State {
 
     /// Adopts new connections, then reads every TCP connection that has data.
     fn progress_tcp(&mut self) -> bool {
-        let State { engine, fabric, tcp_rx, tcp_ready: ready, tcp_watched: watched, .. } = self;
+        let State { engine, fabric, tcp_rx, tcp_lane0: lane0, tcp_ready: ready, tcp_watched: watched, .. } = self;
         let Some(t) = fabric.tcp.as_mut() else { return false };
         t.flush_unsent();
         t.adopt_incoming();
         let new = t.take_new_rx();
+        if !new.is_empty() {
+            if *watched {
+                new.iter().for_each(|n| t.watch(&n.rx));
+            }
+            *lane0 += new.iter().filter(|n| !n.bulk).count();
+            tcp_rx.extend(new.into_iter().map(|n| TcpIn { from: n.from, rx: n.rx, retired: false, bulk: n.bulk }));
+        }
         // Many connections: one epoll call says which have data, instead of a read on each.
-        let select = tcp_rx.len() + new.len() > TCP_POLL_EACH_MAX;
+        let select = *lane0 > TCP_POLL_EACH_MAX;
         if select {
             set_watched(t, tcp_rx, watched, true);
         }
-        if *watched {
-            new.iter().for_each(|(_, rx)| t.watch(rx));
-        }
-        tcp_rx.extend(new.into_iter().map(|(p, rx)| (p, rx, false)));
         let mut did = false;
         if select {
             t.ready_fds(ready);
         }
+        let skip_bulk = !*watched && !engine.awaits_stream();
         let mut i = 0;
         while i < tcp_rx.len() {
-            let (from, rx, retired) = &mut tcp_rx[i];
-            let (from, retired) = (*from, *retired);
-            if select && !rx.has_buffered_frame() && !ready.contains(&(rx.raw_fd() as u64)) {
+            let TcpIn { from, rx, retired, bulk } = &mut tcp_rx[i];
+            let (from, retired, bulk) = (*from, *retired, *bulk);
+            let idle_bulk = bulk && skip_bulk && !retired;
+            if !rx.has_buffered_frame() && ((select && !ready.contains(&(rx.raw_fd() as u64))) || idle_bulk) {
                 i += 1;
                 continue;
             }
@@ -193,6 +214,7 @@ impl State {
                         }
                     }
                     tcp_rx.swap_remove(i);
+                    *lane0 -= !bulk as usize;
                     continue;
                 }
                 Ok(got) => did |= got.delivered > 0,
@@ -205,6 +227,7 @@ impl State {
                         }
                     }
                     tcp_rx.swap_remove(i);
+                    *lane0 -= !bulk as usize;
                     continue;
                 }
             }
@@ -226,7 +249,7 @@ impl State {
     /// [`arm_tcp`](Self::arm_tcp) takes too): a few sockets leave the watched set again.
     fn unwatch_tcp(&mut self) {
         let Some(t) = self.fabric.tcp.as_ref() else { return };
-        if self.tcp_rx.len() <= TCP_POLL_EACH_MAX {
+        if self.tcp_lane0 <= TCP_POLL_EACH_MAX {
             set_watched(t, &self.tcp_rx, &mut self.tcp_watched, false);
         }
     }
@@ -236,7 +259,7 @@ impl State {
             || self.inbox_cons.iter().any(|(_, _, c)| c.ready())
             || self.inbox.as_ref().is_some_and(|ib| ib.generation() != self.inbox_gen)
             || !self.fabric.loopback.is_empty()
-            || self.tcp_rx.iter().any(|(_, rx, _)| rx.has_buffered_frame())
+            || self.tcp_rx.iter().any(|c| c.rx.has_buffered_frame())
     }
 
     /// A transport failure that must end the job.
@@ -754,6 +777,7 @@ impl Mpi {
                 fabric,
                 consumers,
                 tcp_rx: Vec::new(),
+                tcp_lane0: 0,
                 tcp_ready: Vec::new(),
                 tcp_watched: false,
                 inbox: None,
@@ -1309,9 +1333,9 @@ impl Mpi {
             }
             st.fabric.release(p);
             let mut tcp_used = false;
-            for (_, _, retired) in st.tcp_rx.iter_mut().filter(|(q, _, _)| *q == p) {
+            for c in st.tcp_rx.iter_mut().filter(|c| c.from == p) {
                 tcp_used = true;
-                *retired = true;
+                c.retired = true;
             }
             if let Some(t) = st.fabric.tcp.as_mut() {
                 tcp_used |= t.was_connected(p);

@@ -1026,6 +1026,35 @@ fn rendezvous_streamed_when_reads_are_refused() {
     }
 }
 
+/// A receive waits for streamed data from its `Cts` until the last byte lands, and no longer
+/// when its sender fails first: TCP reads its bulk lanes only while one does.
+#[test]
+fn a_receive_awaits_streamed_data_from_its_cts_to_its_end() {
+    for fail in [false, true] {
+        let mut s = sim(2, 1, false);
+        let msg = pat(4, 1000);
+        let mut buf = guarded(1000);
+        let r = s.recv(1, 1, 0, 2, contig(&mut buf, 1000));
+        assert!(!s.eng[1].awaits_stream());
+        let sd = s.send(0, 1, 1, 2, &msg, false);
+        // Until the Cts has been sent: the Rts reaches the receiver, which answers.
+        while s.kinds(1, 0).is_empty() {
+            assert!(!s.eng[1].awaits_stream());
+            assert!(s.step(), "stuck before the Cts");
+        }
+        assert!(s.eng[1].awaits_stream() && !s.done(1, r), "fail {fail}");
+        if fail {
+            assert!(s.eng[1].fail_peer(0, |_, _| false, 77));
+            assert_eq!(s.get(1, r).status.error, 77);
+        } else {
+            s.pump();
+            assert!(s.done(0, sd) && s.done(1, r));
+            assert_eq!(&buf[..1000], &msg[..]);
+        }
+        assert!(!s.eng[1].awaits_stream(), "fail {fail}");
+    }
+}
+
 /// A byte-stream transport (TCP): data frames leave in pieces, over several lanes, while
 /// eager and synchronous messages keep their order on lane 0; data is placed directly.
 #[test]

@@ -3,9 +3,12 @@
 //! Important types:
 //! - [`TcpConfig`]: the `BATON_TCP_*` settings.
 //! - [`TcpNet`]: this process's side. It listens on one address (published through the
-//!   bootstrap key-value space), opens connections on first use (one per peer, or
-//!   `BATON_TCP_STRIPES` for bandwidth), and holds their sending halves; the receiving halves go
-//!   to the runtime ([`TcpNet::take_new_rx`]), which reads them in its progress loop.
+//!   bootstrap key-value space), opens connections on first use, and holds their sending
+//!   halves; the receiving halves go to the runtime ([`TcpNet::take_new_rx`]), which reads them
+//!   in its progress loop. Each peer gets *lanes*: lane 0 carries every frame but the streamed
+//!   data of large messages, which goes on `BATON_TCP_STRIPES` bulk lanes (1 by default, 0: on
+//!   lane 0 too). Matching only ever looks at lane 0, so messages stay in order, and a bulk lane
+//!   can run a congestion control that suits bulk transfers ([`Congestion`]).
 //! - The service thread (`service`): accepts connections and runs each handshake on a thread
 //!   of its own (a silent or hostile client cannot stall the job), and wakes the process when it
 //!   sleeps and a socket becomes readable ([`TcpNet::arm`]).
@@ -39,43 +42,52 @@ pub struct TcpConfig {
     pub eager_max: usize,
     /// `BATON_TCP_CHUNK`: payload of one streamed data frame.
     pub chunk: usize,
-    /// `BATON_TCP_STRIPES`: connections per peer; data frames of large messages spread over them.
+    /// `BATON_TCP_STRIPES`: bulk lanes per peer, which carry the streamed data of large
+    /// messages (round robin); 0: that data goes on lane 0 with everything else.
     pub stripes: usize,
     /// `BATON_TCP_IF`: interfaces, subnets or addresses to listen on, in order of preference.
     pub iface: Option<String>,
     /// `BATON_TCP_CONNECT_TIMEOUT` (seconds): how long opening a connection may take.
     pub connect_timeout: Duration,
-    /// `BATON_TCP_CONGESTION`: the congestion control Baton's connections run.
+    /// `BATON_TCP_CONGESTION`: the congestion control lane 0 runs.
     pub congestion: Congestion,
+    /// `BATON_TCP_BULK_CONGESTION`: the congestion control the bulk lanes run.
+    pub bulk_congestion: Congestion,
 }
 
-/// Which congestion control algorithm a connection runs (`BATON_TCP_CONGESTION`).
+/// Which congestion control algorithm a connection runs (`BATON_TCP_CONGESTION` for lane 0,
+/// `BATON_TCP_BULK_CONGESTION` for the bulk lanes).
 ///
-/// The choice matters on this project's machines, and neither kind wins everywhere. A pacing
-/// algorithm (BBR) spaces a connection's packets out at the rate it has measured, and a
-/// connection that carries an MPI job's bursts between idle gaps is measured low: across a
-/// veth pair, with BBR the system's default, Baton's ping-pong of 256 KiB – 4 MiB took 2–3.5
-/// times as long as under cubic (the raw TCP program's 1.4–3.3 times), and under BBR every
-/// program, MPICH and Open MPI too, flipped between a fast and a slow mode from run to run.
-/// Cubic and reno do not pace, but a connection under them sometimes ran 12–48 KiB ping-pongs
-/// at 2.5 times BBR's time for a whole job, raw TCP too (docs/PERFORMANCE.md, TCP). So the
-/// default leaves the system's choice, and a job that moves large messages may ask for
-/// `unpaced`.
+/// Neither kind of algorithm suits all of an MPI job's traffic, hence the two kinds of lane.
+/// A pacing algorithm (BBR, this project's machines' default) spaces a connection's packets at
+/// the rate it has measured, and a connection that carries bursts between idle gaps is
+/// measured low: across a veth pair, a 256 KiB – 4 MiB ping-pong took 2–3.5 times as long
+/// under BBR as under cubic, and flipped between a fast and a slow mode from run to run (every
+/// program, MPICH and Open MPI too). Cubic and reno do not pace, but they grow the congestion
+/// window only while a connection fills it, and the kernel sends at most half the window in
+/// one go when nothing is in flight: a connection that has carried only small messages keeps
+/// a window of ~20 segments, so each 12–48 KiB message leaves in two parts, the second after
+/// the receiver's acknowledgement of the first (2.5 times BBR's ping-pong time, raw TCP too;
+/// seen with the kernel's `tcp_probe` tracepoint). BBR sets its window from its model, ~180
+/// segments there. So lane 0, which carries the small and mid-size messages, keeps the
+/// system's choice, and the bulk lanes, whose transfers fill any window, run `unpaced`
+/// (docs/PERFORMANCE.md, TCP).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Congestion {
-    /// `system` (the default): whatever the system gives each connection.
+    /// `system` (lane 0's default): whatever the system gives each connection.
     System,
-    /// `unpaced`: a connection whose algorithm paces (`bbr...`) switches to cubic, or to reno
-    /// where cubic is not allowed; any other choice of the system stays.
+    /// `unpaced` (the bulk lanes' default): a connection whose algorithm paces (`bbr...`)
+    /// switches to cubic, or to reno where cubic is not allowed; any other choice stays.
     Unpaced,
     /// A name: that algorithm (a warning, once, when the kernel refuses it).
     Named(String),
 }
 
 impl Congestion {
-    fn from_setting(v: Option<&str>) -> Congestion {
+    fn from_setting(v: Option<&str>, default: Congestion) -> Congestion {
         match v.map(str::trim) {
-            None | Some("") | Some("system") => Congestion::System,
+            None | Some("") => default,
+            Some("system") => Congestion::System,
             Some("unpaced") => Congestion::Unpaced,
             Some(name) => Congestion::Named(name.to_string()),
         }
@@ -96,12 +108,33 @@ impl TcpConfig {
         let size = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| super::parse_size(&v)).unwrap_or(d);
         let secs = std::env::var("BATON_TCP_CONNECT_TIMEOUT").ok().and_then(|v| v.trim().parse::<f64>().ok());
         TcpConfig {
-            eager_max: size("BATON_TCP_EAGER_MAX", 512 * 1024),
+            eager_max: size("BATON_TCP_EAGER_MAX", 128 * 1024),
             chunk: size("BATON_TCP_CHUNK", 512 * 1024).clamp(4096, 1 << 20),
-            stripes: size("BATON_TCP_STRIPES", 1).clamp(1, 16),
+            stripes: size("BATON_TCP_STRIPES", 1).min(16),
             iface: std::env::var("BATON_TCP_IF").ok().filter(|s| !s.trim().is_empty()),
             connect_timeout: Duration::from_secs_f64(secs.filter(|s| *s > 0.0).unwrap_or(30.0)),
-            congestion: Congestion::from_setting(std::env::var("BATON_TCP_CONGESTION").ok().as_deref()),
+            congestion: Congestion::from_setting(
+                std::env::var("BATON_TCP_CONGESTION").ok().as_deref(),
+                Congestion::System,
+            ),
+            bulk_congestion: Congestion::from_setting(
+                std::env::var("BATON_TCP_BULK_CONGESTION").ok().as_deref(),
+                Congestion::Unpaced,
+            ),
+        }
+    }
+
+    /// Connections per peer: lane 0 and the bulk lanes.
+    pub fn lanes(&self) -> usize {
+        1 + self.stripes
+    }
+
+    /// The lanes streamed data goes on.
+    fn bulk_lanes(&self) -> std::ops::RangeInclusive<usize> {
+        if self.stripes == 0 {
+            0..=0
+        } else {
+            1..=self.stripes
         }
     }
 
@@ -167,7 +200,8 @@ struct Shared {
     job: u64,
     /// Rank of this process in its job (what it names itself as).
     rank: u32,
-    stripes: usize,
+    /// Connections per peer ([`TcpConfig::lanes`]).
+    lanes: usize,
     keys: Mutex<Vec<Key>>,
     /// Process table index of every process that may connect, by (job, rank).
     index: Mutex<HashMap<(u64, u32), ProcIdx>>,
@@ -217,7 +251,8 @@ pub struct TcpNet {
     secret: Secret,
     /// Per process, per lane: the sending half, once connected.
     tx: Vec<Vec<Option<Tx>>>,
-    new_rx: Vec<(ProcIdx, Rx)>,
+    new_rx: Vec<NewRx>,
+    /// The bulk lane the next streamed frame tries first.
     next_lane: usize,
     /// (process, lane) of connections holding the rest of a frame the kernel took only part
     /// of. Every progress pass pushes them on ([`flush_unsent`](Self::flush_unsent)): a sender
@@ -229,6 +264,14 @@ pub struct TcpNet {
     listen: Option<SocketAddr>,
     /// A refused `BATON_TCP_CONGESTION` was reported.
     warned_congestion: bool,
+}
+
+/// A connection's receiving half, new to the runtime.
+pub struct NewRx {
+    pub from: ProcIdx,
+    pub rx: Rx,
+    /// A bulk lane: only streamed data arrives on it, after this process asked for it.
+    pub bulk: bool,
 }
 
 /// Who this process is, as its connections need to know.
@@ -265,11 +308,11 @@ impl TcpNet {
         let sh = Arc::new(Shared {
             job,
             rank: me,
-            stripes: cfg.stripes,
+            lanes: cfg.lanes(),
             keys: Mutex::new(vec![key]),
             index: Mutex::new(HashMap::new()),
             whoami,
-            links: Mutex::new(vec![Link::Down; nprocs * cfg.stripes]),
+            links: Mutex::new(vec![Link::Down; nprocs * cfg.lanes()]),
             incoming: Mutex::new(Vec::new()),
             has_incoming: AtomicBool::new(false),
             handshakes: AtomicUsize::new(0),
@@ -281,6 +324,7 @@ impl TcpNet {
         });
         let s2 = sh.clone();
         std::thread::Builder::new().name("baton-tcp".into()).spawn(move || service(s2, listener))?;
+        let next_lane = cfg.stripes.min(1);
         let net = TcpNet {
             sh,
             cfg,
@@ -289,7 +333,7 @@ impl TcpNet {
             secret,
             tx: (0..nprocs).map(|_| Vec::new()).collect(),
             new_rx: Vec::new(),
-            next_lane: 0,
+            next_lane,
             unsent: Vec::new(),
             fatal: None,
             listen: Some(addr),
@@ -322,7 +366,7 @@ impl TcpNet {
             self.peers.resize_with(i + 1, Peer::default);
             self.tx.resize_with(i + 1, Vec::new);
             let mut links = self.sh.links.lock().unwrap_or_else(|e| e.into_inner());
-            links.resize((i + 1) * self.cfg.stripes, Link::Down);
+            links.resize((i + 1) * self.cfg.lanes(), Link::Down);
         }
         let peer = &mut self.peers[i];
         peer.addr = addr;
@@ -372,7 +416,7 @@ impl TcpNet {
         }
         {
             let mut links = self.sh.links.lock().unwrap_or_else(|e| e.into_inner());
-            for l in links.iter_mut().skip(i * self.cfg.stripes).take(self.cfg.stripes) {
+            for l in links.iter_mut().skip(i * self.cfg.lanes()).take(self.cfg.lanes()) {
                 *l = Link::Down;
             }
         }
@@ -449,47 +493,47 @@ impl TcpNet {
     }
 
     fn install(&mut self, p: ProcIdx, lane: usize, s: TcpStream) {
-        self.choose_congestion(&s);
+        self.choose_congestion(&s, lane);
         match tcp::split(s, self.cfg.max_payload()) {
             Ok((tx, rx)) => {
                 let lanes = &mut self.tx[p as usize];
-                if lanes.len() < self.cfg.stripes {
-                    lanes.resize_with(self.cfg.stripes, || None);
+                if lanes.len() < self.cfg.lanes() {
+                    lanes.resize_with(self.cfg.lanes(), || None);
                 }
                 lanes[lane] = Some(tx);
-                self.new_rx.push((p, rx));
+                self.new_rx.push(NewRx { from: p, rx, bulk: lane > 0 });
             }
             Err(e) => self.fail(format!("cannot set up the connection to {}: {e}", self.who(p))),
         }
     }
 
-    /// Applies `BATON_TCP_CONGESTION` to a new connection. Only an algorithm the user named
-    /// and the kernel refused is worth a word; `unpaced` falls back quietly.
-    fn choose_congestion(&mut self, s: &TcpStream) {
-        if self.cfg.congestion == Congestion::System {
+    /// Applies `BATON_TCP_CONGESTION` (lane 0) or `BATON_TCP_BULK_CONGESTION` to a new
+    /// connection. Only an algorithm the user named and the kernel refused is worth a word;
+    /// `unpaced` falls back quietly.
+    fn choose_congestion(&mut self, s: &TcpStream, lane: usize) {
+        let want = if lane == 0 { &self.cfg.congestion } else { &self.cfg.bulk_congestion };
+        if *want == Congestion::System {
             // Nothing to change, so no getsockopt either.
             return;
         }
         let Ok(current) = tcp::congestion(s) else { return };
         let mut refused = None;
-        for name in self.cfg.congestion.candidates(&current) {
+        for name in want.candidates(&current) {
             match tcp::set_congestion(s, name) {
                 Ok(()) => return,
                 Err(e) => refused = Some(format!("{name} ({e})")),
             }
         }
-        if let (Congestion::Named(_), Some(why), false) = (&self.cfg.congestion, refused, self.warned_congestion) {
+        if let (Congestion::Named(_), Some(why), false) = (want, refused, self.warned_congestion) {
             self.warned_congestion = true;
-            eprintln!(
-                "baton: {}: BATON_TCP_CONGESTION: the kernel refused {why}; connections keep {current}",
-                self.sh.whoami
-            );
+            let var = if lane == 0 { "BATON_TCP_CONGESTION" } else { "BATON_TCP_BULK_CONGESTION" };
+            eprintln!("baton: {}: {var}: the kernel refused {why}; connections keep {current}", self.sh.whoami);
         }
     }
 
     /// Receiving halves connected since the last call; the caller reads them, and puts them in
     /// the watched set ([`watch`](Self::watch)) when it needs epoll to see them.
-    pub fn take_new_rx(&mut self) -> Vec<(ProcIdx, Rx)> {
+    pub fn take_new_rx(&mut self) -> Vec<NewRx> {
         std::mem::take(&mut self.new_rx)
     }
 
@@ -538,14 +582,14 @@ impl TcpNet {
     /// Whether a connection to `p` was ever opened (by either side).
     pub fn was_connected(&self, p: ProcIdx) -> bool {
         let links = self.sh.links.lock().unwrap_or_else(|e| e.into_inner());
-        let s = self.cfg.stripes;
+        let s = self.cfg.lanes();
         links.iter().skip(p as usize * s).take(s).any(|l| *l != Link::Down)
             || self.tx.get(p as usize).is_some_and(|l| l.iter().any(Option::is_some))
     }
 
     fn lanes_up(&self, p: ProcIdx) -> bool {
         let l = &self.tx[p as usize];
-        l.len() == self.cfg.stripes && l.iter().all(Option::is_some)
+        l.len() == self.cfg.lanes() && l.iter().all(Option::is_some)
     }
 
     /// Connects every lane to `p` that is not connected yet. Blocks (this is the first message
@@ -559,12 +603,12 @@ impl TcpNet {
             return false;
         };
         let deadline = Instant::now() + self.cfg.connect_timeout;
-        for lane in 0..self.cfg.stripes {
+        for lane in 0..self.cfg.lanes() {
             self.adopt_incoming();
             if self.tx[p as usize].get(lane).is_some_and(Option::is_some) {
                 continue;
             }
-            let slot = p as usize * self.cfg.stripes + lane;
+            let slot = p as usize * self.cfg.lanes() + lane;
             let dial = {
                 let mut links = self.sh.links.lock().unwrap_or_else(|e| e.into_inner());
                 if links[slot] == Link::Up {
@@ -706,17 +750,18 @@ impl TcpNet {
         if self.is_lost(to) {
             return Some((0, payload.len()));
         }
-        let n = self.cfg.stripes;
+        let bulk = self.cfg.bulk_lanes();
+        let (first, n) = (*bulk.start(), bulk.count());
         self.lane(to, 0)?;
         for i in 0..n {
-            let lane = (self.next_lane + i) % n;
+            let lane = first + (self.next_lane - first + i) % n;
             let tx = self.tx[to as usize][lane].as_mut()?;
             match tx.start_frame(h, payload) {
                 Ok(Some(took)) => {
                     if tx.has_out() {
                         self.unsent.push((to, lane));
                     }
-                    self.next_lane = (lane + 1) % n;
+                    self.next_lane = first + (lane - first + 1) % n;
                     return Some((lane as u8, took));
                 }
                 Ok(None) => {}
@@ -842,7 +887,7 @@ fn handshake(sh: &Shared, mut s: TcpStream, peer: SocketAddr) {
         let keys = sh.keys.lock().unwrap_or_else(|e| e.into_inner());
         keys.iter().any(|k| k.secret == secret && k.jobs.contains(&job))
     };
-    let from = if id[..4] == IDENT_MAGIC && lane < sh.stripes && (job, rank) != (sh.job, sh.rank) {
+    let from = if id[..4] == IDENT_MAGIC && lane < sh.lanes && (job, rank) != (sh.job, sh.rank) {
         learn(|| admitted().then(|| sh.index.lock().unwrap_or_else(|e| e.into_inner()).get(&(job, rank)).copied())?)
     } else {
         None
@@ -854,7 +899,7 @@ fn handshake(sh: &Shared, mut s: TcpStream, peer: SocketAddr) {
     };
     let verdict = {
         let mut links = sh.links.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = from as usize * sh.stripes + lane;
+        let slot = from as usize * sh.lanes + lane;
         if links.len() <= slot {
             links.resize(slot + 1, Link::Down);
         }
@@ -936,17 +981,18 @@ mod tests {
             iface: None,
             connect_timeout: Duration::from_secs(10),
             congestion: Congestion::System,
+            bulk_congestion: Congestion::System,
         };
         let id = Identity { me, job: 7, nprocs: 2, secret: secret.clone(), whoami: format!("test process {me}") };
         TcpNet::start(id, cfg, IpAddr::V4(Ipv4Addr::LOCALHOST), Box::new(|| {})).unwrap()
     }
 
-    /// Processes 0 and 1 on loopback, each knowing the other's address; `setup` adjusts both
-    /// before anything connects.
-    fn pair(eager_max: usize, setup: impl Fn(&mut TcpNet)) -> (TcpNet, TcpNet) {
+    /// Processes 0 and 1 on loopback, each knowing the other's address, with `stripes` bulk
+    /// lanes; `setup` adjusts both before anything connects.
+    fn pair(eager_max: usize, stripes: usize, setup: impl Fn(&mut TcpNet)) -> (TcpNet, TcpNet) {
         let secret = Secret::generate().unwrap();
-        let (mut a, addr_a) = net_eager(0, &secret, 1, eager_max);
-        let (mut b, addr_b) = net_eager(1, &secret, 1, eager_max);
+        let (mut a, addr_a) = net_eager(0, &secret, stripes, eager_max);
+        let (mut b, addr_b) = net_eager(1, &secret, stripes, eager_max);
         for n in [&mut a, &mut b] {
             setup(n);
             n.set_peer(0, Some(addr_a), "ha");
@@ -955,15 +1001,23 @@ mod tests {
         (a, b)
     }
 
-    /// The receiving half of the first connection `b` adopts (waiting up to 10 s for it).
-    fn adopted(b: &mut TcpNet) -> Rx {
+    /// The receiving halves of the `n` connections `b` adopts first (waiting up to 10 s for
+    /// them), lane 0's first.
+    fn adopted_n(b: &mut TcpNet, n: usize) -> Vec<NewRx> {
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut rx = Vec::new();
-        while rx.is_empty() && Instant::now() < deadline {
+        while rx.len() < n && Instant::now() < deadline {
             b.adopt_incoming();
             rx.extend(b.take_new_rx());
         }
-        rx.pop().expect("b adopted the connection").1
+        assert!(rx.len() >= n, "b adopted {} of {n} connections", rx.len());
+        rx.sort_by_key(|r| r.bulk);
+        rx
+    }
+
+    /// The receiving half of lane 0's connection, which `b` adopts.
+    fn adopted(b: &mut TcpNet) -> Rx {
+        adopted_n(b, 1).swap_remove(0).rx
     }
 
     struct Frames(Vec<Header>);
@@ -988,7 +1042,8 @@ mod tests {
     #[test]
     fn simultaneous_connects_leave_one_connection_per_lane() {
         for round in 0..20 {
-            let stripes = 1 + round % 3;
+            let stripes = round % 3;
+            let lanes = stripes + 1;
             let secret = Secret::generate().unwrap();
             let (mut a, addr_a) = net(0, &secret, stripes);
             let (mut b, addr_b) = net(1, &secret, stripes);
@@ -1014,7 +1069,7 @@ mod tests {
             // Connections the other side won may still be on their way to the adopting side.
             let deadline = Instant::now() + Duration::from_secs(5);
             let (mut rx_a, mut rx_b) = (Vec::new(), Vec::new());
-            while (rx_a.len() < stripes || rx_b.len() < stripes) && Instant::now() < deadline {
+            while (rx_a.len() < lanes || rx_b.len() < lanes) && Instant::now() < deadline {
                 a.adopt_incoming();
                 b.adopt_incoming();
                 rx_a.extend(a.take_new_rx());
@@ -1026,7 +1081,7 @@ mod tests {
             b.adopt_incoming();
             rx_a.extend(a.take_new_rx());
             rx_b.extend(b.take_new_rx());
-            assert_eq!((rx_a.len(), rx_b.len()), (stripes, stripes), "round {round}: one connection per lane");
+            assert_eq!((rx_a.len(), rx_b.len()), (lanes, lanes), "round {round}: one connection per lane");
             // Lane 0 carries frames both ways.
             let h = Header::control(Kind::Fin, round as u64, 0);
             assert!(a.try_send(1, &h, &[]) && b.try_send(0, &h, &[]));
@@ -1034,8 +1089,8 @@ mod tests {
                 let mut got = Frames(Vec::new());
                 let deadline = Instant::now() + Duration::from_secs(5);
                 while got.0.is_empty() && Instant::now() < deadline {
-                    for (_, r) in rx.iter_mut() {
-                        r.receive(&mut got).unwrap();
+                    for r in rx.iter_mut() {
+                        r.rx.receive(&mut got).unwrap();
                     }
                 }
                 assert_eq!(got.0, vec![h], "round {round}");
@@ -1049,14 +1104,15 @@ mod tests {
     /// prefers cubic; a name is used as given.
     #[test]
     fn the_congestion_setting_replaces_only_what_it_says() {
-        let system = Congestion::from_setting(None);
-        assert_eq!(system, Congestion::from_setting(Some(" system ")));
+        let system = Congestion::from_setting(None, Congestion::System);
+        assert_eq!(system, Congestion::from_setting(Some(" system "), Congestion::Unpaced));
         assert!(system.candidates("bbr").is_empty() && system.candidates("reno").is_empty());
-        let unpaced = Congestion::from_setting(Some("unpaced"));
+        let unpaced = Congestion::from_setting(Some("unpaced"), Congestion::System);
+        assert_eq!(unpaced, Congestion::from_setting(Some(""), Congestion::Unpaced));
         assert_eq!(unpaced.candidates("bbr"), ["cubic", "reno"]);
         assert_eq!(unpaced.candidates("bbr3"), ["cubic", "reno"]);
         assert!(unpaced.candidates("cubic").is_empty() && unpaced.candidates("dctcp").is_empty());
-        let reno = Congestion::from_setting(Some("reno"));
+        let reno = Congestion::from_setting(Some("reno"), Congestion::System);
         assert_eq!(reno.candidates("bbr"), ["reno"]);
         assert_eq!(reno.candidates("cubic"), ["reno"]);
         assert!(reno.candidates("reno").is_empty());
@@ -1066,7 +1122,7 @@ mod tests {
     /// Linux kernel has it and lets any process choose it).
     #[test]
     fn both_ends_of_a_connection_run_the_named_congestion_control() {
-        let (mut a, mut b) = pair(1024, |n| n.cfg.congestion = Congestion::Named("reno".into()));
+        let (mut a, mut b) = pair(1024, 0, |n| n.cfg.congestion = Congestion::Named("reno".into()));
         let h = Header { kind: Kind::Eager, ctx: 1, src: 0, tag: 2, len: 8, id: 0, aux: 0 };
         assert!(a.try_send(1, &h, &[1; 8]), "{:?}", a.fatal);
         let rx = adopted(&mut b);
@@ -1078,11 +1134,43 @@ mod tests {
         b.shutdown();
     }
 
+    /// Streamed data goes round robin on the bulk lanes, everything else on lane 0; each lane
+    /// runs its own congestion setting, at both ends. Without bulk lanes, data goes on lane 0.
+    #[test]
+    fn streamed_data_takes_the_bulk_lanes_which_run_their_own_congestion_control() {
+        let system = tcp::congestion(&TcpListener::bind("127.0.0.1:0").unwrap()).unwrap();
+        let (mut a, mut b) = pair(1024, 2, |n| n.cfg.bulk_congestion = Congestion::Named("reno".into()));
+        let h = Header { kind: Kind::Eager, ctx: 1, src: 0, tag: 2, len: 8, id: 0, aux: 0 };
+        assert!(a.try_send(1, &h, &[1; 8]), "{:?}", a.fatal);
+        let rx = adopted_n(&mut b, 3);
+        assert_eq!(rx.iter().map(|r| r.bulk).collect::<Vec<_>>(), [false, true, true]);
+        for (i, r) in rx.iter().enumerate() {
+            let want = if r.bulk { "reno" } else { system.as_str() };
+            assert_eq!(tcp::congestion(&r.rx.raw_fd()).unwrap(), want, "accepting end, connection {i}");
+        }
+        for lane in 0..3 {
+            let want = if lane > 0 { "reno" } else { system.as_str() };
+            let fd = a.lane(1, lane).expect("a's connection").raw_fd();
+            assert_eq!(tcp::congestion(&fd).unwrap(), want, "dialling end, lane {lane}");
+        }
+        let data = Header::control(Kind::Data, 5, 0);
+        let lanes: Vec<u8> = (0..3).map(|_| a.send_start(1, &data, &[9; 100]).expect("started").0).collect();
+        assert_eq!(lanes, [1, 2, 1]);
+        a.shutdown();
+        b.shutdown();
+
+        let (mut a, b) = pair(1024, 0, |_| {});
+        assert_eq!(a.send_start(1, &data, &[9; 100]).expect("started").0, 0);
+        assert!(a.tx[1].len() == 1, "a bulk lane without BATON_TCP_STRIPES");
+        a.shutdown();
+        b.shutdown();
+    }
+
     /// A connection's receiving half is out of the epoll set until it is watched (a socket in
     /// the set costs every packet an epoll wake-up), in it while watched, and out again after.
     #[test]
     fn receiving_sockets_are_in_the_epoll_set_only_while_watched() {
-        let (mut a, mut b) = pair(1024, |_| {});
+        let (mut a, mut b) = pair(1024, 0, |_| {});
         let h = Header { kind: Kind::Eager, ctx: 1, src: 0, tag: 2, len: 8, id: 0, aux: 0 };
         assert!(a.try_send(1, &h, &[1; 8]), "{:?}", a.fatal);
         let rx = adopted(&mut b);
@@ -1116,7 +1204,7 @@ mod tests {
     fn a_frame_the_kernel_took_in_part_is_finished_by_polling() {
         // Far beyond a loopback socket's send buffer.
         let payload = vec![7u8; 8 << 20];
-        let (mut a, mut b) = pair(payload.len(), |_| {});
+        let (mut a, mut b) = pair(payload.len(), 0, |_| {});
         let h = Header { kind: Kind::Eager, ctx: 1, src: 0, tag: 2, len: payload.len() as u64, id: 0, aux: 0 };
         assert!(a.try_send(1, &h, &payload), "{:?}", a.fatal);
         assert!(a.flush_unsent(), "the kernel took all of 8 MiB at once");
