@@ -63,8 +63,6 @@ pub struct State {
 /// that process counts as gone.
 const PROBE_LIMIT: Duration = Duration::from_secs(2);
 
-/// Puts every socket of `rx` in the TCP watched set (`on`) or takes them out, unless `watched`
-/// says they are there already (or not); then records it.
 /// A TCP connection's receiving half, as the progress loop reads it.
 struct TcpIn {
     from: ProcIdx,
@@ -74,12 +72,14 @@ struct TcpIn {
     retired: bool,
     /// A bulk lane ([`crate::fabric::tcp`]): data arrives on it only after this process asked
     /// for some, so a pass reads it only while a receive waits for streamed data (an empty
-    /// read costs a system call, a fifth of a small message's latency), while the sockets are
+    /// read on every pass cost an 8 B ping-pong 0.3 of its 4.4 µs across hosts), while the sockets are
     /// watched (a thread may sleep, and epoll reports what it holds, its end included), or
     /// once retired, until its end (else its descriptor would outlive the disconnect).
     bulk: bool,
 }
 
+/// Puts every socket of `rx` in the TCP watched set (`on`) or takes them out, unless `watched`
+/// says they are there already (or not); then records it.
 fn set_watched(t: &TcpNet, rx: &[TcpIn], watched: &mut bool, on: bool) {
     if *watched != on {
         for c in rx {

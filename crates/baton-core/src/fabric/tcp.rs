@@ -129,12 +129,12 @@ impl TcpConfig {
         1 + self.stripes
     }
 
-    /// The lanes streamed data goes on.
-    fn bulk_lanes(&self) -> std::ops::RangeInclusive<usize> {
+    /// The lanes streamed data goes on: the first, and how many.
+    fn bulk_lanes(&self) -> (usize, usize) {
         if self.stripes == 0 {
-            0..=0
+            (0, 1)
         } else {
-            1..=self.stripes
+            (1, self.stripes)
         }
     }
 
@@ -252,7 +252,7 @@ pub struct TcpNet {
     /// Per process, per lane: the sending half, once connected.
     tx: Vec<Vec<Option<Tx>>>,
     new_rx: Vec<NewRx>,
-    /// The bulk lane the next streamed frame tries first.
+    /// Which of the bulk lanes (counted from the first) the next streamed frame tries first.
     next_lane: usize,
     /// (process, lane) of connections holding the rest of a frame the kernel took only part
     /// of. Every progress pass pushes them on ([`flush_unsent`](Self::flush_unsent)): a sender
@@ -324,7 +324,6 @@ impl TcpNet {
         });
         let s2 = sh.clone();
         std::thread::Builder::new().name("baton-tcp".into()).spawn(move || service(s2, listener))?;
-        let next_lane = cfg.stripes.min(1);
         let net = TcpNet {
             sh,
             cfg,
@@ -333,7 +332,7 @@ impl TcpNet {
             secret,
             tx: (0..nprocs).map(|_| Vec::new()).collect(),
             new_rx: Vec::new(),
-            next_lane,
+            next_lane: 0,
             unsent: Vec::new(),
             fatal: None,
             listen: Some(addr),
@@ -750,18 +749,18 @@ impl TcpNet {
         if self.is_lost(to) {
             return Some((0, payload.len()));
         }
-        let bulk = self.cfg.bulk_lanes();
-        let (first, n) = (*bulk.start(), bulk.count());
+        let (first, n) = self.cfg.bulk_lanes();
         self.lane(to, 0)?;
         for i in 0..n {
-            let lane = first + (self.next_lane - first + i) % n;
+            let k = (self.next_lane + i) % n;
+            let lane = first + k;
             let tx = self.tx[to as usize][lane].as_mut()?;
             match tx.start_frame(h, payload) {
                 Ok(Some(took)) => {
                     if tx.has_out() {
                         self.unsent.push((to, lane));
                     }
-                    self.next_lane = first + (lane - first + 1) % n;
+                    self.next_lane = (k + 1) % n;
                     return Some((lane as u8, took));
                 }
                 Ok(None) => {}
