@@ -81,7 +81,7 @@ step "C test suite over TCP (BATON_TRANSPORTS=tcp)" env BATON_TRANSPORTS=tcp ALG
   MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" tests/run-c-tests
 step "C point-to-point suite over TCP, tiny frames, 3 stripes" env ALGORITHMS=none BATON_TRANSPORTS=tcp BATON_TCP_EAGER_MAX=64 \
   BATON_TCP_CHUNK=4096 BATON_TCP_STRIPES=3 MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" \
-  tests/run-c-tests p2p_basic p2p_order p2p_modes p2p_probe p2p_complete p2p_large_count threads coll_basic coll_bcast coll_alltoall
+  tests/run-c-tests p2p_basic p2p_order p2p_bursts p2p_modes p2p_probe p2p_complete p2p_large_count threads coll_basic coll_bcast coll_alltoall
 # Several hosts (network namespaces as root; skipped otherwise): the scripts that make them, then
 # the suite across 3 hosts.
 test_hosts_selftest() {

@@ -381,9 +381,18 @@ fn express_comm(l: &Lib, comm_h: usize, peer: c_int, any_ok: bool) -> Option<(Op
     .flatten()
 }
 
-/// `MPI_Send` of an eager message on the express path; false to take the generic path.
+/// `MPI_Send` (`sender`: `Waits`) or `MPI_Isend` (`GoesOn`) of an eager message on the
+/// express path; false to take the generic path.
 #[inline]
-fn express_send(comm_h: usize, buf: *mut c_void, count: i64, dt: usize, dest: c_int, tag: c_int) -> bool {
+fn express_send(
+    comm_h: usize,
+    buf: *mut c_void,
+    count: i64,
+    dt: usize,
+    dest: c_int,
+    tag: c_int,
+    sender: Sender,
+) -> bool {
     let Some(l) = crate::state::lib_fast() else { return false };
     let Some(n) = express_bytes(count, dt, buf) else { return false };
     if tag < 0 {
@@ -395,7 +404,7 @@ fn express_send(comm_h: usize, buf: *mut c_void, count: i64, dt: usize, dest: c_
     let span = unsafe { UserBuf::new(buf as usize, n) };
     let mut st = l.mpi.lock();
     let State { engine, fabric, .. } = &mut *st;
-    engine.send_now(fabric, to, ctx, rank, tag, span.read(0, n), Sender::Waits)
+    engine.send_now(fabric, to, ctx, rank, tag, span.read(0, n), sender)
 }
 
 /// Largest packed size of a derived-datatype message the express paths take: they pack it on
@@ -589,7 +598,8 @@ fn blocking_send(
     mode: SendMode,
 ) -> c_int {
     if matches!(mode, SendMode::Standard | SendMode::Ready)
-        && (express_send(comm_h, buf, count, dt, dest, tag) || express_send_typed(comm_h, buf, count, dt, dest, tag))
+        && (express_send(comm_h, buf, count, dt, dest, tag, Sender::Waits)
+            || express_send_typed(comm_h, buf, count, dt, dest, tag))
     {
         return c::MPI_SUCCESS;
     }
@@ -640,7 +650,7 @@ fn nonblocking_send(
 ) -> c_int {
     if matches!(mode, SendMode::Standard | SendMode::Ready)
         && !request.is_null()
-        && express_send(comm_h, buf, count, dt, dest, tag)
+        && express_send(comm_h, buf, count, dt, dest, tag, Sender::GoesOn)
     {
         // SAFETY: checked non-null; MPI gives us the handle to write.
         unsafe { *request = crate::request::SENT };

@@ -40,7 +40,8 @@ pub const ANY_SOURCE: i32 = c::MPI_ANY_SOURCE;
 pub const ANY_TAG: i32 = c::MPI_ANY_TAG;
 
 /// What the sending application does while a message is on its way, which decides how large
-/// a message still goes eagerly ([`Net::eager_limit`]).
+/// a message still goes eagerly ([`Net::eager_limit`]) and whether TCP may hold a small one
+/// back to leave with the next ones (`TcpNet::try_send_more`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sender {
     /// It waits for this send before going on (`MPI_Send`, `MPI_Ssend`, `MPI_Rsend`,

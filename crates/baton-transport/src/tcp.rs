@@ -257,6 +257,23 @@ impl Tx {
         Ok(true)
     }
 
+    /// Queues a whole frame behind what is unsent, without a system call: it leaves with them
+    /// at the next [`flush`](Self::flush), in one `sendmsg`. False (nothing queued) while a
+    /// streamed frame is unfinished, whose payload must come first.
+    pub fn append(&mut self, h: &Header, payload: &[u8]) -> bool {
+        if self.owed > 0 {
+            return false;
+        }
+        self.out.extend_from_slice(&encode(h, payload.len()));
+        self.out.extend_from_slice(payload);
+        true
+    }
+
+    /// Bytes accepted but not yet handed to the kernel.
+    pub fn unsent_len(&self) -> usize {
+        self.out.len() - self.out_pos
+    }
+
     /// Starts a frame whose payload may leave in pieces. `None`: the frame did not start (try
     /// later); `Some(n)`: it started and `n` payload bytes left. The caller must then supply
     /// the rest of the payload, and only that, through [`continue_frame`](Self::continue_frame).

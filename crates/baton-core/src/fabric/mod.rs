@@ -297,6 +297,10 @@ impl Net for Fabric {
                 let limit = cfg.shm_eager_limit(*cma_ok, sender);
                 payload.len() <= limit.min(prod.ring_size() / 4) && push_shm(prod, h, payload)
             }
+            Endpoint::Tcp if sender == Sender::GoesOn => {
+                payload.len() <= self.eager_limit(to, sender).min(self.max_frame(to))
+                    && self.tcp.as_mut().is_some_and(|t| t.try_send_more(to, h, payload))
+            }
             _ => payload.len() <= self.eager_limit(to, sender).min(self.max_frame(to)) && self.try_send(to, h, payload),
         }
     }
