@@ -171,7 +171,6 @@ pub fn choose_addr(cfg: &TcpConfig, all_local: bool) -> Result<IpAddr, String> {
     Ok(pick.map(|a| a.addr).unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST)))
 }
 
-/// The server's verdict on a connection, after the client named itself.
 /// Queued frames ([`TcpNet::try_send_more`]) leave once they reach this many bytes, without
 /// waiting for the next progress pass.
 const COALESCE_BATCH: usize = 64 * 1024;
@@ -180,6 +179,7 @@ const COALESCE_BATCH: usize = 64 * 1024;
 /// and a sender that computes between its sends has each leave at once.
 const COALESCE_GAP: Duration = Duration::from_micros(5);
 
+/// The server's verdict on a connection, after the client named itself.
 const ACCEPT: u8 = 1;
 const USE_MINE: u8 = 2;
 const REFUSE: u8 = 3;
@@ -271,7 +271,7 @@ pub struct TcpNet {
     /// Which of the bulk lanes (counted from the first) the next streamed frame tries first.
     next_lane: usize,
     /// (process, lane) of connections holding the rest of a frame the kernel took only part
-    /// of. Every progress pass pushes them on ([`flush_unsent`](Self::flush_unsent)): a sender
+    /// of, or frames queued in a burst. Every progress pass pushes them on ([`flush_unsent`](Self::flush_unsent)): a sender
     /// that only polls with `MPI_Test` would otherwise never finish the frame, and its peer
     /// would wait for it forever.
     unsent: Vec<(ProcIdx, usize)>,
@@ -705,8 +705,9 @@ impl TcpNet {
         let _ = self.sh.watch.rearm(self.sh.data.as_fd().as_raw_fd(), TOK_DATA);
     }
 
-    /// Pushes on the frames the kernel took only part of; returns whether any is still unsent.
-    /// Costs nothing while there are none.
+    /// Pushes on the frames the kernel took only part of and those queued in a burst
+    /// ([`try_send_more`](Self::try_send_more)), and starts a new progress pass; returns
+    /// whether any is still unsent. Costs nothing while there are none.
     pub fn flush_unsent(&mut self) -> bool {
         self.pass += 1;
         let mut i = 0;
@@ -732,7 +733,7 @@ impl TcpNet {
 
     /// Writes what earlier frames left behind; true when some connection is still busy.
     pub fn flush(&mut self) -> bool {
-        // Every tail a connection holds is listed in `unsent` (only `try_send` and `send_start`
+        // Every tail a connection holds is listed in `unsent` (only `send_frame` and `send_start`
         // leave one); what else keeps a connection busy is a streamed frame's rest.
         let unsent = self.flush_unsent();
         unsent || self.tx.iter().flatten().flatten().any(Tx::busy)
@@ -752,8 +753,8 @@ impl TcpNet {
         self.send_frame(to, h, payload, false)
     }
 
-    /// Sends an eager frame of a sender that goes on (`MPI_Isend`, a collective's schedule),
-    /// which may send more at once. A frame (up to `BATON_TCP_COALESCE` bytes) that follows
+    /// Sends an eager frame of a sender that goes on (`MPI_Isend`), which may send more at
+    /// once. A frame (up to `BATON_TCP_COALESCE` bytes) that follows
     /// another one to the same peer within `COALESCE_GAP` and with no progress pass between
     /// them is queued; the queue leaves in one `sendmsg` at the next pass (any MPI call that
     /// waits, tests or probes), with the next frame that is not queued, or on reaching
