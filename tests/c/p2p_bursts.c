@@ -35,6 +35,19 @@ static void compute_ms(int ms)
     } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
 }
 
+/* Receives n ints with `tag` from `peer`, which sent step*i as the i-th; returns how many
+   came right and in order. */
+static int recv_in_order(MPI_Comm comm, int peer, int tag, int step, int n)
+{
+    int got = 0;
+    for (int i = 0; i < n; i++) {
+        int x = -1;
+        MPI_Recv(&x, 1, MPI_INT, peer, tag, comm, MPI_STATUS_IGNORE);
+        got += x == step * i;
+    }
+    return got;
+}
+
 static const size_t sizes[] = {0, 1, 100, 1024, 4096, 16384, 16385, 65536, 200000, 8, 8, 8};
 enum { NSIZES = sizeof sizes / sizeof sizes[0], ROUNDS = 3 };
 
@@ -115,12 +128,7 @@ int main(int argc, char **argv)
                 MPI_Abort(MPI_COMM_WORLD, 1);
             CHECK_MPI(MPI_Waitall(N, rq, MPI_STATUSES_IGNORE));
         } else {
-            int got = 0;
-            for (int i = 0; i < N; i++) {
-                int x = -1;
-                MPI_Recv(&x, 1, MPI_INT, peer, 2, comm, MPI_STATUS_IGNORE);
-                got += x == 7 * i;
-            }
+            int got = recv_in_order(comm, peer, 2, 7, N);
             CHECK(got == N, "%d of %d messages right and in order", got, N);
             MPI_Send(&got, 1, MPI_INT, peer, 3, comm);
         }
@@ -140,12 +148,7 @@ int main(int argc, char **argv)
             compute_ms(50);
             CHECK_MPI(MPI_Waitall(N, rq, MPI_STATUSES_IGNORE));
         } else {
-            int got = 0;
-            for (int i = 0; i < N; i++) {
-                int x = -1;
-                MPI_Recv(&x, 1, MPI_INT, peer, 4, comm, MPI_STATUS_IGNORE);
-                got += x == 11 * i;
-            }
+            int got = recv_in_order(comm, peer, 4, 11, N);
             CHECK(got == N, "after computing: %d of %d messages right and in order", got, N);
         }
     }

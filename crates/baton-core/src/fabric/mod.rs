@@ -297,11 +297,16 @@ impl Net for Fabric {
                 let limit = cfg.shm_eager_limit(*cma_ok, sender);
                 payload.len() <= limit.min(prod.ring_size() / 4) && push_shm(prod, h, payload)
             }
-            Endpoint::Tcp if sender == Sender::GoesOn => {
+            ep => {
+                // A sender that goes on may send more at once: TCP may let this frame wait to
+                // leave with the next ones.
+                let more = sender == Sender::GoesOn && matches!(ep, Endpoint::Tcp);
                 payload.len() <= self.eager_limit(to, sender).min(self.max_frame(to))
-                    && self.tcp.as_mut().is_some_and(|t| t.try_send_more(to, h, payload))
+                    && match self.tcp.as_mut() {
+                        Some(t) if more => t.try_send_more(to, h, payload),
+                        _ => self.try_send(to, h, payload),
+                    }
             }
-            _ => payload.len() <= self.eager_limit(to, sender).min(self.max_frame(to)) && self.try_send(to, h, payload),
         }
     }
 

@@ -271,9 +271,9 @@ pub struct TcpNet {
     /// Which of the bulk lanes (counted from the first) the next streamed frame tries first.
     next_lane: usize,
     /// (process, lane) of connections holding the rest of a frame the kernel took only part
-    /// of, or frames queued in a burst. Every progress pass pushes them on ([`flush_unsent`](Self::flush_unsent)): a sender
-    /// that only polls with `MPI_Test` would otherwise never finish the frame, and its peer
-    /// would wait for it forever.
+    /// of, or frames queued in a burst. Every progress pass pushes them on
+    /// ([`flush_unsent`](Self::flush_unsent)): a sender that only polls with `MPI_Test` would
+    /// otherwise never finish the frame, and its peer would wait for it forever.
     unsent: Vec<(ProcIdx, usize)>,
     /// A failure that ends the job (the runtime aborts with it).
     pub fatal: Option<String>,
@@ -754,11 +754,10 @@ impl TcpNet {
     }
 
     /// Sends an eager frame of a sender that goes on (`MPI_Isend`), which may send more at
-    /// once. A frame (up to `BATON_TCP_COALESCE` bytes) that follows
-    /// another one to the same peer within `COALESCE_GAP` and with no progress pass between
-    /// them is queued; the queue leaves in one `sendmsg` at the next pass (any MPI call that
-    /// waits, tests or probes), with the next frame that is not queued, or on reaching
-    /// `COALESCE_BATCH` bytes.
+    /// once. A frame (up to `BATON_TCP_COALESCE` bytes) that follows another one to the same
+    /// peer within `COALESCE_GAP` and with no progress pass between them is queued; the queue
+    /// leaves in one `sendmsg` at the next pass (any MPI call that waits, tests or probes),
+    /// with the next frame that is not queued, or on reaching `COALESCE_BATCH` bytes.
     ///
     /// A system call per small frame is what small messages cost over TCP: it carries the
     /// frame through the whole stack, and across a veth pair or loopback through the
