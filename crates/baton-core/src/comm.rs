@@ -40,7 +40,7 @@ pub struct Comm {
     /// Collective operations started on this communicator (tags for the library's messages).
     pub coll_seq: AtomicU64,
     /// The shared-memory collective area, for a communicator that has one.
-    pub shm: std::sync::OnceLock<Arc<crate::coll::shm::ShmColl>>,
+    pub shm: std::sync::OnceLock<Arc<crate::shm_coll::ShmColl>>,
     /// Whether [`Mpi::attach_shm`](crate::runtime::Mpi::attach_shm) has looked for an area.
     pub shm_checked: AtomicBool,
 }

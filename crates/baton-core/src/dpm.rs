@@ -1,8 +1,8 @@
 //! Dynamic processes: ports, `MPI_Comm_accept`/`connect`, spawn, join, disconnect.
 //!
 //! Important types:
-//! - [`DpmState`]: what one process holds: its open ports and how many intercommunicators use
-//!   each process of another job.
+//! - [`DpmState`] (kept by the runtime, [`crate::runtime::DpmState`]): what one process holds:
+//!   its open ports and how many intercommunicators use each process of another job.
 //! - [`PortName`]: a port as text, `baton-port:ADDR:SECRET`. The address is a TCP listener of the
 //!   process that opened the port; the secret (32 random bytes, hex) is what a connecting root
 //!   must prove, so knowing the address alone gets a stranger nothing.
@@ -24,68 +24,22 @@
 use crate::comm::Comm;
 use crate::engine::ProcIdx;
 use crate::error::{MpiError, Result};
-use crate::fabric::tcp::{choose_addr, TcpConfig};
 use crate::group::Group;
-use crate::runtime::Mpi;
+use crate::runtime::{port_err, Mpi, OpenPort};
+pub use crate::runtime::{DpmState, PortName, LAUNCHER};
 use baton_abi::consts as c;
 use baton_pmi::auth::{client_handshake_for, server_handshake_for, Secret, PORT};
 use baton_pmi::wire::{read_frame, write_frame};
-use std::collections::HashMap;
 use std::io;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::fd::AsRawFd;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const PREFIX: &str = "baton-port:";
 /// First bytes of the connecting root's request, after authentication.
 const HELLO: &[u8; 8] = b"BTCONN01";
 /// How long one step of a root-to-root exchange may take once both sides are in it.
 const STEP_TIMEOUT: Duration = Duration::from_secs(30);
-
-#[derive(Default)]
-pub struct DpmState {
-    ports: Mutex<HashMap<String, Arc<OpenPort>>>,
-    /// Intercommunicators from accept/connect/spawn/join that include each process of another
-    /// job; its connections end when the last of them is disconnected.
-    pub(crate) uses: Mutex<HashMap<ProcIdx, usize>>,
-    /// Context id and remote group of each intercommunicator to another job, to tell which
-    /// receives a vanished process leaves hanging.
-    comms: Mutex<Vec<(u64, Arc<Group>)>>,
-    /// Processes of other jobs found gone (crashed, or ended without disconnecting).
-    pub lost: Mutex<Vec<ProcIdx>>,
-    /// Whether any process of another job is in use (skips the checks when none is).
-    any: std::sync::atomic::AtomicBool,
-    /// Process table entries of released processes, for reuse.
-    pub free: Mutex<Vec<ProcIdx>>,
-}
-
-struct OpenPort {
-    listener: TcpListener,
-    secret: Secret,
-}
-
-/// A parsed port name.
-pub struct PortName {
-    pub addr: SocketAddr,
-    pub secret: Secret,
-}
-
-impl PortName {
-    pub fn parse(s: &str) -> Option<PortName> {
-        let rest = s.trim().strip_prefix(PREFIX)?;
-        let (addr, hex) = rest.rsplit_once(':')?;
-        Some(PortName { addr: addr.parse().ok()?, secret: Secret::from_hex(hex).ok()? })
-    }
-
-    pub fn format(&self) -> String {
-        format!("{PREFIX}{}:{}", self.addr, self.secret.to_hex())
-    }
-}
-
-fn port_err(call: &str, why: impl std::fmt::Display) -> MpiError {
-    MpiError::new(c::MPI_ERR_PORT, format!("{call}: {why}"))
-}
 
 // ----- a small codec for the roots' messages and the broadcasts -----
 
@@ -173,88 +127,6 @@ fn decode_outcome(call: &str, who: &str, b: &[u8]) -> Outcome {
             Err(MpiError::new(class, msg))
         }
         _ => Err(bad()),
-    }
-}
-
-// ----- ports -----
-
-impl DpmState {
-    /// `MPI_Open_port`: listens on an address other jobs can reach (`BATON_TCP_IF` chooses).
-    pub fn open_port(&self) -> Result<String> {
-        let call = "MPI_Open_port";
-        let ip = choose_addr(&TcpConfig::from_env(), false)
-            .map_err(|e| MpiError::new(c::MPI_ERR_OTHER, format!("{call}: {e}")))?;
-        let listener = TcpListener::bind((ip, 0))
-            .and_then(|l| l.set_nonblocking(true).map(|_| l))
-            .map_err(|e| MpiError::new(c::MPI_ERR_OTHER, format!("{call}: cannot listen on {ip}: {e}")))?;
-        let addr = listener.local_addr().map_err(|e| MpiError::new(c::MPI_ERR_OTHER, format!("{call}: {e}")))?;
-        let secret = Secret::generate().map_err(|e| MpiError::new(c::MPI_ERR_OTHER, format!("{call}: {e}")))?;
-        let name = PortName { addr, secret: secret.clone() }.format();
-        self.ports
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.clone(), Arc::new(OpenPort { listener, secret }));
-        Ok(name)
-    }
-
-    /// `MPI_Close_port`: connections still waiting on it are refused.
-    pub fn close_port(&self, name: &str) -> Result<()> {
-        match self.ports.lock().unwrap_or_else(|e| e.into_inner()).remove(name.trim()) {
-            Some(_) => Ok(()),
-            None => Err(port_err("MPI_Close_port", format!("port '{name}' is not open in this process"))),
-        }
-    }
-
-    fn port(&self, call: &str, name: &str) -> Result<Arc<OpenPort>> {
-        let ports = self.ports.lock().unwrap_or_else(|e| e.into_inner());
-        ports.get(name.trim()).cloned().ok_or_else(|| {
-            port_err(call, format!("port '{name}' was not opened by this process (MPI_Open_port at the root)"))
-        })
-    }
-
-    /// Processes of other jobs in use by some intercommunicator.
-    pub fn in_use(&self) -> Vec<ProcIdx> {
-        self.uses.lock().unwrap_or_else(|e| e.into_inner()).keys().copied().collect()
-    }
-
-    /// Whether a receive on context `ctx` from rank `src` could only (or also) be satisfied
-    /// by `p`.
-    pub fn may_need(&self, p: ProcIdx, ctx: u64, src: i32) -> bool {
-        let comms = self.comms.lock().unwrap_or_else(|e| e.into_inner());
-        comms.iter().any(|(c, g)| {
-            (ctx & !1) == *c
-                && g.procs.contains(&p)
-                && (src == c::MPI_ANY_SOURCE || g.procs.get(src as usize) == Some(&p))
-        })
-    }
-
-    pub fn connected(&self) -> bool {
-        self.any.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    fn use_procs(&self, ps: &[ProcIdx]) {
-        let mut u = self.uses.lock().unwrap_or_else(|e| e.into_inner());
-        for &p in ps {
-            *u.entry(p).or_insert(0) += 1;
-        }
-        self.any.store(!u.is_empty(), std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Drops one use of each of `ps`; returns those no intercommunicator uses any more.
-    fn unuse_procs(&self, ps: &[ProcIdx]) -> Vec<ProcIdx> {
-        let mut u = self.uses.lock().unwrap_or_else(|e| e.into_inner());
-        let mut idle = Vec::new();
-        for p in ps {
-            if let Some(n) = u.get_mut(p) {
-                *n -= 1;
-                if *n == 0 {
-                    u.remove(p);
-                    idle.push(*p);
-                }
-            }
-        }
-        self.any.store(!u.is_empty(), std::sync::atomic::Ordering::Relaxed);
-        idle
     }
 }
 
@@ -480,18 +352,6 @@ pub fn join(mpi: &Mpi, fd: i32) -> Result<Comm> {
 
 /// One command of `MPI_Comm_spawn_multiple`.
 pub use baton_pmi::SpawnCmd;
-
-/// Where `mpiexec` is, for a singleton that spawns: `BATON_MPIEXEC`, else what the C library
-/// found next to itself (`../bin/mpiexec`), else `mpiexec` in `PATH`.
-pub static LAUNCHER: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-
-pub(crate) fn launcher_path() -> std::path::PathBuf {
-    std::env::var_os("BATON_MPIEXEC")
-        .filter(|v| !v.is_empty())
-        .map(std::path::PathBuf::from)
-        .or_else(|| LAUNCHER.get().cloned())
-        .unwrap_or_else(|| "mpiexec".into())
-}
 
 /// How long spawn waits for its children to connect (`BATON_SPAWN_TIMEOUT`, seconds).
 fn spawn_timeout() -> Duration {

@@ -21,5 +21,7 @@ pub mod group;
 pub mod intercomm;
 pub mod names;
 pub mod op;
+pub mod progress;
 pub mod runtime;
+pub mod shm_coll;
 pub mod topo;

@@ -486,6 +486,26 @@ fn loc<V: Elem, I: Elem>(op: Op, input: &[u8], inout: &mut [u8]) {
     }
 }
 
+/// `f(input, inout)`: see [`Reducer`].
+pub type ReduceFn = dyn Fn(&[u8], &mut [u8]) + Send + Sync;
+
+/// The combining function of a reduction: `f(input, inout)` sets `inout = input ∘ inout` over
+/// packed elements of the reduction's datatype. `input` always holds the contributions of the
+/// lower ranks, so a non-commutative operation is applied in rank order.
+#[derive(Clone)]
+pub struct Reducer {
+    pub commutative: bool,
+    /// Bytes of one element of the datatype: a reduction may be split only at multiples of it.
+    pub unit: usize,
+    pub f: std::sync::Arc<ReduceFn>,
+}
+
+impl Reducer {
+    pub fn apply(&self, input: &[u8], inout: &mut [u8]) {
+        (self.f)(input, inout)
+    }
+}
+
 /// Software binary floating point, correctly rounded to nearest even: what the kernels use for
 /// the formats Rust has no type for. Values are the raw bits in a `u128` (sign above exponent
 /// above fraction).

@@ -15,12 +15,13 @@
 //! delivery bursts) come from a seed printed with each case, so any failure replays exactly.
 
 use baton_core::coll::algo::{self, Algo, Coll};
-use baton_core::coll::schedule::{Loc, Port, Region, Schedule};
+use baton_core::coll::schedule::{Loc, Region, Schedule};
 use baton_core::coll::Reducer;
 use baton_core::comm::Comm;
 use baton_core::datatype::Layout;
 use baton_core::engine::{Engine, Net, ProcIdx, Sender};
 use baton_core::group::Group;
+use baton_core::progress::EngineAccess;
 use baton_transport::frame::{Header, Kind};
 use baton_transport::mem::{Scratch, UserBuf};
 use std::cell::RefCell;
@@ -198,7 +199,7 @@ struct At<'a> {
     me: ProcIdx,
 }
 
-impl Port for At<'_> {
+impl EngineAccess for At<'_> {
     fn with_engine<R>(&self, f: impl FnOnce(&mut Engine, &mut dyn Net) -> R) -> R {
         // A schedule that asked again while holding the engine would panic here (the runtime
         // would deadlock on its mutex instead).

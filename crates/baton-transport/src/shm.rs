@@ -185,6 +185,20 @@ impl Segment {
         Ok(seg)
     }
 
+    /// A segment of this process alone, for `nprocs` participants that are its threads: what
+    /// tests of the shared-memory protocols use in place of processes. The memfd is closed once
+    /// mapped; the mapping keeps the memory.
+    pub fn private(nprocs: usize, ring_size: usize) -> io::Result<Segment> {
+        // SAFETY: plain syscall with a static name; failure is checked.
+        let fd = unsafe { libc::memfd_create(c"baton-private".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let seg = Segment::create(fd, nprocs, ring_size);
+        close_fd(fd);
+        seg
+    }
+
     /// Maps a segment another process created.
     pub fn attach(fd: RawFd) -> io::Result<Segment> {
         // SAFETY: fstat into a zeroed struct.

@@ -11,8 +11,8 @@
 //! (e.g. a ring allreduce for a non-commutative operation).
 
 use super::schedule::{Loc, Schedule};
-use super::shm::ShmKind;
 use crate::error::{MpiError, Result};
+use crate::shm_coll::ShmKind;
 use baton_abi::consts as c;
 use std::sync::OnceLock;
 
@@ -188,9 +188,9 @@ pub fn choose(coll: Coll, sh: Shape) -> Result<Algo> {
         Algo::RecursiveDoubling if coll == Coll::Allgather => pow2,
         // An alltoall process publishes a block for every rank at once.
         Algo::Shm if coll == Coll::Alltoall => {
-            sh.shm && sh.uniform && sh.bytes.saturating_mul(sh.n.max(0) as usize) <= super::shm::MAX_BYTES
+            sh.shm && sh.uniform && sh.bytes.saturating_mul(sh.n.max(0) as usize) <= crate::shm_coll::MAX_BYTES
         }
-        Algo::Shm => sh.shm && sh.uniform && sh.bytes <= super::shm::MAX_BYTES,
+        Algo::Shm => sh.shm && sh.uniform && sh.bytes <= crate::shm_coll::MAX_BYTES,
         _ => true,
     };
     if let Some(a) = want {

@@ -13,28 +13,17 @@
 //! schedule's own. How a message is cut never depends on a datatype's layout, only on byte
 //! counts, so ranks using different type maps with the same signature still agree on it.
 
-use super::shm::ShmKind;
-use super::Reducer;
 use crate::comm::Comm;
 use crate::datatype::Layout;
-use crate::engine::{Engine, Net, ReqId, SendData, Sender, Sink, Status};
+use crate::engine::{Engine, ReqId, SendData, Sender, Sink, Status};
 use crate::error::{MpiError, Result};
-use crate::runtime::Mpi;
+use crate::op::Reducer;
+use crate::progress::{EngineAccess, Progress};
+use crate::shm_coll::ShmKind;
 use baton_abi::consts as c;
 use baton_transport::mem::{Scratch, UserBuf};
 use std::borrow::Cow;
 use std::sync::Arc;
-
-/// Where a schedule's messages go: an engine and the network it talks through.
-///
-/// The runtime lends its own under the engine lock ([`Mpi`]); tests lend simulated ones, so
-/// every algorithm runs without processes. A schedule asks once per posted round and once per
-/// collected round, never while it runs a reduction (which may call the application). The
-/// schedule is generic over it, so the runtime's path compiles to what it was without it.
-pub trait Port {
-    /// Runs `f` with exclusive use of the engine and its network.
-    fn with_engine<R>(&self, f: impl FnOnce(&mut Engine, &mut dyn Net) -> R) -> R;
-}
 
 /// Memory a schedule reads or writes.
 pub enum Region {
@@ -390,7 +379,7 @@ impl Schedule {
         self.shm_phase = 0;
     }
 
-    fn post(&mut self, port: &impl Port) {
+    fn post(&mut self, port: &impl EngineAccess) {
         let round = &self.rounds[self.next];
         // Receives first, so that messages arriving during the sends find them posted.
         let mut recvs = Vec::new();
@@ -480,14 +469,14 @@ impl Schedule {
     }
 
     /// Whether the round in progress can move on: its messages are complete in `engine` and its
-    /// shared-memory step is ready. Takes the engine rather than a [`Port`] because a blocking
+    /// shared-memory step is ready. Takes the engine rather than a [`EngineAccess`] because a blocking
     /// wait checks this under the engine lock it already holds.
     pub fn ready(&self, engine: &Engine) -> bool {
         inflight_complete(&self.inflight, engine) && self.shm_ready()
     }
 
     /// Collects the messages of the current round if all are complete.
-    fn collect(&mut self, port: &impl Port) -> bool {
+    fn collect(&mut self, port: &impl EngineAccess) -> bool {
         // A round with a shared-memory step has no messages, so this never holds one back;
         // checked all the same, as `ready` does.
         if !self.shm_ready() {
@@ -537,7 +526,7 @@ impl Schedule {
     }
 
     /// Advances as far as possible without waiting; true once the schedule is complete.
-    pub fn progress(&mut self, port: &impl Port) -> bool {
+    pub fn progress(&mut self, port: &impl EngineAccess) -> bool {
         loop {
             if !self.inflight.is_empty() && !self.collect(port) {
                 return false;
@@ -560,9 +549,9 @@ impl Schedule {
     }
 
     /// Runs the schedule to completion (blocking collectives).
-    pub fn run(&mut self, mpi: &Mpi) -> Result<()> {
+    pub fn run(&mut self, mpi: &(impl Progress + EngineAccess)) -> Result<()> {
         while !self.progress(mpi) {
-            mpi.block(|st| self.ready(&st.engine).then_some(()));
+            mpi.block_until(|engine| self.ready(engine).then_some(()));
         }
         self.take_error()
     }

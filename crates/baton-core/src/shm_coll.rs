@@ -36,18 +36,18 @@
 //! `MPI_Init`. Another intracommunicator of the job's processes gets an area at its first
 //! blocking barrier, bcast, reduce, allreduce, allgather or alltoall (the same call at every
 //! member, since members call collectives in the same order): the members exchange which areas each has free and the
-//! last sequence number each used in them ([`Mpi::attach_shm`]), take the lowest area free at
+//! last sequence number each used in them ([`crate::runtime::Mpi::attach_shm`]), take the lowest area free at
 //! all, and number their collectives from above every member's last number, so that a post line
 //! left from the area's previous communicator never reads as an arrival. `MPI_Comm_free` gives
-//! the area back ([`Mpi::detach_shm`]) after an exchange that shows every member done with all
+//! the area back ([`crate::runtime::Mpi::detach_shm`]) after an exchange that shows every member done with all
 //! its collectives there; if one is not (a nonblocking collective still pending), the area stays
 //! taken. A process with `MPI_THREAD_MULTIPLE` offers no free area (two of its threads could
 //! agree on the same area for two communicators at once), so its communicators other than the
 //! world use point-to-point algorithms; it still takes part in the exchange, since its peers
 //! may run at another thread level.
 
-use super::Reducer;
-use crate::runtime::Mpi;
+use crate::op::Reducer;
+use crate::progress::Progress;
 pub use baton_transport::shm::COLL_AREAS;
 use baton_transport::shm::{CollSlot, Segment, COLL_DATA, COLL_INLINE, COLL_POSTS};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -256,15 +256,15 @@ impl ShmColl {
     /// path of blocking calls on contiguous data): numbers it, publishes `data` and waits until
     /// what it needs has arrived. The caller then reads (with [`data`](Self::data) or
     /// [`combine`](Self::combine)) and calls [`finish`](Self::finish).
-    pub fn run_blocking(&self, mpi: &Mpi, kind: ShmKind, data: Option<&[u8]>) -> u64 {
+    pub fn run_blocking(&self, mpi: &impl Progress, kind: ShmKind, data: Option<&[u8]>) -> u64 {
         let seq = self.next_seq();
         let bytes = data.map_or(0, <[u8]>::len);
         if !self.can_start(kind, seq, bytes) {
-            mpi.block(|_| self.can_start(kind, seq, bytes).then_some(()));
+            mpi.block_until(|_| self.can_start(kind, seq, bytes).then_some(()));
         }
         self.start(kind, seq, data);
         if !self.can_finish(kind, seq) {
-            mpi.block(|_| self.can_finish(kind, seq).then_some(()));
+            mpi.block_until(|_| self.can_finish(kind, seq).then_some(()));
         }
         seq
     }

@@ -1,0 +1,29 @@
+//! What the layers above the engine need of a running process, and nothing more: the engine
+//! for a moment, and a way to wait. Collective schedules ([`crate::coll`]) and the
+//! shared-memory collectives ([`crate::shm_coll`]) are written against these traits, so the
+//! collective simulator (`tests/coll_sim`) and unit tests run them without processes, while
+//! the runtime ([`crate::runtime::Mpi`]) implements them with its lock and its wait policy.
+//!
+//! - [`EngineAccess`]: exclusive use of an engine and the network it talks through, for one
+//!   step (posting a round, collecting it).
+//! - [`Progress`]: blocking until a condition holds, moving every message meanwhile. A
+//!   schedule needs both; the shared-memory collectives need only this one.
+
+use crate::engine::{Engine, Net};
+
+/// Lends an engine and its network. The runtime lends its own under the engine lock; tests
+/// lend simulated ones. Implementations are used through generics, so the runtime's path
+/// compiles to a direct call.
+pub trait EngineAccess {
+    /// Runs `f` with exclusive use of the engine and its network. `f` must not block or call
+    /// the application (a reduction may), since every other thread waits for it.
+    fn with_engine<R>(&self, f: impl FnOnce(&mut Engine, &mut dyn Net) -> R) -> R;
+}
+
+/// Waits while communication moves on.
+pub trait Progress {
+    /// Returns the first `Some` of `ready`, which is asked after each progress pass (under the
+    /// engine's exclusive use, so it must be quick). How the wait spends its time between
+    /// passes (spinning, yielding, sleeping) is the implementation's policy.
+    fn block_until<T>(&self, ready: impl FnMut(&mut Engine) -> Option<T>) -> T;
+}
