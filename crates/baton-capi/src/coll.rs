@@ -165,7 +165,7 @@ pub(crate) fn check_request(call: &str, mode: Mode) -> Result<()> {
 /// request, or kept behind a persistent request (whose pointer [`check_request`] checked).
 pub(crate) fn submit(l: &Lib, cm: &Arc<CommObj>, comm_h: usize, mode: Mode, mut s: Schedule) -> Result<()> {
     match mode {
-        Mode::Blocking => s.run(&l.mpi),
+        Mode::Blocking => s.run(l.mpi.runtime()),
         Mode::Nonblocking(r) => {
             let id = l.mpi.start_coll(Arc::new(Mutex::new(s)), comm_h);
             // SAFETY: checked non-null; the caller's request variable.
@@ -288,7 +288,7 @@ fn blocks_fast(
             // SAFETY: MPI requires the send buffer to hold `sent` bytes (a block per rank for
             // alltoall) and the receive buffer a block per rank, for the duration of this call.
             let (src, dst) = unsafe { (UserBuf::new(send.0 as usize, sent), UserBuf::new(recv.0 as usize, n * b)) };
-            let seq = sh.run_blocking(&l.mpi, kind, Some(src.read(0, sent)));
+            let seq = sh.run_blocking(l.mpi.runtime(), kind, Some(src.read(0, sent)));
             for r in 0..n {
                 dst.write(r * b, sh.block(kind, r, seq, b));
             }
@@ -324,7 +324,7 @@ fn barrier(mode: Mode, comm_h: usize) -> c_int {
             0,
             |s| s,
             |l, _, sh| {
-                let seq = sh.run_blocking(&l.mpi, ShmKind::Barrier, None);
+                let seq = sh.run_blocking(l.mpi.runtime(), ShmKind::Barrier, None);
                 sh.finish(seq);
                 Ok(())
             },
@@ -359,8 +359,11 @@ fn bcast(mode: Mode, buf: *mut c_void, count: i64, dt: usize, root: c_int, comm_
             |l, cm, sh| {
                 check_root(call, cm, root)?;
                 let me = cm.core.rank == root;
-                let seq =
-                    sh.run_blocking(&l.mpi, ShmKind::Bcast { root: root as usize }, me.then(|| b.read(0, b.len())));
+                let seq = sh.run_blocking(
+                    l.mpi.runtime(),
+                    ShmKind::Bcast { root: root as usize },
+                    me.then(|| b.read(0, b.len())),
+                );
                 if !me {
                     b.write(0, sh.data(root as usize, seq, b.len()));
                 }
@@ -435,7 +438,8 @@ fn reduce(
                     (false, _) if in_place(sbuf) => return Err(in_place_at_root(call)),
                     (false, _) => None,
                 };
-                let seq = sh.run_blocking(&l.mpi, ShmKind::Reduce { root: root as usize }, Some(src.read(0, len)));
+                let seq =
+                    sh.run_blocking(l.mpi.runtime(), ShmKind::Reduce { root: root as usize }, Some(src.read(0, len)));
                 if let Some(d) = dst {
                     d.modify(0, len, |acc| sh.combine(seq, &r, acc));
                 }
@@ -540,7 +544,7 @@ fn allreduce(
             let tweak = |s: Shape| Shape { commutative: r.commutative, elems: count as usize, ..s };
             let fast = shm_fast(call, comm_h, Coll::Allreduce, d.len(), tweak, |l, _, sh| {
                 // In place, the contribution is copied into the segment before the result is written.
-                let seq = sh.run_blocking(&l.mpi, ShmKind::Allreduce, Some(src.unwrap_or(d).read(0, d.len())));
+                let seq = sh.run_blocking(l.mpi.runtime(), ShmKind::Allreduce, Some(src.unwrap_or(d).read(0, d.len())));
                 d.modify(0, d.len(), |acc| sh.combine(seq, &r, acc));
                 sh.finish(seq);
                 Ok(())

@@ -54,7 +54,7 @@ fn do_init(required: c_int, call: &str) -> baton_core::error::Result<c_int> {
     // Every level up to MPI_THREAD_MULTIPLE is provided: the engine is behind a lock.
     let (world, self_comm) = (tables.world.clone(), tables.self_comm.clone());
     install(Lib {
-        mpi,
+        mpi: baton_core::device::Device::new(mpi),
         world,
         self_comm,
         tables: Mutex::new(tables),

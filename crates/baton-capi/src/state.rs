@@ -120,7 +120,7 @@ pub struct Tables {
 }
 
 pub struct Lib {
-    pub mpi: Mpi,
+    pub mpi: baton_core::device::Device,
     /// The predefined communicators, reachable without the tables lock.
     pub world: Arc<CommObj>,
     pub self_comm: Arc<CommObj>,

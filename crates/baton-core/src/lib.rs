@@ -13,6 +13,7 @@
 pub mod coll;
 pub mod comm;
 pub mod datatype;
+pub mod device;
 pub mod dpm;
 pub mod engine;
 pub mod error;
