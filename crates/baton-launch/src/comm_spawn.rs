@@ -31,26 +31,8 @@ use baton_pmi::auth::Secret;
 use baton_pmi::server::{PmiServer, ServerConfig, ServerEvent};
 use baton_pmi::SpawnCmd;
 
-use crate::{judge_exit, output, spawn, sys, tree_spawn, Event, Job, JobNo, Rank, Verdict, DRAIN_GRACE, KILL_GRACE};
-
-/// Most processes one spawn request may start.
-pub const MAX_SPAWN_PROCS: u64 = 4096;
-
-/// What every spawn request must satisfy, wherever its processes go: some processes, not too
-/// many, and a parent port that can travel as a C string.
-pub fn check_request(cmds: &[SpawnCmd], parent_port: &str) -> Result<(), String> {
-    let total: u64 = cmds.iter().map(|c| u64::from(c.maxprocs)).sum();
-    if total == 0 {
-        return Err("cannot spawn: no process was asked for (maxprocs 0)".into());
-    }
-    if total > MAX_SPAWN_PROCS {
-        return Err(format!("cannot spawn {total} processes: at most {MAX_SPAWN_PROCS} per spawn request"));
-    }
-    if parent_port.contains('\0') {
-        return Err("cannot spawn: the parent port name contains a NUL byte".into());
-    }
-    Ok(())
-}
+use crate::spawned::{check_request, parse_env, SpawnedJob};
+use crate::{judge_exit, output, ranks, sys, Event, Job, JobNo, Rank, Verdict, DRAIN_GRACE, KILL_GRACE};
 
 /// The search path `execvp` uses when `PATH` is unset.
 pub const DEFAULT_PATH: &str = "/bin:/usr/bin";
@@ -69,21 +51,6 @@ pub struct Spawner {
     hostname: String,
     tag_output: bool,
     last_no: JobNo,
-}
-
-/// A job started by `MPI_Comm_spawn`, until all its processes have exited
-/// and its output is drained.
-pub struct SpawnedJob {
-    pub ranks: Vec<Rank>,
-    /// Dropped as soon as every rank has exited.
-    pub server: Option<PmiServer>,
-    /// This job alone is being ended (its first failure was reported).
-    pub failed: bool,
-    pub kill_at: Option<Instant>,
-    pub output_done: bool,
-    pub drain_until: Option<Instant>,
-    /// Jobs run through the proxies: where the job stands on its hosts.
-    pub tree: Option<tree_spawn::TreeJob>,
 }
 
 /// One command, checked and ready to start.
@@ -179,23 +146,6 @@ impl Spawner {
     }
 }
 
-/// `env` info: newline-separated `NAME=VALUE` pairs.
-pub fn parse_env(value: &str) -> Result<Vec<(String, String)>, String> {
-    let mut env = Vec::new();
-    for line in value.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)) {
-        if line.trim().is_empty() {
-            continue;
-        }
-        match line.split_once('=') {
-            Some((name, val)) if !name.is_empty() && !name.contains('\0') && !val.contains('\0') => {
-                env.push((name.into(), val.into()));
-            }
-            _ => return Err(format!("info env line '{line}' is not NAME=VALUE")),
-        }
-    }
-    Ok(env)
-}
-
 /// The absolute path of `program`: relative to `wdir` when it contains a
 /// `/`, else the first executable match in the `path` info directories,
 /// then in `env_path`. Empty entries are skipped rather than meaning the
@@ -274,7 +224,7 @@ impl Job {
         for (appnum, p) in planned.iter().enumerate() {
             for _ in 0..p.maxprocs {
                 let rank = specs.len() as u32;
-                specs.push(spawn::RankSpec {
+                specs.push(ranks::RankSpec {
                     rank,
                     appnum: appnum as u32,
                     local_rank: rank,
@@ -286,7 +236,7 @@ impl Job {
                 });
             }
         }
-        let host_env = spawn::HostEnv {
+        let host_env = ranks::HostEnv {
             clear_env: false,
             base_env: Vec::new(),
             pmi_addr: server.addr().to_string(),
@@ -303,7 +253,7 @@ impl Job {
         };
         // Forked from the main thread, which lives as long as mpiexec: the
         // parent-death signal follows the forking thread, not the process.
-        let started = spawn::spawn(&specs, &host_env, &memfd);
+        let started = ranks::start(&specs, &host_env, &memfd);
         // The processes hold the memfd now.
         drop(memfd);
         let kill_started = |pids: &[(u32, i32)]| {

@@ -21,6 +21,7 @@ macro_rules! say {
     ($($t:tt)*) => { $crate::sys::say_line(&format!($($t)*)) };
 }
 
+mod children;
 mod cli;
 mod comm_spawn;
 mod hosts;
@@ -28,9 +29,10 @@ mod link;
 mod output;
 mod proxy;
 mod proxy_spawn;
+mod ranks;
 mod root;
 mod singleton;
-mod spawn;
+mod spawned;
 mod sys;
 mod tree_spawn;
 
@@ -189,7 +191,7 @@ fn launch_single(opts: &cli::Options, node: String, universe_size: u32) -> Resul
         for _ in 0..seg.nprocs {
             let rank = specs.len() as u32;
             let env = opts.genv.iter().chain(seg.env.iter()).map(|(k, v)| (k.into(), v.into())).collect();
-            specs.push(spawn::RankSpec {
+            specs.push(ranks::RankSpec {
                 rank,
                 appnum: appnum as u32,
                 local_rank: rank,
@@ -201,7 +203,7 @@ fn launch_single(opts: &cli::Options, node: String, universe_size: u32) -> Resul
             });
         }
     }
-    let host_env = spawn::HostEnv {
+    let host_env = ranks::HostEnv {
         clear_env: false,
         base_env: Vec::new(),
         pmi_addr: server.addr().to_string(),
@@ -216,7 +218,7 @@ fn launch_single(opts: &cli::Options, node: String, universe_size: u32) -> Resul
         where_: String::new(),
         parent_port: None,
     };
-    let spawned = spawn::spawn(&specs, &host_env, &memfd);
+    let spawned = ranks::start(&specs, &host_env, &memfd);
 
     // Reaping starts only now: std reaps a child whose exec failed itself,
     // and a concurrent waitpid(-1) could steal that status.
@@ -278,7 +280,7 @@ struct Job {
     /// job run through proxies (see [`root::Tree`]).
     spawner: Option<comm_spawn::Spawner>,
     /// Jobs started by `MPI_Comm_spawn` that are not over yet.
-    spawned: BTreeMap<JobNo, comm_spawn::SpawnedJob>,
+    spawned: BTreeMap<JobNo, spawned::SpawnedJob>,
     /// A spawned rank's pid: its job and index.
     spawned_pids: HashMap<i32, (JobNo, usize)>,
     /// `--singleton-server`: the first job's only rank, which mpiexec did

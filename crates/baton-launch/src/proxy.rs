@@ -20,9 +20,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -32,68 +30,15 @@ use baton_pmi::server::{PmiServer, ServerConfig, ServerEvent};
 use baton_pmi::tree::{LaunchSpec, TreeMsg};
 use baton_pmi::wire::{self, KeyValue};
 
+use crate::children::{describe_status, start_proxy, ChildProxy, State, PROXY_START_TIMEOUT};
 use crate::hosts::{self, rank_ranges};
 use crate::link::{self, Link, LinkEvent};
-use crate::root::ChildProxy;
-use crate::root::{describe_status, State, PROXY_START_TIMEOUT};
-use crate::{output, spawn, sys, Event, JobNo, HOST_FAILURE_STATUS};
+use crate::{output, ranks, sys, Event, JobNo, HOST_FAILURE_STATUS};
 
 /// Label of the key the ranks get, derived from the launcher secret.
 pub const RANK_KEY_LABEL: &str = "ranks";
 /// How long a proxy waits for its launch description.
 const LAUNCH_WAIT: Duration = Duration::from_secs(30);
-
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-/// Starts the proxy of `node` (on `host`, through `rsh` unless `local`)
-/// and hands it the secret on its stdin. Returns the pid of the process
-/// started here (the remote shell, or the proxy itself).
-pub fn start_proxy(
-    rsh: &[String],
-    host: &str,
-    local: bool,
-    exe: &str,
-    node: u32,
-    parent: &[SocketAddr],
-    secret: &Secret,
-) -> Result<i32, String> {
-    let addrs = parent.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
-    let node_s = node.to_string();
-    let mut cmd;
-    if local {
-        cmd = Command::new(exe);
-        cmd.args(["--proxy", "--node", &node_s, "--parent", &addrs]);
-    } else {
-        let (prog, lead) = rsh.split_first().ok_or("empty remote shell command")?;
-        // ssh hands the remote shell one string; quote what could break it.
-        let remote = format!("exec {} --proxy --node {node_s} --parent {}", shell_quote(exe), shell_quote(&addrs));
-        cmd = Command::new(prog);
-        cmd.args(lead).arg(host).arg(remote);
-    }
-    cmd.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::inherit());
-    // Terminal signals go to mpiexec alone, which decides what to forward.
-    cmd.process_group(0);
-    let parent_pid = std::process::id() as i32;
-    // SAFETY: child_setup only makes async-signal-safe calls.
-    unsafe {
-        cmd.pre_exec(move || sys::child_setup(parent_pid, None));
-    }
-    let what = if local {
-        format!("cannot start the proxy for host {host} ('{exe}')")
-    } else {
-        format!("cannot run the remote shell '{}' for host {host}", rsh.join(" "))
-    };
-    let mut child = cmd.spawn().map_err(|e| format!("{what}: {}", sys::describe_io_error(&e)))?;
-    let pid = child.id() as i32;
-    if let Some(mut stdin) = child.stdin.take() {
-        // A remote shell that dies at once is reported through its exit.
-        let _ = stdin.write_all(format!("{}\n", secret.to_hex()).as_bytes());
-    }
-    // `child` is dropped without waiting; the reaper owns it.
-    Ok(pid)
-}
 
 /// Entry point of `mpiexec --proxy ...`; returns the exit status.
 pub fn main(args: &[String]) -> i32 {
@@ -356,7 +301,7 @@ fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, Stri
     let mut first = Part::new(!mine.is_empty(), proxy.children.iter().map(|c| c.node).collect());
 
     let specs = rank_specs(&proxy.spec, &mine);
-    let host_env = spawn::HostEnv {
+    let host_env = ranks::HostEnv {
         clear_env: true,
         base_env: proxy.base_env.clone(),
         pmi_addr: server.addr().to_string(),
@@ -371,7 +316,7 @@ fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, Stri
         where_: format!(" on host {name}"),
         parent_port: None,
     };
-    let spawned = spawn::spawn(&specs, &host_env, &memfd);
+    let spawned = ranks::start(&specs, &host_env, &memfd);
     sys::start_reaper(tx.clone());
     first.server = Some(server);
     for &(rank, pid) in &spawned.pids {
@@ -450,7 +395,7 @@ fn check_spec(me: u32, spec: &LaunchSpec) -> Result<(), String> {
 }
 
 /// What each local rank runs, in rank order.
-fn rank_specs(spec: &LaunchSpec, mine: &[u32]) -> Vec<spawn::RankSpec> {
+fn rank_specs(spec: &LaunchSpec, mine: &[u32]) -> Vec<ranks::RankSpec> {
     let mut out = Vec::with_capacity(mine.len());
     for (local_rank, &rank) in mine.iter().enumerate() {
         let mut first = 0u32;
@@ -463,7 +408,7 @@ fn rank_specs(spec: &LaunchSpec, mine: &[u32]) -> Vec<spawn::RankSpec> {
         };
         let env = spec.genv.iter().chain(seg.env.iter()).map(|(k, v)| (k.into(), v.into())).collect();
         let wdir = (!seg.wdir.is_empty()).then(|| PathBuf::from(OsString::from_vec(seg.wdir.clone())));
-        out.push(spawn::RankSpec {
+        out.push(ranks::RankSpec {
             rank,
             appnum: appnum as u32,
             local_rank: local_rank as u32,

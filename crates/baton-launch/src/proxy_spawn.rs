@@ -23,10 +23,10 @@ use baton_pmi::tree::{JobSpec, TreeMsg};
 use baton_pmi::wire;
 use baton_pmi::SpawnCmd;
 
+use crate::children::State;
 use crate::comm_spawn::{resolve_program, DEFAULT_PATH};
 use crate::proxy::{forward_output, LocalRank, Part, Proxy};
-use crate::root::State;
-use crate::{spawn, sys, Event, JobNo};
+use crate::{ranks, sys, Event, JobNo};
 
 /// A share of a spawned job that runs.
 struct Share {
@@ -200,14 +200,14 @@ impl Proxy {
         .map_err(|e| format!("cannot spawn: cannot open a bootstrap socket on host {name}: {e}"))?;
         let memfd = sys::create_job_memfd(spec.job_id)
             .map_err(|e| format!("cannot spawn: cannot create the job's shared-memory fd on host {name}: {e}"))?;
-        let specs: Vec<spawn::RankSpec> = mine
+        let specs: Vec<ranks::RankSpec> = mine
             .iter()
             .zip(&appnums)
             .enumerate()
             .map(|(local_rank, (&rank, &i))| {
                 let (program, wdir) = &resolved[&i];
                 let cmd = &spec.cmds[i];
-                spawn::RankSpec {
+                ranks::RankSpec {
                     rank,
                     appnum: i as u32,
                     local_rank: local_rank as u32,
@@ -219,7 +219,7 @@ impl Proxy {
                 }
             })
             .collect();
-        let host_env = spawn::HostEnv {
+        let host_env = ranks::HostEnv {
             clear_env: true,
             base_env: self.base_env.clone(),
             pmi_addr: server.addr().to_string(),
@@ -236,10 +236,10 @@ impl Proxy {
         };
         // From the main thread, which lives as long as the proxy: the
         // parent-death signal follows the forking thread.
-        let started = spawn::spawn(&specs, &host_env, &memfd);
+        let started = ranks::start(&specs, &host_env, &memfd);
         // The processes hold the memfd now.
         drop(memfd);
-        let spawn::Spawned { pids, sources, error, .. } = started;
+        let ranks::Spawned { pids, sources, error, .. } = started;
         // Their exits are reaped and ignored: the pids are not recorded.
         let kill_started = || pids.iter().for_each(|&(_, pid)| sys::kill_group(pid, libc::SIGKILL));
         if let Some((_, msg, _)) = error {

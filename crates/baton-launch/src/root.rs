@@ -18,131 +18,20 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::mpsc;
-use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use baton_pmi::auth::Secret;
 use baton_pmi::tree::{LaunchSpec, SegmentSpec, TreeMsg};
-use baton_pmi::wire::{self, KeyValue};
 
+use crate::children::{describe_status, start_proxy, ChildProxy, Fence, State, PROXY_START_TIMEOUT};
 use crate::hosts::{self, rank_ranges};
 use crate::link::{self, Link, LinkEvent};
-use crate::{cli, output, proxy, sys, Event, Job, JobNo, Plan, Rank, HOST_FAILURE_STATUS};
+use crate::{cli, output, sys, Event, Job, JobNo, Plan, Rank, HOST_FAILURE_STATUS};
 
 /// Default for `BATON_LAUNCH_FANOUT`: how many remote proxies one process
 /// starts itself.
 pub const DEFAULT_FANOUT: usize = 32;
-/// A started proxy must have connected back by then.
-pub const PROXY_START_TIMEOUT: Duration = Duration::from_secs(30);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
-    /// Process started, proxy not connected yet.
-    Starting,
-    Up,
-    /// Sent `Done`; its link closing is expected.
-    Done,
-    Gone,
-}
-
-/// A proxy this process started.
-pub struct ChildProxy {
-    pub node: u32,
-    pub subtree: Vec<u32>,
-    pub pid: Option<i32>,
-    pub link: Option<Arc<Link>>,
-    pub state: State,
-    pub started: Instant,
-    /// `JobLaunch`es sent (or queued) to it: its `Done` counts them, so a
-    /// `Done` sent before the latest launch arrived is recognised as stale.
-    pub launches: u32,
-    /// Encoded messages for it, sent once it has connected and had its
-    /// `Launch`.
-    pub queued: Vec<Vec<u8>>,
-}
-
-impl ChildProxy {
-    pub fn new(node: u32, subtree: Vec<u32>, pid: Option<i32>) -> ChildProxy {
-        let state = if pid.is_some() { State::Starting } else { State::Gone };
-        ChildProxy { node, subtree, pid, link: None, state, started: Instant::now(), launches: 0, queued: Vec::new() }
-    }
-
-    pub fn covers(&self, node: u32) -> bool {
-        self.node == node || self.subtree.contains(&node)
-    }
-
-    /// Sends now, or after the `Launch` if it has not connected yet; false
-    /// if it is gone.
-    pub fn send_or_queue(&mut self, payload: Vec<u8>) -> bool {
-        match (self.state, &self.link) {
-            (State::Up | State::Done, Some(l)) => l.send_payload(&payload),
-            (State::Starting, _) => {
-                self.queued.push(payload);
-                true
-            }
-            _ => false,
-        }
-    }
-}
-
-/// One job's fence as seen by one process of the tree: the direct
-/// children whose subtrees run ranks of the job each send one `FenceUp`
-/// per epoch.
-pub struct Fence {
-    pub epoch: u64,
-    pub arrived: usize,
-    pub kvs: Vec<KeyValue>,
-    /// Indexes of those children in the owner's child list.
-    pub members: Vec<usize>,
-}
-
-impl Fence {
-    pub fn new(members: Vec<usize>) -> Fence {
-        Fence { epoch: 0, arrived: 0, kvs: Vec::new(), members }
-    }
-
-    /// One member's `FenceUp`: the encoded `FenceDown` once all are in, or
-    /// the exit status and reason why the job cannot go on.
-    pub fn arrive(
-        &mut self,
-        job: JobNo,
-        epoch: u64,
-        kvs: Vec<KeyValue>,
-        host: &str,
-    ) -> Result<Option<Vec<u8>>, (i32, String)> {
-        if epoch != self.epoch {
-            let msg = format!("host {host} entered fence {epoch}, expected fence {}", self.epoch);
-            return Err((HOST_FAILURE_STATUS, msg));
-        }
-        self.arrived += 1;
-        self.kvs.extend(kvs);
-        if self.arrived < self.members.len() {
-            return Ok(None);
-        }
-        let payload = TreeMsg::FenceDown { job, epoch, kvs: std::mem::take(&mut self.kvs) }.encode();
-        if payload.len() > wire::MAX_FRAME_LEN {
-            let msg = format!(
-                "the key-values put before fence {epoch} total {} bytes, more than the {} a fence can carry",
-                payload.len(),
-                wire::MAX_FRAME_LEN
-            );
-            return Err((1, msg));
-        }
-        self.arrived = 0;
-        self.epoch += 1;
-        Ok(Some(payload))
-    }
-
-    /// Sends a completed fence's `FenceDown` to the members.
-    pub fn complete(&self, children: &[ChildProxy], payload: &[u8]) {
-        for c in self.members.iter().filter_map(|&m| children.get(m)) {
-            if let (State::Up | State::Done, Some(l)) = (c.state, &c.link) {
-                l.send_payload(payload);
-            }
-        }
-    }
-}
 
 /// mpiexec's view of its direct children.
 pub struct Tree {
@@ -322,7 +211,7 @@ pub fn launch(opts: &cli::Options, plan: Plan) -> Result<i32, (String, i32)> {
     for (node, sub) in direct {
         let is_local = plan.local[node as usize];
         let (addrs, path) = if is_local { (&loopback, &exe) } else { (&advertised, &tree.template.proxy_path) };
-        let started = proxy::start_proxy(&rsh, &plan.names[node as usize], is_local, path, node, addrs, &secret);
+        let started = start_proxy(&rsh, &plan.names[node as usize], is_local, path, node, addrs, &secret);
         let pid = match started {
             Ok(pid) => Some(pid),
             Err(msg) => {
@@ -429,7 +318,7 @@ impl Tree {
         let addrs = if is_local { &self.loopback } else { &self.advertised };
         let exe = if is_local { &self.own_exe } else { &self.template.proxy_path };
         let rsh = &self.template.rsh;
-        let pid = match proxy::start_proxy(rsh, name, is_local, exe, node, addrs, &self.secret) {
+        let pid = match start_proxy(rsh, name, is_local, exe, node, addrs, &self.secret) {
             Ok(pid) => pid,
             Err(e) => {
                 self.lost.insert(node);
@@ -816,15 +705,5 @@ impl Job {
                 say!("mpiexec: ignored an unexpected message from the proxy on host {name}: {other:?}");
             }
         }
-    }
-}
-
-/// "exited with status 1" / "was killed by signal 9 (Killed)".
-pub fn describe_status(status: i32) -> String {
-    if libc::WIFSIGNALED(status) {
-        let sig = libc::WTERMSIG(status);
-        format!("was killed by signal {sig} ({})", sys::signal_name(sig))
-    } else {
-        format!("exited with status {}", libc::WEXITSTATUS(status))
     }
 }

@@ -27,33 +27,10 @@ use baton_pmi::tree::{JobSpec, SpawnSegment, TreeMsg};
 use baton_pmi::wire::{self, KeyValue};
 use baton_pmi::SpawnCmd;
 
-use crate::comm_spawn::{check_request, parse_env, SpawnedJob};
+use crate::children::{Fence, State};
 use crate::hosts::{self, Mapping};
-use crate::root::{Fence, State};
+use crate::spawned::{check_request, parse_env, SpawnedJob, Starting, TreeJob};
 use crate::{sys, Job, JobNo, Rank};
-
-/// Where a spawned job stands on its hosts.
-pub struct TreeJob {
-    job_id: u64,
-    size: u32,
-    /// Until every host has answered `JobStarted`.
-    starting: Option<Starting>,
-    /// Hosts whose share has not said `JobDone` yet.
-    running: BTreeSet<u32>,
-    fence: Fence,
-}
-
-/// A spawn request waiting for its hosts.
-struct Starting {
-    /// The proxy that relayed the request, and its number for it.
-    origin: u32,
-    id: u64,
-    waiting: BTreeSet<u32>,
-    /// Hosts whose share runs.
-    started: usize,
-    /// The first failure reported.
-    error: Option<String>,
-}
 
 /// One command, checked as far as mpiexec can.
 struct Planned {

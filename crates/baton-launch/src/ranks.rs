@@ -1,6 +1,6 @@
-//! Forking the ranks of one host, shared by single-host mpiexec and the
+//! Starting the ranks of one host as child processes, shared by single-host mpiexec and the
 //! per-host proxy: [`RankSpec`] says what one rank runs, [`HostEnv`] what
-//! all ranks of the host share, and [`spawn`] starts them in order (own
+//! all ranks of the host share, and [`start`] starts them in order (own
 //! process group, parent-death signal, the host's memfd inherited, stdio
 //! piped back for forwarding).
 
@@ -64,7 +64,7 @@ pub struct Spawned {
 }
 
 /// Starts `specs` in order and stops at the first rank that cannot start.
-pub fn spawn(specs: &[RankSpec], host: &HostEnv, memfd: &OwnedFd) -> Spawned {
+pub fn start(specs: &[RankSpec], host: &HostEnv, memfd: &OwnedFd) -> Spawned {
     let mut out = Spawned { pids: Vec::new(), sources: Vec::new(), stdin: None, error: None };
     let parent = std::process::id() as i32;
     let memfd = memfd.as_raw_fd();
