@@ -143,7 +143,7 @@ impl ShmColl {
     fn wake_others(&self) {
         for (r, &s) in self.slots.iter().enumerate() {
             if r != self.me {
-                self.seg.ring(s);
+                self.seg.wake(s);
             }
         }
     }

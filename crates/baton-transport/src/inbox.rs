@@ -221,7 +221,7 @@ impl Inbox {
     pub fn close(&self, slot: usize) {
         self.slot(slot).state.store(CLOSED, Ordering::Release);
         self.header().generation.fetch_add(1, Ordering::AcqRel);
-        self.ring();
+        self.wake_owner();
     }
 
     /// Owner side: leases not in `known`, live or already closed (a short lease may have
@@ -259,12 +259,8 @@ impl Inbox {
     }
 
     /// Wakes the owner if it sleeps.
-    pub fn ring(&self) {
-        let ctl = self.ctl();
-        if ctl.sleepers.load(Ordering::SeqCst) != 0 {
-            ctl.bell.fetch_add(1, Ordering::SeqCst);
-            crate::wait::futex_wake(&ctl.bell);
-        }
+    pub fn wake_owner(&self) {
+        self.ctl().wake_sleeper();
     }
 }
 

@@ -66,6 +66,20 @@ pub struct ProcCtl {
     pub sleepers: AtomicU32,
 }
 
+impl ProcCtl {
+    /// Wakes a thread sleeping on this doorbell, if there is one. Whoever calls it has just
+    /// published what the sleeper waits for with a SeqCst store; the sleeper counts itself in
+    /// `sleepers` (SeqCst) before its last look, so either it sees the publication or this sees
+    /// the sleeper.
+    #[inline]
+    pub fn wake_sleeper(&self) {
+        if self.sleepers.load(Ordering::SeqCst) != 0 {
+            self.bell.fetch_add(1, Ordering::SeqCst);
+            crate::wait::futex_wake(&self.bell);
+        }
+    }
+}
+
 #[repr(C)]
 struct SegHeader {
     magic: AtomicU64,
@@ -247,12 +261,8 @@ impl Segment {
     }
 
     /// Wakes process `p` if it sleeps on its doorbell (after publishing something it waits for).
-    pub fn ring(&self, p: usize) {
-        let ctl = self.ctl(p);
-        if ctl.sleepers.load(Ordering::SeqCst) != 0 {
-            ctl.bell.fetch_add(1, Ordering::SeqCst);
-            crate::wait::futex_wake(&ctl.bell);
-        }
+    pub fn wake(&self, p: usize) {
+        self.ctl(p).wake_sleeper();
     }
 
     /// The cooperative-copy slot for rendezvous messages from process `from` to process `to`:
@@ -522,11 +532,7 @@ impl Producer {
     pub fn ring_doorbell(&self) {
         // No fence needed: the stamp store and this load are both SeqCst (see write_record).
         // SAFETY: `ctl` lies in the mapping `_keep` keeps alive.
-        let ctl = unsafe { &*self.ctl };
-        if ctl.sleepers.load(Ordering::SeqCst) != 0 {
-            ctl.bell.fetch_add(1, Ordering::SeqCst);
-            crate::wait::futex_wake(&ctl.bell);
-        }
+        unsafe { &*self.ctl }.wake_sleeper();
     }
 }
 

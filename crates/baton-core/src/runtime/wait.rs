@@ -4,7 +4,7 @@ use super::poll::*;
 use super::{now_nanos, Mpi};
 use crate::engine::{ReqId, Status};
 use baton_transport::shm::{ProcCtl, Segment};
-use baton_transport::wait::{futex_wait, futex_wait_any, futex_wake};
+use baton_transport::wait::{futex_wait, futex_wait_any};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,11 +25,7 @@ impl Bell {
 
     /// Wakes a thread of this process sleeping on the doorbell, if there is one.
     pub(super) fn ring_if_sleeping(&self) {
-        let ctl = self.ctl();
-        if ctl.sleepers.load(Ordering::SeqCst) != 0 {
-            ctl.bell.fetch_add(1, Ordering::SeqCst);
-            futex_wake(&ctl.bell);
-        }
+        self.ctl().wake_sleeper();
     }
 }
 
