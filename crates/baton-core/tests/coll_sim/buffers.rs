@@ -137,6 +137,30 @@ impl TBuf {
     pub fn window(&self, s: &mut Schedule, off: usize, len: usize) -> Loc {
         self.region(s).at(off, len)
     }
+
+    /// Blocks `sizes[i]` bytes long at `offs[i]`: each a region of its own with `split` (as a `v`
+    /// collective has them), else windows of one region over the whole buffer.
+    pub fn block_locs(&self, s: &mut Schedule, split: bool, offs: &[usize], sizes: &[usize]) -> Vec<Loc> {
+        if split {
+            offs.iter().zip(sizes).map(|(&off, &len)| self.window(s, off, len)).collect()
+        } else {
+            let whole = self.region(s);
+            offs.iter().zip(sizes).map(|(&off, &len)| whole.at(off, len)).collect()
+        }
+    }
+}
+
+/// `n` buffers, rank r's holding `data(r)`.
+pub fn tbufs(mem: Mem, n: usize, mut data: impl FnMut(usize) -> Vec<u8>) -> Vec<TBuf> {
+    (0..n).map(|r| TBuf::new(mem, &data(r))).collect()
+}
+
+/// Writes `block(i)` at `offs[i]` of `buf` for every i.
+pub fn put_blocks(buf: &mut [u8], offs: &[usize], block: impl Fn(usize) -> Vec<u8>) {
+    for (i, &off) in offs.iter().enumerate() {
+        let b = block(i);
+        buf[off..off + b.len()].copy_from_slice(&b);
+    }
 }
 
 /// Consecutive blocks of `b` bytes of one window.

@@ -2,10 +2,10 @@
 //! and roots tried, and [`Matrix`], which gives consecutive cases every combination of wire and
 //! memory in turn.
 
-use crate::buffers::{Mem, MEMS, MIXED};
+use crate::buffers::{placement, uniform, Mem, MEMS, MIXED};
 use crate::sim::{Proto, PROTOS};
+use crate::{BIG_BYTES, NS};
 use baton_core::coll::algo::{Algo, Coll};
-use baton_core::coll::schedule::Schedule;
 
 fn algo_of(name: &str) -> Algo {
     match name {
@@ -86,10 +86,86 @@ impl Matrix {
     }
 }
 
-pub fn check_no_error(label: &str, scheds: &mut [Schedule]) {
-    for (r, s) in scheds.iter_mut().enumerate() {
-        if let Err(e) = s.take_error() {
-            panic!("{label}: rank {r} reported {}", e.msg);
+/// One case of a collective that moves a block per rank (gather, scatter, allgather, alltoall and
+/// their `v` forms): `b` is the uniform block size, from which the `v` forms derive assorted
+/// ones; `root` is 0 where the collective has none.
+#[derive(Clone, Copy)]
+pub struct BlockCase {
+    pub n: usize,
+    pub a: Algo,
+    pub v_form: bool,
+    pub b: usize,
+    pub root: usize,
+    pub in_place: bool,
+}
+
+impl BlockCase {
+    /// The blocks of one buffer: their sizes (`v_size(i)` for block i in the `v` form, else `b`),
+    /// their offsets (scattered by [`placement`] in the `v` form, else back to back) and the
+    /// buffer's length.
+    pub fn layout(&self, v_size: impl Fn(usize) -> usize) -> (Vec<usize>, Vec<usize>, usize) {
+        let sizes: Vec<usize> = (0..self.n).map(|i| if self.v_form { v_size(i) } else { self.b }).collect();
+        let (offs, total) = if self.v_form { placement(&sizes) } else { uniform(self.n, self.b) };
+        (sizes, offs, total)
+    }
+}
+
+/// Every case of a rooted block collective, `coll` and its `v` form (`forms`: the labels of the
+/// two): each size, algorithm (binomial has no `v` form), form, block size, root and in-place
+/// setting, as the cases of test `test`.
+pub fn rooted_block_cases(
+    test: &'static str,
+    coll: Coll,
+    forms: [&str; 2],
+    mut f: impl FnMut(&Variant, &str, BlockCase),
+) {
+    let mut m = Matrix::new(test);
+    for n in NS {
+        for (name, a) in algos(coll) {
+            for v_form in [false, true] {
+                if v_form && a == Algo::Binomial {
+                    continue;
+                }
+                let form = forms[v_form as usize];
+                for b in counts(n, BIG_BYTES) {
+                    for root in roots(n) {
+                        for in_place in [false, true] {
+                            let what = format_args!("{form} {name} n={n} bytes={b} root={root} in_place={in_place}");
+                            let c = BlockCase { n, a, v_form, b, root, in_place };
+                            m.case(b == BIG_BYTES, what, |v, label| f(v, label, c));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Every case of a block collective without a root: each size, form (`colls`: the plain and the
+/// `v` collective with their labels), algorithm except where `skip(algorithm, n)`, block size and
+/// in-place setting, as the cases of test `test`.
+pub fn symmetric_block_cases(
+    test: &'static str,
+    colls: [(Coll, &str); 2],
+    skip: impl Fn(Algo, usize) -> bool,
+    mut f: impl FnMut(&Variant, &str, BlockCase),
+) {
+    let mut m = Matrix::new(test);
+    for n in NS {
+        for v_form in [false, true] {
+            let (coll, form) = colls[v_form as usize];
+            for (name, a) in algos(coll) {
+                if skip(a, n) {
+                    continue;
+                }
+                for b in counts(n, BIG_BYTES) {
+                    for in_place in [false, true] {
+                        let what = format_args!("{form} {name} n={n} bytes={b} in_place={in_place}");
+                        let c = BlockCase { n, a, v_form, b, root: 0, in_place };
+                        m.case(b == BIG_BYTES, what, |v, label| f(v, label, c));
+                    }
+                }
+            }
         }
     }
 }

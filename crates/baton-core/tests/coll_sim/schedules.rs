@@ -2,10 +2,10 @@
 //! schedules kept apart by their tags, restarts of persistent schedules, size mismatches, the
 //! deadlock report, and each wire setting using the protocol it stands for.
 
-use crate::buffers::{blocks, junk, pattern, Mem, TBuf};
-use crate::matrix::{algos, check_no_error, Matrix};
+use crate::buffers::{blocks, junk, pattern, tbufs, Mem, TBuf};
+use crate::matrix::{algos, Matrix};
 use crate::ops::Op;
-use crate::sim::{Proto, Sim, PROTOS};
+use crate::sim::{check_no_error, Proto, Sim, PROTOS};
 use crate::BIG_BYTES;
 use baton_core::coll::algo::{self, Algo, Coll};
 use baton_core::coll::schedule::Schedule;
@@ -165,17 +165,13 @@ fn restarted_schedules_run_again() {
             let count = 2 * n + 1;
             m.case(true, format_args!("{name} n={n} count={count}"), |v, label| {
                 let sim = Sim::new(n, v.proto, v.seed);
-                let src: Vec<TBuf> = (0..n).map(|r| TBuf::new(v.mem, &Op::Sum.input(r, count))).collect();
-                let dst: Vec<TBuf> = (0..n).map(|r| TBuf::new(v.mem, &junk(r, count * 8))).collect();
-                let mut scheds: Vec<Schedule> = (0..n)
-                    .map(|r| {
-                        let mut s = sim.sched(r, "MPI_Allreduce_init");
-                        s.set_reducer(Op::Sum.reducer());
-                        let (sl, d) = (src[r].region(&mut s), dst[r].region(&mut s));
-                        algo::allreduce(&mut s, a, sl, d);
-                        s
-                    })
-                    .collect();
+                let src = tbufs(v.mem, n, |r| Op::Sum.input(r, count));
+                let dst = tbufs(v.mem, n, |r| junk(r, count * 8));
+                let mut scheds = sim.scheds("MPI_Allreduce_init", |r, s| {
+                    s.set_reducer(Op::Sum.reducer());
+                    let (sl, d) = (src[r].region(s), dst[r].region(s));
+                    algo::allreduce(s, a, sl, d);
+                });
                 for round in 0..3 {
                     for (r, b) in src.iter().enumerate() {
                         b.set(&Op::Sum.input(r + 10 * round, count));
@@ -196,6 +192,14 @@ fn restarted_schedules_run_again() {
     }
 }
 
+/// Binomial bcasts from rank 0, each rank's over its buffer in `bufs`.
+fn bcast_from_0(sim: &Sim, bufs: &[TBuf]) -> Vec<Schedule> {
+    sim.scheds("MPI_Bcast", |r, s| {
+        let l = bufs[r].region(s);
+        algo::bcast(s, Algo::Binomial, 0, l);
+    })
+}
+
 /// A message longer or shorter than its receive (type signatures that differ between ranks)
 /// is reported as a truncation naming the sender, on every wire; the run still ends.
 #[test]
@@ -205,15 +209,7 @@ fn mismatched_sizes_are_reported() {
         m.case(true, format_args!("sent={sent} expected={expected}"), |v, label| {
             let sim = Sim::new(2, v.proto, v.seed);
             let bufs = [TBuf::new(v.mem, &pattern(0, 1, sent)), TBuf::new(v.mem, &junk(1, expected))];
-            let scheds = (0..2)
-                .map(|r| {
-                    let mut s = sim.sched(r, "MPI_Bcast");
-                    let l = bufs[r].region(&mut s);
-                    algo::bcast(&mut s, Algo::Binomial, 0, l);
-                    s
-                })
-                .collect();
-            let mut scheds = sim.run(label, scheds);
+            let mut scheds = sim.run(label, bcast_from_0(&sim, &bufs));
             assert!(scheds[0].take_error().is_ok(), "{label}: the sender saw an error");
             let e = scheds[1].take_error().expect_err("a truncation");
             assert_eq!(e.class, baton_abi::consts::MPI_ERR_TRUNCATE, "{label}");
@@ -260,18 +256,8 @@ fn every_protocol_is_exercised() {
     for proto in PROTOS {
         let n = 4;
         let sim = Sim::new(n, proto, 7);
-        let bufs: Vec<TBuf> = (0..n)
-            .map(|r| TBuf::new(Mem::User, &if r == 0 { pattern(0, 1, BIG_BYTES) } else { junk(r, BIG_BYTES) }))
-            .collect();
-        let scheds = (0..n)
-            .map(|r| {
-                let mut s = sim.sched(r, "MPI_Bcast");
-                let l = bufs[r].region(&mut s);
-                algo::bcast(&mut s, Algo::Binomial, 0, l);
-                s
-            })
-            .collect();
-        sim.run(&format!("{proto:?}"), scheds);
+        let bufs = tbufs(Mem::User, n, |r| if r == 0 { pattern(0, 1, BIG_BYTES) } else { junk(r, BIG_BYTES) });
+        sim.run(&format!("{proto:?}"), bcast_from_0(&sim, &bufs));
         for b in &bufs {
             assert!(b.get() == pattern(0, 1, BIG_BYTES));
         }

@@ -234,6 +234,22 @@ impl Sim {
         self.world.borrow().wire.kinds[kind as usize]
     }
 
+    /// One schedule of `call` per rank, rank r's filled in by `build(r, schedule)`.
+    pub fn scheds(&self, call: &'static str, mut build: impl FnMut(usize, &mut Schedule)) -> Vec<Schedule> {
+        (0..self.n)
+            .map(|r| {
+                let mut s = self.sched(r, call);
+                build(r, &mut s);
+                s
+            })
+            .collect()
+    }
+
+    /// Runs the schedules [`Sim::scheds`] builds and fails the case on any error a rank reports.
+    pub fn run_ok(&self, label: &str, call: &'static str, build: impl FnMut(usize, &mut Schedule)) {
+        check_no_error(label, &mut self.run(label, self.scheds(call, build)));
+    }
+
     /// Runs one schedule per rank to completion.
     pub fn run(&self, label: &str, scheds: Vec<Schedule>) -> Vec<Schedule> {
         let mut jobs: Vec<Vec<Schedule>> = scheds.into_iter().map(|s| vec![s]).collect();
@@ -336,6 +352,15 @@ impl Sim {
         for (p, e) in w.eng.iter().enumerate() {
             assert_eq!(e.unexpected_len(), 0, "{label}: process {p} holds messages nobody received");
             assert!(!e.has_outgoing(), "{label}: process {p} still has frames to send");
+        }
+    }
+}
+
+/// Fails the case when a schedule reports an error.
+pub fn check_no_error(label: &str, scheds: &mut [Schedule]) {
+    for (r, s) in scheds.iter_mut().enumerate() {
+        if let Err(e) = s.take_error() {
+            panic!("{label}: rank {r} reported {}", e.msg);
         }
     }
 }
