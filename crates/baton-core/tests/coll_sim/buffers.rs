@@ -1,7 +1,7 @@
 //! Test buffers and their contents: patterns only a (rank, purpose) pair produces, the memory
 //! kinds a schedule may see ([`Mem`]), the buffer itself ([`TBuf`]) and block placements.
 
-use crate::GUARD;
+use crate::common::GUARD;
 use baton_core::coll::schedule::{Loc, Region, Schedule};
 use baton_core::datatype::Layout;
 use baton_transport::mem::{Scratch, UserBuf};

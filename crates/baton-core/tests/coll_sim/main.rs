@@ -20,6 +20,9 @@
 //! [`symmetric`] (barrier, allreduce, allgather, alltoall, reduce-scatter, scan) and
 //! [`schedules`] (the schedule engine and the driver themselves).
 
+#[path = "../common/mod.rs"]
+mod common;
+
 mod buffers;
 mod matrix;
 mod ops;
@@ -31,8 +34,6 @@ mod symmetric;
 /// Communicator sizes every algorithm runs on: all small ones, powers of two and their
 /// neighbours (folding, partial last rows of the mesh).
 const NS: [usize; 12] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17];
-/// Bytes application memory holds where no data belongs (gaps of strided buffers).
-const GUARD: u8 = 0xEE;
 const CTX: u64 = 0x0c0f_fee0_0000_0000;
 /// "A few KiB": bytes of a block or buffer, elements of a reduction, elements per rank of a
 /// reduce-scatter.

@@ -3,6 +3,7 @@
 //! every rank's schedules and delivers frames in an order drawn from a seed.
 
 use crate::buffers::mix;
+use crate::common::{read_into, read_into_slice, rings, Frame, Link, Rings};
 use crate::CTX;
 use baton_core::coll::schedule::{Port, Schedule};
 use baton_core::comm::Comm;
@@ -11,7 +12,6 @@ use baton_core::group::Group;
 use baton_transport::frame::{Header, Kind};
 use baton_transport::mem::UserBuf;
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Wire settings, one per protocol family.
@@ -28,8 +28,6 @@ pub enum Proto {
 
 pub const PROTOS: [Proto; 3] = [Proto::Eager, Proto::Read, Proto::Stream];
 
-type Frame = (Header, Vec<u8>);
-
 /// A rendezvous buffer the sender advertised with `Rts` and the receiver has not answered yet.
 struct Exposed {
     owner: ProcIdx,
@@ -45,7 +43,7 @@ pub struct Wire {
     /// Frames one ring holds (per ordered pair of processes).
     cap: usize,
     /// `rings[from][to]`.
-    rings: Vec<Vec<VecDeque<Frame>>>,
+    rings: Rings,
     exposed: Vec<Exposed>,
     /// Frames pushed, by kind.
     kinds: [u64; 8],
@@ -67,7 +65,7 @@ impl Wire {
             max_frame,
             read_ok,
             cap,
-            rings: (0..n).map(|_| (0..n).map(|_| VecDeque::new()).collect()).collect(),
+            rings: rings(n),
             exposed: Vec::new(),
             kinds: [0; 8],
             pushed: 0,
@@ -96,13 +94,7 @@ impl Wire {
     }
 }
 
-/// One process's view of the wire.
-struct Link<'a> {
-    w: &'a mut Wire,
-    me: ProcIdx,
-}
-
-impl Net for Link<'_> {
+impl Net for Link<'_, Wire> {
     fn try_send(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> bool {
         let me = self.me;
         let len = payload.len();
@@ -137,23 +129,11 @@ impl Net for Link<'_> {
     }
 
     fn read_remote(&mut self, from: ProcIdx, addr: u64, dst: &UserBuf) -> bool {
-        match self.w.remote(from, addr, dst.len()) {
-            Some(src) => {
-                assert_eq!(dst.write(0, src), src.len());
-                true
-            }
-            None => false,
-        }
+        read_into(self.w.remote(from, addr, dst.len()), dst)
     }
 
     fn read_remote_into(&mut self, from: ProcIdx, addr: u64, dst: &mut [u8]) -> bool {
-        match self.w.remote(from, addr, dst.len()) {
-            Some(src) => {
-                dst.copy_from_slice(src);
-                true
-            }
-            None => false,
-        }
+        read_into_slice(self.w.remote(from, addr, dst.len()), dst)
     }
 }
 

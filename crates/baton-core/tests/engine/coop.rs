@@ -1,8 +1,9 @@
 //! Cooperative copies of large rendezvous messages: the receiver alone, shared with the sender,
 //! a chunk the sender failed, truncation, and reads refused midway.
 
+use crate::common::GUARD;
 use crate::sim::{assert_guard, contig, guarded, pat, sim, status, Sim};
-use crate::{GUARD, TRUNCATE};
+use crate::TRUNCATE;
 use baton_abi::consts as c;
 use baton_core::engine::ReqId;
 use baton_transport::frame::{Header, Kind};
@@ -29,9 +30,7 @@ fn cooperative_copy_by_the_receiver_alone() {
     // 300 000 bytes: chunks of 64 KiB, 5 of them.
     let (s, a, msg, r, sd) = coop_run(300_000, 300_000, 0, false);
     assert!(s.done(1, r) && s.done(0, sd));
-    assert_eq!(s.get(1, r).status, status(0, 4, 300_000, 0));
-    assert_eq!(&a[..300_000], &msg[..]);
-    assert_guard(&a, 300_000);
+    s.assert_received(1, r, status(0, 4, 300_000, 0), &a, &msg, "");
     assert_eq!(s.count(Kind::Help), 1, "the sender is invited");
     assert_eq!(s.count(Kind::Fin), 1);
     // Alone, the receiver claims runs that double: chunk 0, then 1, then 2-3, then 4.
@@ -44,9 +43,7 @@ fn cooperative_copy_by_the_receiver_alone() {
 fn cooperative_copy_shared_with_the_sender() {
     let (s, a, msg, r, sd) = coop_run(300_000, 300_000, 3, false);
     assert!(s.done(1, r) && s.done(0, sd));
-    assert_eq!(s.get(1, r).status, status(0, 4, 300_000, 0));
-    assert_eq!(&a[..300_000], &msg[..]);
-    assert_guard(&a, 300_000);
+    s.assert_received(1, r, status(0, 4, 300_000, 0), &a, &msg, "");
     assert_eq!(s.w.reads.len(), 2, "the receiver copied the first chunk and one more");
 }
 
@@ -64,9 +61,7 @@ fn cooperative_copy_takes_over_a_chunk_the_sender_failed() {
 fn cooperative_copy_of_a_truncated_message() {
     let (s, a, msg, r, sd) = coop_run(300_000, 200_000, 1, false);
     assert!(s.done(1, r) && s.done(0, sd));
-    assert_eq!(s.get(1, r).status, status(0, 4, 200_000, TRUNCATE));
-    assert_eq!(&a[..200_000], &msg[..200_000]);
-    assert_guard(&a, 200_000);
+    s.assert_received(1, r, status(0, 4, 200_000, TRUNCATE), &a, &msg[..200_000], "");
 }
 
 #[test]

@@ -91,9 +91,7 @@ fn direct_receive_of_a_rendezvous_becomes_a_request() {
         s.pump();
         let Some(DirectEnd::Request(id)) = s.eng[1].take_direct() else { panic!("no request") };
         assert!(s.done(1, id) && s.done(0, sd));
-        assert_eq!(s.get(1, id).status, status(0, 3, 1000, 0));
-        assert_eq!(&a[..1000], &m[..]);
-        assert_guard(&a, 1000);
+        s.assert_received(1, id, status(0, 3, 1000, 0), &a, &m, "");
     }
 }
 

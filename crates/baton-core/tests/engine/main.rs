@@ -8,6 +8,9 @@
 //! owned sinks, request slots), [`typed`] (typed sinks and typed sends packed frame by frame),
 //! [`direct`] (the blocking receive without a request) and [`coop`] (cooperative copies).
 
+#[path = "../common/mod.rs"]
+mod common;
+
 mod coop;
 mod direct;
 mod matching;
@@ -16,4 +19,3 @@ mod sim;
 mod typed;
 
 const TRUNCATE: i32 = 15;
-const GUARD: u8 = 0xEE;

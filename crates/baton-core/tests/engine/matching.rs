@@ -2,8 +2,9 @@
 //! order through full and blocked rings, wildcards, contexts, truncation, cancel and synchronous
 //! sends.
 
+use crate::common::GUARD;
 use crate::sim::{assert_guard, contig, guarded, pat, sim, status};
-use crate::{GUARD, TRUNCATE};
+use crate::TRUNCATE;
 use baton_core::engine::{Sink, ANY_SOURCE, ANY_TAG};
 use baton_transport::frame::Kind;
 
@@ -25,9 +26,7 @@ fn eager_message_posted_before_and_unexpected_before() {
     s.pump();
     assert!(s.done(1, r));
     assert!(!s.eng[1].is_posted_recv(r));
-    assert_eq!(s.get(1, r).status, status(0, 9, 40, 0));
-    assert_eq!(&a[..40], &msg[..]);
-    assert_guard(&a, 40);
+    s.assert_received(1, r, status(0, 9, 40, 0), &a, &msg, "");
     assert!(s.eng[1].completed_any);
 
     // Unexpected first: the message waits, a later receive takes it at once.
@@ -40,9 +39,7 @@ fn eager_message_posted_before_and_unexpected_before() {
     let r2 = s.recv(1, 3, 0, 9, contig(&mut b, 64));
     assert!(s.done(1, r2), "a receive matching an unexpected eager message completes at once");
     assert_eq!(s.eng[1].unexpected_len(), 0);
-    assert_eq!(s.get(1, r2).status, status(0, 9, 17, 0));
-    assert_eq!(&b[..17], &msg2[..]);
-    assert_guard(&b, 17);
+    s.assert_received(1, r2, status(0, 9, 17, 0), &b, &msg2, "");
     assert_eq!(s.kinds(0, 1), vec![Kind::Eager, Kind::Eager]);
     assert!(s.kinds(1, 0).is_empty());
 }
@@ -131,9 +128,8 @@ fn run_non_overtaking(read_ok: bool, cap: usize, posted_before: usize) {
     for k in 0..N {
         let r = s.get(1, recvs[k]);
         assert!(r.complete, "receive {k} incomplete (read_ok {read_ok}, cap {cap}, posted {posted_before})");
-        assert_eq!(r.status, status(0, 7, msgs[k].len() as u64, 0), "receive {k}");
-        assert_eq!(&bufs[k][..msgs[k].len()], &msgs[k][..], "receive {k} got another message's bytes");
-        assert!(bufs[k][msgs[k].len()..].iter().all(|&b| b == GUARD));
+        let what = format!("receive {k}");
+        s.assert_received(1, recvs[k], status(0, 7, msgs[k].len() as u64, 0), &bufs[k], &msgs[k], &what);
         assert!(s.done(0, sends[k]), "send {k}");
     }
     // The wire carried the matching frames in send order.
@@ -269,9 +265,7 @@ fn any_source_and_any_tag_report_the_actual_envelope() {
         let s2 = s.send(1, 2, 9, 99, &m2, false);
         s.pump();
         assert!(s.done(1, s2));
-        assert_eq!(s.get(2, rc).status, status(1, 99, 5, 0));
-        assert_eq!(&c[..5], &m2[..]);
-        assert_guard(&c, 5);
+        s.assert_received(2, rc, status(1, 99, 5, 0), &c, &m2, "");
     }
 }
 
@@ -337,20 +331,11 @@ fn run_truncation(size: usize, cap: usize, read_ok: bool, posted_first: bool) {
     let mut s = sim(2, 2, read_ok);
     let msg = pat(5, size);
     let mut buf = guarded(cap);
-    let mut r = None;
-    if posted_first {
-        r = Some(s.recv(1, 1, 0, 2, contig(&mut buf, cap)));
-    }
-    let sd = s.send(0, 1, 1, 2, &msg, false);
-    s.pump();
-    let r = r.unwrap_or_else(|| s.recv(1, 1, 0, 2, contig(&mut buf, cap)));
-    s.pump();
+    let (sd, r) = s.exchange(&msg, &mut buf, cap, posted_first);
     let what = format!("size {size} cap {cap} read {read_ok} posted {posted_first}");
     assert!(s.done(0, sd), "{what}: send");
     assert!(s.done(1, r), "{what}: recv");
-    assert_eq!(s.get(1, r).status, status(0, 2, cap as u64, TRUNCATE), "{what}");
-    assert_eq!(&buf[..cap], &msg[..cap], "{what}");
-    assert_guard(&buf, cap);
+    s.assert_received(1, r, status(0, 2, cap as u64, TRUNCATE), &buf, &msg[..cap], &what);
     for &(_, _, _, n) in &s.w.reads {
         assert!(n <= cap, "{what}: read {n} bytes into a {cap}-byte buffer");
     }
@@ -393,9 +378,7 @@ fn exact_fit_is_not_truncation() {
             let r = s.recv(1, 1, 0, 0, contig(&mut buf, size));
             s.send(0, 1, 1, 0, &msg, false);
             s.pump();
-            assert_eq!(s.get(1, r).status, status(0, 0, size as u64, 0));
-            assert_eq!(&buf[..size], &msg[..]);
-            assert_guard(&buf, size);
+            s.assert_received(1, r, status(0, 0, size as u64, 0), &buf, &msg, "");
         }
     }
 }

@@ -1,8 +1,9 @@
 //! Rendezvous (remote read, or `Cts` and streamed `Data` when reads are refused, byte-stream
 //! pieces over lanes), probe and mprobe, owned sinks, and request slots.
 
-use crate::sim::{assert_guard, contig, guarded, pat, sim, status};
-use crate::{GUARD, TRUNCATE};
+use crate::common::GUARD;
+use crate::sim::{contig, guarded, pat, sim, status};
+use crate::TRUNCATE;
 use baton_core::engine::{ProcIdx, ReqId, Sink, Status, ANY_SOURCE, ANY_TAG};
 use baton_transport::frame::{Header, Kind};
 
@@ -27,9 +28,7 @@ fn rendezvous_with_remote_read() {
     assert!(s.done(0, sd));
     assert_eq!(s.kinds(0, 1), vec![Kind::Rts]);
     assert_eq!(s.kinds(1, 0), vec![Kind::Fin]);
-    assert_eq!(s.get(1, r).status, status(0, 2, 1000, 0));
-    assert_eq!(&buf[..1000], &msg[..]);
-    assert_guard(&buf, 1000);
+    s.assert_received(1, r, status(0, 2, 1000, 0), &buf, &msg, "");
     // The Rts told the size and the sender's address.
     let rts = s.w.log[0].2;
     assert_eq!((rts.len, rts.aux), (1000, msg.as_ptr() as u64));
@@ -43,19 +42,10 @@ fn rendezvous_streamed_when_reads_are_refused() {
                 let mut s = sim(2, cap, false);
                 let msg = pat(size, size);
                 let mut buf = guarded(size);
-                let mut r = None;
-                if posted_first {
-                    r = Some(s.recv(1, 1, 0, 2, contig(&mut buf, size)));
-                }
-                let sd = s.send(0, 1, 1, 2, &msg, false);
-                s.pump();
-                let r = r.unwrap_or_else(|| s.recv(1, 1, 0, 2, contig(&mut buf, size)));
-                s.pump();
+                let (sd, r) = s.exchange(&msg, &mut buf, size, posted_first);
                 let what = format!("size {size} cap {cap} posted {posted_first}");
                 assert!(s.done(0, sd) && s.done(1, r), "{what}");
-                assert_eq!(s.get(1, r).status, status(0, 2, size as u64, 0), "{what}");
-                assert_eq!(&buf[..size], &msg[..], "{what}");
-                assert_guard(&buf, size);
+                s.assert_received(1, r, status(0, 2, size as u64, 0), &buf, &msg, &what);
                 assert_eq!(s.kinds(1, 0), vec![Kind::Cts], "{what}");
                 let data: Vec<_> = s.w.log.iter().filter(|l| l.2.kind == Kind::Data).collect();
                 assert_eq!(data.len(), size.div_ceil(128), "{what}");
@@ -129,9 +119,8 @@ fn byte_stream_pieces_lanes_and_direct_placement() {
                 s.pump();
                 for k in 0..sizes.len() {
                     assert!(s.done(0, sends[k]), "{what}: send {k}");
-                    assert_eq!(s.get(1, recvs[k]).status, status(0, 3, sizes[k] as u64, 0), "{what}: recv {k}");
-                    assert_eq!(&bufs[k][..sizes[k]], &msgs[k][..], "{what}: data {k}");
-                    assert_guard(&bufs[k], sizes[k]);
+                    let st = status(0, 3, sizes[k] as u64, 0);
+                    s.assert_received(1, recvs[k], st, &bufs[k], &msgs[k], &format!("{what}: receive {k}"));
                 }
                 assert!(s.w.mid.is_empty(), "{what}: a frame left unfinished");
             }
@@ -158,9 +147,7 @@ fn several_streams_at_once() {
     s.pump();
     for k in 0..6 {
         assert!(s.done(sends[k].0, sends[k].1));
-        assert_eq!(s.get(2, recvs[k]).status, status((k % 2) as i32, 0, m[k].len() as u64, 0));
-        assert_eq!(&bufs[k][..m[k].len()], &m[k][..]);
-        assert_guard(&bufs[k], m[k].len());
+        s.assert_received(2, recvs[k], status((k % 2) as i32, 0, m[k].len() as u64, 0), &bufs[k], &m[k], "");
     }
 }
 

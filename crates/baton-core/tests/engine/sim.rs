@@ -1,18 +1,14 @@
-//! The fake network ([`Wire`], seen by each engine through a [`Port`]): per-pair FIFO rings with
+//! The fake network ([`Wire`], seen by each engine through a [`Link`]): per-pair FIFO rings with
 //! a capacity, an eager limit and frame size, single-copy reads and writes that work or are
 //! refused, byte-stream pieces over lanes, and a stand-in for a cooperative copy's helper. [`Sim`]
 //! holds the engines and the wire and steps them; the buffer helpers make guarded receive
 //! buffers and recognizable messages.
 
-use crate::GUARD;
+use crate::common::{read_into, read_into_slice, rings, Link, Rings, GUARD};
 use baton_core::engine::{Engine, Net, ProcIdx, ReqId, Request, SendData, Sender, Sink, Status};
 use baton_transport::coop::CoopSlot;
 use baton_transport::frame::{Header, Kind};
 use baton_transport::mem::UserBuf;
-use std::collections::VecDeque;
-
-/// One frame in a ring: header and payload.
-type Frame = (Header, Vec<u8>);
 
 /// A data frame partly sent over a byte stream: (from, to, lane), header, payload so far, payload
 /// length.
@@ -29,7 +25,7 @@ pub struct Wire {
     /// Ordered pairs (from, to) whose ring refuses every frame for now.
     pub blocked: Vec<(ProcIdx, ProcIdx)>,
     /// `rings[from][to]`.
-    pub rings: Vec<Vec<VecDeque<Frame>>>,
+    pub rings: Rings,
     /// "Remote memory" a peer may read: (owner, address, length).
     pub exposed: Vec<(ProcIdx, usize, usize)>,
     /// Reads done: (reader, owner, address, length).
@@ -75,7 +71,7 @@ impl Wire {
             max_frame: 128,
             read_ok: true,
             blocked: Vec::new(),
-            rings: (0..n).map(|_| (0..n).map(|_| VecDeque::new()).collect()).collect(),
+            rings: rings(n),
             exposed: Vec::new(),
             reads: Vec::new(),
             log: Vec::new(),
@@ -156,13 +152,7 @@ impl Wire {
     }
 }
 
-/// One engine's view of the wire.
-struct Port<'a> {
-    w: &'a mut Wire,
-    me: ProcIdx,
-}
-
-impl Net for Port<'_> {
+impl Net for Link<'_, Wire> {
     fn try_send(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> bool {
         let me = self.me;
         let len = payload.len();
@@ -239,23 +229,11 @@ impl Net for Port<'_> {
         if self.w.helper_chunks > 0 || self.w.helper_fails {
             self.w.act_as_helper(from, self.me);
         }
-        match self.w.remote_bytes(self.me, from, addr, dst.len()) {
-            Some(bytes) => {
-                assert_eq!(dst.write(0, &bytes), bytes.len());
-                true
-            }
-            None => false,
-        }
+        read_into(self.w.remote_bytes(self.me, from, addr, dst.len()).as_deref(), dst)
     }
 
     fn read_remote_into(&mut self, from: ProcIdx, addr: u64, dst: &mut [u8]) -> bool {
-        match self.w.remote_bytes(self.me, from, addr, dst.len()) {
-            Some(bytes) => {
-                dst.copy_from_slice(&bytes);
-                true
-            }
-            None => false,
-        }
+        read_into_slice(self.w.remote_bytes(self.me, from, addr, dst.len()).as_deref(), dst)
     }
 
     fn write_remote(&mut self, to: ProcIdx, addr: u64, src: &[u8]) -> bool {
@@ -306,7 +284,7 @@ impl Sim {
     }
 
     pub fn with<R>(&mut self, i: ProcIdx, f: impl FnOnce(&mut Engine, &mut dyn Net) -> R) -> R {
-        let mut port = Port { w: &mut self.w, me: i };
+        let mut port = Link { w: &mut self.w, me: i };
         f(&mut self.eng[i as usize], &mut port)
     }
 
@@ -394,6 +372,30 @@ impl Sim {
             }
         }
         panic!("the simulation did not settle");
+    }
+
+    /// Sends `msg` from process 0 to process 1 (context 1, tag 2) into the first `cap` bytes of
+    /// `buf`: the receive posted before the send with `posted_first`, else once the simulation
+    /// settled after the send. Pumps to the end; returns the send and the receive.
+    pub fn exchange(&mut self, msg: &[u8], buf: &mut [u8], cap: usize, posted_first: bool) -> (ReqId, ReqId) {
+        let mut r = None;
+        if posted_first {
+            r = Some(self.recv(1, 1, 0, 2, contig(buf, cap)));
+        }
+        let sd = self.send(0, 1, 1, 2, msg, false);
+        self.pump();
+        let r = r.unwrap_or_else(|| self.recv(1, 1, 0, 2, contig(buf, cap)));
+        self.pump();
+        (sd, r)
+    }
+
+    /// Checks receive `r` of process `i`: its status is `want`, `buf` starts with `msg` and its
+    /// guard bytes after that are untouched. `what` names the case in failure messages.
+    #[track_caller]
+    pub fn assert_received(&self, i: ProcIdx, r: ReqId, want: Status, buf: &[u8], msg: &[u8], what: &str) {
+        assert_eq!(self.get(i, r).status, want, "{what}");
+        assert_eq!(&buf[..msg.len()], msg, "{what}");
+        assert_guard(buf, msg.len());
     }
 
     pub fn kinds(&self, from: ProcIdx, to: ProcIdx) -> Vec<Kind> {

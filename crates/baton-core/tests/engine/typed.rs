@@ -1,8 +1,9 @@
 //! Typed receives (a sink with a datatype: data blocks, padding and bytes around the span) and
 //! typed sends (elements of a datatype packed frame by frame, in place or not).
 
+use crate::common::GUARD;
 use crate::sim::{assert_guard, contig, guarded, pat, sim, status};
-use crate::{GUARD, TRUNCATE};
+use crate::TRUNCATE;
 use baton_abi::consts as c;
 use baton_core::datatype::{predefined, Layout};
 use baton_core::engine::{SendData, Sender, Sink};
