@@ -13,38 +13,119 @@ struct Tm {
     ub: isize,
 }
 
+impl Tm {
+    /// The start of a constructor's type map: no entry, bounds to be set by the first copy.
+    fn open() -> Tm {
+        Tm { e: Vec::new(), lb: isize::MAX, ub: isize::MIN }
+    }
+
+    /// Appends `old`'s type map with every displacement moved by `at` bytes: the one step all the
+    /// standard's constructor definitions (MPI 4.1 section 5.1.2) are made of. The copy's bounds
+    /// (markers for a resized type, else its own lb and ub) widen the result's.
+    fn copy_at(&mut self, at: isize, old: &Tm) {
+        self.e.extend(old.e.iter().map(|&(o, s)| (at + o, s)));
+        self.lb = self.lb.min(at + old.lb);
+        self.ub = self.ub.max(at + old.ub);
+    }
+
+    /// The finished type map; one that received no copy (every block empty) has lb = ub = 0.
+    fn close(mut self) -> Tm {
+        if self.lb > self.ub {
+            (self.lb, self.ub) = (0, 0);
+        }
+        self
+    }
+
+    fn extent(&self) -> isize {
+        self.ub - self.lb
+    }
+}
+
 fn basic(h: usize) -> (Layout, Tm) {
     let l = (**predefined(h).unwrap()).clone();
     let s = l.size;
     (l, Tm { e: vec![(0, s)], lb: 0, ub: s as isize })
 }
 
-/// Blocks of `bls[i]` copies of `old` at byte displacements `ds[i]` (hindexed).
-fn r_hindexed(bls: &[usize], ds: &[isize], old: &Tm) -> Tm {
-    let ext = old.ub - old.lb;
-    let mut t = Tm { e: Vec::new(), lb: isize::MAX, ub: isize::MIN };
-    for (&bl, &d) in bls.iter().zip(ds) {
+// The references below transcribe the type maps of MPI 4.1 section 5.1.2 from each constructor's
+// own arguments: blocks of consecutive copies of `old` (element j of a block at its start plus
+// j * ex, with `ex` the extent of `old`), block i starting at
+//   contiguous        0, one block of count elements
+//   vector            stride * i * ex
+//   hvector           stride * i                      (stride in bytes)
+//   indexed           displs[i] * ex                  (blocklengths[i] elements)
+//   hindexed          displs[i]                       (displacements in bytes)
+//   indexed_block     displs[i] * ex                  (one blocklength for all blocks)
+//   hindexed_block    displs[i]
+
+/// Blocks given as (start in bytes, copies of `old`), in type-map order.
+fn r_blocks(blocks: impl IntoIterator<Item = (isize, usize)>, old: &Tm) -> Tm {
+    let mut t = Tm::open();
+    for (start, bl) in blocks {
         for j in 0..bl as isize {
-            let at = d + j * ext;
-            t.e.extend(old.e.iter().map(|&(o, s)| (at + o, s)));
-            t.lb = t.lb.min(at + old.lb);
-            t.ub = t.ub.max(at + old.ub);
+            t.copy_at(start + j * old.extent(), old);
         }
     }
+    t.close()
+}
+
+fn r_contiguous(count: usize, old: &Tm) -> Tm {
+    r_blocks([(0, count)], old)
+}
+
+fn r_vector(count: usize, bl: usize, stride: isize, old: &Tm) -> Tm {
+    r_blocks((0..count as isize).map(|i| (stride * i * old.extent(), bl)), old)
+}
+
+fn r_hvector(count: usize, bl: usize, stride: isize, old: &Tm) -> Tm {
+    r_blocks((0..count as isize).map(|i| (stride * i, bl)), old)
+}
+
+fn r_indexed(bls: &[usize], displs: &[isize], old: &Tm) -> Tm {
+    r_blocks(displs.iter().zip(bls).map(|(&d, &bl)| (d * old.extent(), bl)), old)
+}
+
+fn r_hindexed(bls: &[usize], displs: &[isize], old: &Tm) -> Tm {
+    r_blocks(displs.iter().zip(bls).map(|(&d, &bl)| (d, bl)), old)
+}
+
+fn r_indexed_block(count: usize, bl: usize, displs: &[isize], old: &Tm) -> Tm {
+    assert_eq!(displs.len(), count, "reference: one displacement per block");
+    r_blocks(displs.iter().map(|&d| (d * old.extent(), bl)), old)
+}
+
+fn r_hindexed_block(count: usize, bl: usize, displs: &[isize], old: &Tm) -> Tm {
+    assert_eq!(displs.len(), count, "reference: one displacement per block");
+    r_blocks(displs.iter().map(|&d| (d, bl)), old)
+}
+
+/// A struct's type map: member i is `bls[i]` copies of `olds[i]` from byte `displs[i]` on. The
+/// extent is then rounded up to a multiple of `align` (the standard's epsilon for the most
+/// aligned member), which applies because no member here has markers.
+fn r_struct(bls: &[usize], displs: &[isize], olds: &[&Tm], align: isize) -> Tm {
+    let mut t = Tm::open();
+    for ((&bl, &d), old) in bls.iter().zip(displs).zip(olds) {
+        for j in 0..bl as isize {
+            t.copy_at(d + j * old.extent(), old);
+        }
+    }
+    let mut t = t.close();
+    t.ub += (align - t.extent() % align) % align;
     t
 }
 
-fn r_struct(bls: &[usize], ds: &[isize], olds: &[&Tm], align: isize) -> Tm {
-    let mut t = Tm { e: Vec::new(), lb: isize::MAX, ub: isize::MIN };
-    for ((&bl, &d), old) in bls.iter().zip(ds).zip(olds) {
-        let one = r_hindexed(&[bl], &[d], old);
-        t.e.extend(one.e);
-        t.lb = t.lb.min(one.lb);
-        t.ub = t.ub.max(one.ub);
-    }
-    let ext = t.ub - t.lb;
-    t.ub += (align - ext % align) % align;
-    t
+/// `MPI_Type_create_indexed_block` as the C boundary builds it: baton-core has no block
+/// constructor of its own, the C entry point gives each of the `count` displacements the one
+/// blocklength and calls [`Layout::indexed`].
+fn indexed_block(count: usize, bl: i64, displs: &[i64], old: &Layout) -> Layout {
+    assert_eq!(displs.len(), count);
+    Layout::indexed(&vec![bl; count], displs, old).unwrap()
+}
+
+/// `MPI_Type_create_hindexed_block`, likewise through [`Layout::hindexed`].
+fn hindexed_block(count: usize, bl: i64, displs: &[isize], old: &Layout) -> Layout {
+    assert_eq!(displs.len(), count);
+    Layout::hindexed(&vec![bl; count], displs, old).unwrap()
 }
 
 /// Every index tuple of `sizes` in type-map order (C: last index fastest), kept when `keep`.
@@ -136,19 +217,18 @@ fn check_pack(l: &Layout, what: &str) {
 fn contiguous_vector_hvector() {
     let (int, ti) = basic(c::MPI_INT);
     let (dbl, td) = basic(c::MPI_DOUBLE);
-    same(&Layout::try_contiguous(5, &int).unwrap(), &r_hindexed(&[5], &[0], &ti), "contiguous");
-    same(&Layout::try_contiguous(0, &int).unwrap(), &Tm { e: vec![], lb: 0, ub: 0 }, "contiguous 0");
+    same(&Layout::try_contiguous(5, &int).unwrap(), &r_contiguous(5, &ti), "contiguous");
+    same(&Layout::try_contiguous(0, &int).unwrap(), &r_contiguous(0, &ti), "contiguous 0");
     let v = Layout::vector(4, 2, 3, &int).unwrap();
-    same(&v, &r_hindexed(&[2; 4], &[0, 12, 24, 36], &ti), "vector");
+    let tv = r_vector(4, 2, 3, &ti);
+    same(&v, &tv, "vector");
     let neg = Layout::vector(3, 1, -2, &dbl).unwrap();
-    same(&neg, &r_hindexed(&[1; 3], &[0, -16, -32], &td), "vector with a negative stride");
+    same(&neg, &r_vector(3, 1, -2, &td), "vector with a negative stride");
     let hv = Layout::hvector(3, 2, 20, &int).unwrap();
-    same(&hv, &r_hindexed(&[2; 3], &[0, 20, 40], &ti), "hvector");
+    same(&hv, &r_hvector(3, 2, 20, &ti), "hvector");
     // A vector of vectors (strides measured in the inner vector's extent).
     let vv = Layout::vector(2, 1, 2, &v).unwrap();
-    let tv = r_hindexed(&[2; 4], &[0, 12, 24, 36], &ti);
-    let ext = tv.ub - tv.lb;
-    same(&vv, &r_hindexed(&[1, 1], &[0, 2 * ext], &tv), "vector of vectors");
+    same(&vv, &r_vector(2, 1, 2, &tv), "vector of vectors");
     // Contiguous blocks merge into one run.
     assert_eq!(Layout::vector(4, 3, 3, &int).unwrap().blocks, vec![(0, 48)]);
     assert!(Layout::vector(4, 3, 3, &int).unwrap().is_contiguous());
@@ -159,13 +239,79 @@ fn indexed_family() {
     let (int, ti) = basic(c::MPI_INT);
     let (sh, ts) = basic(c::MPI_SHORT);
     let l = Layout::indexed(&[2, 1, 3], &[5, 0, 10], &int).unwrap();
-    same(&l, &r_hindexed(&[2, 1, 3], &[20, 0, 40], &ti), "indexed");
+    same(&l, &r_indexed(&[2, 1, 3], &[5, 0, 10], &ti), "indexed");
     let l = Layout::hindexed(&[1, 0, 2], &[7, 100, -3], &sh).unwrap();
     same(&l, &r_hindexed(&[1, 0, 2], &[7, 100, -3], &ts), "hindexed with a zero block");
-    let l = Layout::indexed(&[2, 2], &[4, 1], &sh).unwrap();
-    same(&l, &r_hindexed(&[2, 2], &[8, 2], &ts), "indexed_block");
-    let l = Layout::hindexed(&[3, 3], &[1, 30], &int).unwrap();
-    same(&l, &r_hindexed(&[3, 3], &[1, 30], &ti), "hindexed_block");
+    let l = Layout::indexed(&[0, 2, 1], &[3, -4, 1], &sh).unwrap();
+    same(&l, &r_indexed(&[0, 2, 1], &[3, -4, 1], &ts), "indexed, negative and out of order");
+}
+
+/// Old types for the block constructors: basic, derived with lb below 0 (a vector with a negative
+/// stride), resized below and above its data, and resized to less than its data (copies overlap).
+fn block_olds() -> Vec<(&'static str, Layout, Tm)> {
+    let (int, ti) = basic(c::MPI_INT);
+    let (dbl, td) = basic(c::MPI_DOUBLE);
+    let neg = Layout::vector(3, 1, -2, &dbl).unwrap();
+    let tneg = r_vector(3, 1, -2, &td);
+    assert_eq!(neg.lb, -32);
+    let low = Layout::resized(&int, -4, 12);
+    let tlow = Tm { e: ti.e.clone(), lb: -4, ub: 8 };
+    let pair = Layout::vector(2, 1, 3, &int).unwrap();
+    let high = Layout::resized(&pair, 4, 20);
+    let thigh = Tm { e: r_vector(2, 1, 3, &ti).e, lb: 4, ub: 24 };
+    let two = Layout::try_contiguous(2, &dbl).unwrap();
+    let short = Layout::resized(&two, 0, 8);
+    let tshort = Tm { e: r_contiguous(2, &td).e, lb: 0, ub: 8 };
+    vec![
+        ("int", int, ti),
+        ("vector(3, 1, -2) of double", neg, tneg),
+        ("int resized to lb -4, extent 12", low, tlow),
+        ("vector(2, 1, 3) of int resized to lb 4, extent 20", high, thigh),
+        ("2 doubles resized to extent 8", short, tshort),
+    ]
+}
+
+/// A block constructor against its reference over every old type of [`block_olds`], with
+/// blocklengths 0, 1 and 3 and each list of displacements in `displs`. `build` and `reference`
+/// take (count, blocklength, displacements, old type).
+fn check_block_constructor(
+    call: &str,
+    displs: &[&[isize]],
+    build: impl Fn(usize, i64, &[isize], &Layout) -> Layout,
+    reference: impl Fn(usize, usize, &[isize], &Tm) -> Tm,
+) {
+    for (name, old, told) in block_olds() {
+        for bl in [0usize, 1, 3] {
+            for &d in displs {
+                let what = format!("{call}({}, {bl}, {d:?}) of {name}", d.len());
+                same(&build(d.len(), bl as i64, d, &old), &reference(d.len(), bl, d, &told), &what);
+            }
+        }
+    }
+}
+
+#[test]
+fn indexed_block_expands_one_blocklength() {
+    // Displacements in elements: in order, out of order with negatives, one negative, none.
+    let displs: [&[isize]; 4] = [&[0, 2, 7], &[5, -2, 0, 3], &[-6], &[]];
+    check_block_constructor(
+        "indexed_block",
+        &displs,
+        |count, bl, d, old| indexed_block(count, bl, &d.iter().map(|&x| x as i64).collect::<Vec<_>>(), old),
+        r_indexed_block,
+    );
+    let (sh, ts) = basic(c::MPI_SHORT);
+    same(&indexed_block(2, 2, &[4, 1], &sh), &r_indexed_block(2, 2, &[4, 1], &ts), "indexed_block of short");
+}
+
+#[test]
+fn hindexed_block_expands_one_blocklength() {
+    // Displacements in bytes: in order, unaligned and out of order with a negative, one
+    // negative, none.
+    let displs: [&[isize]; 4] = [&[0, 40, 100], &[90, -12, 0, 7], &[-50], &[]];
+    check_block_constructor("hindexed_block", &displs, hindexed_block, r_hindexed_block);
+    let (int, ti) = basic(c::MPI_INT);
+    same(&hindexed_block(2, 3, &[1, 30], &int), &r_hindexed_block(2, 3, &[1, 30], &ti), "hindexed_block of int");
 }
 
 #[test]
@@ -193,7 +339,7 @@ fn resized_bounds_are_sticky() {
     let tr = Tm { e: ti.e.clone(), lb: -4, ub: 8 };
     same(&r, &tr, "resized");
     let v = Layout::try_contiguous(3, &r).unwrap();
-    same(&v, &r_hindexed(&[3], &[0], &tr), "contiguous of resized");
+    same(&v, &r_contiguous(3, &tr), "contiguous of resized");
     // A struct with a sticky member takes the markers and no epsilon.
     let (ch, _) = basic(c::MPI_CHAR);
     let s = Layout::structure(&[1, 1], &[0, 100], &[&r, &ch]).unwrap();
@@ -256,7 +402,7 @@ fn nested_struct_of_vectors_of_subarrays() {
         r_grid(&[4, 4], false, &|i: &[usize]| (1..3).contains(&i[0]) && (1..3).contains(&i[1]), &ti)
     };
     let v = Layout::hvector(2, 1, 100, &sa).unwrap();
-    let tv = r_hindexed(&[1, 1], &[0, 100], &tsa);
+    let tv = r_hvector(2, 1, 100, &tsa);
     same(&v, &tv, "hvector of subarrays");
     let s = Layout::structure(&[1, 3], &[0, 200], &[&v, &ch]).unwrap();
     let mut t = r_struct(&[1, 3], &[0, 200], &[&tv, &tc], 1);

@@ -2,50 +2,15 @@
 //! `pmi_probe` example, and check exit statuses, messages, output and that
 //! no process of a job outlives it.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-const MPIEXEC: &str = env!("CARGO_BIN_EXE_mpiexec");
+mod common;
+use common::{alive, collect, hostname, probe, read_all, sorted_lines, wait_limited, Done, MPIEXEC};
 
-fn probe() -> PathBuf {
-    // Test binaries live in target/<profile>/deps; examples beside it.
-    let exe = std::env::current_exe().unwrap();
-    let p = exe.parent().unwrap().parent().unwrap().join("examples/pmi_probe");
-    assert!(
-        p.exists(),
-        "{} is missing: build it with `cargo build -p baton-launch --examples` \
-         (plain `cargo test` builds it)",
-        p.display()
-    );
-    p
-}
-
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    elapsed: Duration,
-}
-
-fn wait_limited(mut child: Child, limit: Duration) -> (std::process::ExitStatus, Duration) {
-    let start = Instant::now();
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            return (st, start.elapsed());
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("mpiexec did not finish within {limit:?}");
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn mpiexec_with(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Out {
+fn mpiexec_with(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Done {
     let mut cmd = Command::new(MPIEXEC);
     cmd.args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(if stdin.is_some() {
         Stdio::piped()
@@ -64,42 +29,11 @@ fn mpiexec_with(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Out
             let _ = pipe.write_all(text.as_bytes());
         });
     }
-    let mut so = child.stdout.take().unwrap();
-    let mut se = child.stderr.take().unwrap();
-    let t_out = thread::spawn(move || {
-        let mut s = String::new();
-        so.read_to_string(&mut s).unwrap();
-        s
-    });
-    let t_err = thread::spawn(move || {
-        let mut s = String::new();
-        se.read_to_string(&mut s).unwrap();
-        s
-    });
-    let (status, _) = wait_limited(child, Duration::from_secs(20));
-    let elapsed = start.elapsed();
-    Out { code: status.code(), stdout: t_out.join().unwrap(), stderr: t_err.join().unwrap(), elapsed }
+    collect(child, start, Duration::from_secs(20))
 }
 
-fn mpiexec(args: &[&str]) -> Out {
+fn mpiexec(args: &[&str]) -> Done {
     mpiexec_with(args, None, &[])
-}
-
-fn sorted_lines(s: &str) -> Vec<String> {
-    let mut v: Vec<String> = s.lines().map(str::to_owned).collect();
-    v.sort();
-    v
-}
-
-/// Alive and not a zombie.
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
-            !matches!(state, Some('Z') | Some('X') | None)
-        }
-        Err(_) => false,
-    }
 }
 
 fn wait_all_gone(pids: &[i32], limit: Duration) -> Result<Duration, Vec<i32>> {
@@ -120,12 +54,20 @@ fn pids_in(stdout: &str) -> Vec<i32> {
     stdout.lines().filter_map(|l| l.split_once(" pid ").map(|(_, p)| p.trim().parse().unwrap())).collect()
 }
 
-fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: buf is writable for its length.
-    unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    let end = buf.iter().position(|&b| b == 0).unwrap();
-    String::from_utf8_lossy(&buf[..end]).into_owned()
+/// Starts mpiexec with `args`, its stdout piped, its stderr as given.
+fn spawn_mpiexec(args: &[&str], stderr: Stdio) -> Child {
+    Command::new(MPIEXEC).args(args).stdout(Stdio::piped()).stderr(stderr).spawn().unwrap()
+}
+
+/// Reads `child`'s stdout until `n` pids are out (lines `... pid N`), failing if it ends first.
+/// Returns the output read and the reader, which keeps the pipe open while the test goes on.
+fn read_pids(child: &mut Child, n: usize) -> (String, BufReader<ChildStdout>) {
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut out = String::new();
+    while pids_in(&out).len() < n {
+        assert!(reader.read_line(&mut out).unwrap() > 0, "mpiexec ended early; output so far:\n{out}");
+    }
+    (out, reader)
 }
 
 // ---------------------------------------------------------------- CLI
@@ -250,12 +192,7 @@ fn long_lines_are_never_interleaved() {
 
 #[test]
 fn output_is_flushed_promptly() {
-    let mut child = Command::new(MPIEXEC)
-        .args(["-l", "-n", "1", "sh", "-c", "echo early; sleep 5"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_mpiexec(&["-l", "-n", "1", "sh", "-c", "echo early; sleep 5"], Stdio::null());
     let start = Instant::now();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
@@ -263,7 +200,7 @@ fn output_is_flushed_promptly() {
     assert!(start.elapsed() < Duration::from_secs(3));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let (st, _) = wait_limited(child, Duration::from_secs(5));
+    let st = wait_limited(&mut child, Instant::now(), Duration::from_secs(5));
     assert_eq!(st.code(), Some(128 + libc::SIGTERM));
 }
 
@@ -373,25 +310,13 @@ fn rank_killed_by_signal_ends_the_job() {
 #[test]
 fn mpi_rank_sigkill_ends_the_job_within_two_seconds() {
     let p = probe();
-    let mut child = Command::new(MPIEXEC)
-        .args(["-n", "4", p.to_str().unwrap(), "selfkill"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let err_reader = thread::spawn(move || {
-        let mut s = String::new();
-        stderr.read_to_string(&mut s).unwrap();
-        s
-    });
+    let mut child = spawn_mpiexec(&["-n", "4", p.to_str().unwrap(), "selfkill"], Stdio::piped());
+    let err_reader = read_all(child.stderr.take().unwrap());
     // Rank 1 kills itself right after all four pids are out.
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
-    let mut stdout = String::new();
-    while pids_in(&stdout).len() < 4 {
-        assert!(reader.read_line(&mut stdout).unwrap() > 0, "{stdout}");
-    }
-    let (status, took) = wait_limited(child, Duration::from_secs(10));
+    let (stdout, _reader) = read_pids(&mut child, 4);
+    let waited = Instant::now();
+    let status = wait_limited(&mut child, waited, Duration::from_secs(10));
+    let took = waited.elapsed();
     assert!(took < Duration::from_secs(2), "job took {took:?} to end");
     assert_eq!(status.code(), Some(137));
     let pids = pids_in(&stdout);
@@ -407,19 +332,9 @@ fn mpi_rank_sigkill_ends_the_job_within_two_seconds() {
 #[test]
 fn ranks_die_when_mpiexec_is_sigkilled() {
     let p = probe();
-    let mut child = Command::new(MPIEXEC)
-        .args(["-n", "3", p.to_str().unwrap(), "sleep"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
-    let mut pids = Vec::new();
-    while pids.len() < 3 {
-        let mut line = String::new();
-        assert!(reader.read_line(&mut line).unwrap() > 0, "mpiexec ended early");
-        pids.extend(pids_in(&line));
-    }
+    let mut child = spawn_mpiexec(&["-n", "3", p.to_str().unwrap(), "sleep"], Stdio::null());
+    let (out, _reader) = read_pids(&mut child, 3);
+    let pids = pids_in(&out);
     assert!(pids.iter().all(|&p| alive(p)));
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
@@ -449,41 +364,28 @@ fn timeout_flag_and_environment() {
 #[test]
 fn signals_are_forwarded_then_escalated() {
     // Ranks that ignore SIGTERM get SIGKILLed about a second later.
-    let child = Command::new(MPIEXEC)
-        .args(["-n", "2", "sh", "-c", "trap '' TERM; echo sh pid $$; exec sleep 30"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut child = child;
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
-    let mut pids = Vec::new();
-    while pids.len() < 2 {
-        let mut line = String::new();
-        assert!(reader.read_line(&mut line).unwrap() > 0);
-        pids.extend(pids_in(&line));
-    }
+    let script = "trap '' TERM; echo sh pid $$; exec sleep 30";
+    let mut child = spawn_mpiexec(&["-n", "2", "sh", "-c", script], Stdio::null());
+    let (out, _reader) = read_pids(&mut child, 2);
+    let pids = pids_in(&out);
     let start = Instant::now();
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let (st, _) = wait_limited(child, Duration::from_secs(5));
+    let st = wait_limited(&mut child, Instant::now(), Duration::from_secs(5));
     assert_eq!(st.code(), Some(128 + libc::SIGTERM));
     assert!(start.elapsed() < Duration::from_secs(3));
     wait_all_gone(&pids, Duration::from_millis(200)).expect("ranks left behind");
 
     // Ranks that honour SIGINT end at once.
-    let mut child = Command::new(MPIEXEC)
-        .args(["-n", "2", "sh", "-c", "echo ready; exec sleep 30"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_mpiexec(&["-n", "2", "sh", "-c", "echo ready; exec sleep 30"], Stdio::null());
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     assert_eq!(line, "ready\n");
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let (st, took) = wait_limited(child, Duration::from_secs(5));
+    let waited = Instant::now();
+    let st = wait_limited(&mut child, waited, Duration::from_secs(5));
+    let took = waited.elapsed();
     assert_eq!(st.code(), Some(128 + libc::SIGINT));
     assert!(took < Duration::from_millis(900), "{took:?}");
 }

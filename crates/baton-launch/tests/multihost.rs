@@ -7,11 +7,12 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-const MPIEXEC: &str = env!("CARGO_BIN_EXE_mpiexec");
+mod common;
+use common::{collect, pgrep, probe_arg, sorted_lines, spawn_requests, Done, SpawnRequest, MPIEXEC};
 
 fn scripts() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts").canonicalize().unwrap()
@@ -19,51 +20,6 @@ fn scripts() -> PathBuf {
 
 fn rsh() -> String {
     scripts().join("netns-rsh").to_str().unwrap().to_owned()
-}
-
-fn probe() -> String {
-    let exe = std::env::current_exe().unwrap();
-    let p = exe.parent().unwrap().parent().unwrap().join("examples/pmi_probe");
-    assert!(p.exists(), "{} is missing: build it with `cargo build -p baton-launch --examples`", p.display());
-    p.to_str().unwrap().to_owned()
-}
-
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-    elapsed: Duration,
-}
-
-fn collect(mut child: Child, limit: Duration) -> Out {
-    let start = Instant::now();
-    let so = child.stdout.take();
-    let mut se = child.stderr.take().unwrap();
-    let t_out = thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(mut so) = so {
-            let _ = so.read_to_string(&mut s);
-        }
-        s
-    });
-    let t_err = thread::spawn(move || {
-        let mut s = String::new();
-        let _ = se.read_to_string(&mut s);
-        s
-    });
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("mpiexec did not finish within {limit:?}");
-        }
-        thread::sleep(Duration::from_millis(5));
-    };
-    let elapsed = start.elapsed();
-    Out { code: status.code(), stdout: t_out.join().unwrap(), stderr: t_err.join().unwrap(), elapsed }
 }
 
 fn spawn(args: &[&str], env: &[(&str, &str)]) -> Child {
@@ -75,34 +31,35 @@ fn spawn(args: &[&str], env: &[(&str, &str)]) -> Child {
     cmd.spawn().unwrap()
 }
 
-fn mpiexec(args: &[&str], env: &[(&str, &str)]) -> Out {
-    collect(spawn(args, env), Duration::from_secs(30))
+fn mpiexec(args: &[&str], env: &[(&str, &str)]) -> Done {
+    collect(spawn(args, env), Instant::now(), Duration::from_secs(30))
 }
 
-fn sorted_lines(s: &str) -> Vec<String> {
-    let mut v: Vec<String> = s.lines().map(str::to_owned).collect();
-    v.sort();
-    v
-}
-
-/// Processes whose command line contains `pattern` (other than pgrep).
-fn pgrep(pattern: &str) -> Vec<String> {
-    let out = Command::new("pgrep").args(["-af", pattern]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
-}
-
-fn wait_no_process(pattern: &str, limit: Duration) -> Result<Duration, Vec<String>> {
+/// Fails the test when a process whose command line contains `pattern` (`what`: which ones)
+/// is still there after `limit`.
+fn assert_no_process(pattern: &str, limit: Duration, what: &str) {
     let start = Instant::now();
     loop {
         let left = pgrep(pattern);
         if left.is_empty() {
-            return Ok(start.elapsed());
+            return;
         }
         if start.elapsed() > limit {
-            return Err(left);
+            panic!("{what} left behind: {left:?}");
         }
         thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Reads `n` lines of `child`'s stdout (its ranks saying they are up), failing if it ends first.
+/// The reader returned keeps the pipe open while the test goes on.
+fn read_lines(child: &mut Child, n: usize) -> BufReader<ChildStdout> {
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    for _ in 0..n {
+        let mut line = String::new();
+        assert!(reader.read_line(&mut line).unwrap() > 0);
+    }
+    reader
 }
 
 /// A distinctive `sleep` argument, so pgrep finds this test's ranks only.
@@ -183,7 +140,7 @@ impl Drop for Hosts {
 fn placement_and_environment_on_local_hosts() {
     let script = "echo $BATON_RANK $BATON_NODE $BATON_LOCAL_RANK $BATON_LOCAL_SIZE $BATON_UNIVERSE_SIZE \
                   $(readlink /proc/$$/fd/$BATON_SHM_FD)";
-    let parse = |o: &Out| -> Vec<Vec<String>> {
+    let parse = |o: &Done| -> Vec<Vec<String>> {
         assert_eq!(o.code, Some(0), "{}", o.stderr);
         let mut rows: Vec<Vec<String>> =
             o.stdout.lines().map(|l| l.split_whitespace().map(str::to_owned).collect()).collect();
@@ -266,7 +223,7 @@ fn a_slow_reader_of_output_holds_the_ranks_back_not_mpiexec_memory() {
 fn single_local_host_runs_without_a_proxy() {
     let child = spawn(&["-hosts", "localhost:4", "-n", "2", "sh", "-c", "echo $PPID $BATON_NODE"], &[]);
     let pid = child.id().to_string();
-    let o = collect(child, Duration::from_secs(10));
+    let o = collect(child, Instant::now(), Duration::from_secs(10));
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     for line in o.stdout.lines() {
         assert_eq!(line, format!("{pid} localhost"), "ranks are mpiexec's own children");
@@ -275,7 +232,7 @@ fn single_local_host_runs_without_a_proxy() {
 
 #[test]
 fn kvs_and_output_across_local_hosts() {
-    let p = probe();
+    let p = probe_arg();
     let o = mpiexec(&["-l", "-hosts", "127.0.0.1,127.0.0.2,127.0.0.3", "-n", "6", &p, "kv"], &[]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     let want: Vec<String> = (0..6).map(|r| format!("[{r}] rank {r} of 6 ok appnum 0 universe 6")).collect();
@@ -312,7 +269,7 @@ fn remote_shell_failures_are_reported() {
 #[test]
 fn tree_of_three_hosts_exchanges_keys() {
     let Some(h) = Hosts::up(1, 3) else { return };
-    let p = probe();
+    let p = probe_arg();
     let list = h.list(&[":2", ":2", ":2"]);
     let env = [("BATON_LAUNCH_FANOUT", "2")];
     let o = mpiexec(&["-l", "--rsh", &rsh(), "-hosts", &list, "-n", "6", &p, "kv"], &env);
@@ -353,7 +310,7 @@ fn tree_over_ipv6_only() {
     let Some(h) = Hosts::up_with(9, 3, &["--ipv6"]) else { return };
     // Every launcher connection over IPv6: mpiexec's and host 1's listeners, dual-stack,
     // advertise only what `-iface` selects, and the proxies dial those.
-    let p = probe();
+    let p = probe_arg();
     let env = [("BATON_LAUNCH_FANOUT", "2")];
     let list = h.list(&[":2", ":2", ":2"]);
     let args = ["-l", "--rsh", &rsh(), "-iface", "fd79:9::/64", "-hosts", &list, "-n", "6", &p, "kv"];
@@ -483,7 +440,7 @@ fn environment_output_and_exit_status_across_hosts() {
         .spawn()
         .unwrap();
     child.stdin.take().unwrap().write_all(b"one\ntwo\n").unwrap();
-    let o = collect(child, Duration::from_secs(20));
+    let o = collect(child, Instant::now(), Duration::from_secs(20));
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert_eq!(sorted_lines(&o.stdout), ["[0] end", "[0] one", "[0] two", "[1] end"]);
 }
@@ -491,7 +448,7 @@ fn environment_output_and_exit_status_across_hosts() {
 #[test]
 fn remote_rank_killed_ends_the_job() {
     let Some(h) = Hosts::up(3, 2) else { return };
-    let p = probe();
+    let p = probe_arg();
     let mut child = spawn(&["--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "4", &p, "selfkill"], &[]);
     let mut stdout = String::new();
     let mut reader = BufReader::new(child.stdout.take().unwrap());
@@ -500,7 +457,7 @@ fn remote_rank_killed_ends_the_job() {
     }
     let rank1 = stdout.lines().find_map(|l| l.strip_prefix("rank 1 pid ")).unwrap().to_owned();
     let pids: Vec<String> = stdout.lines().filter_map(|l| l.split(" pid ").nth(1)).map(str::to_owned).collect();
-    let o = collect(child, Duration::from_secs(10));
+    let o = collect(child, Instant::now(), Duration::from_secs(10));
     assert_eq!(o.code, Some(137), "{}", o.stderr);
     assert!(o.elapsed < Duration::from_secs(3), "{:?}", o.elapsed);
     assert_eq!(
@@ -520,16 +477,12 @@ fn lost_link_ends_the_job_in_bounded_time() {
     let script = format!("echo up; exec sleep {m}");
     let env = [("BATON_HEARTBEAT_TIMEOUT", "2")];
     let mut child = spawn(&["--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "3", "sh", "-c", &script], &env);
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
-    for _ in 0..3 {
-        let mut line = String::new();
-        assert!(reader.read_line(&mut line).unwrap() > 0);
-    }
+    let _reader = read_lines(&mut child, 3);
     let pulled = Instant::now();
     let st =
         Command::new("ip").args(["netns", "exec", &h.names[1], "ip", "link", "set", "dev", "eth0", "down"]).status();
     assert!(st.unwrap().success());
-    let o = collect(child, Duration::from_secs(15));
+    let o = collect(child, Instant::now(), Duration::from_secs(15));
     let took = pulled.elapsed();
     assert_eq!(o.code, Some(255), "{}", o.stderr);
     assert!(
@@ -540,9 +493,7 @@ fn lost_link_ends_the_job_in_bounded_time() {
     // Documented bound: heartbeat timeout plus the kill grace.
     assert!(took < Duration::from_millis(3500), "took {took:?}");
     // The cut-off host's proxy notices on its own and kills its rank.
-    if let Err(left) = wait_no_process(&m, Duration::from_secs(3)) {
-        panic!("left behind: {left:?}");
-    }
+    assert_no_process(&m, Duration::from_secs(3), "ranks");
 }
 
 #[test]
@@ -552,21 +503,13 @@ fn sigkilled_mpiexec_leaves_no_process_on_any_host() {
     let script = format!("echo up; exec sleep {m}");
     let env = [("BATON_LAUNCH_FANOUT", "2")];
     let mut child = spawn(&["--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "6", "sh", "-c", &script], &env);
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
-    for _ in 0..6 {
-        let mut line = String::new();
-        assert!(reader.read_line(&mut line).unwrap() > 0);
-    }
+    let _reader = read_lines(&mut child, 6);
     let sleeping = pgrep(&m).iter().filter(|l| l.split_once(' ').is_some_and(|(_, c)| c.starts_with("sleep "))).count();
     assert_eq!(sleeping, 6);
     child.kill().unwrap();
     child.wait().unwrap();
-    if let Err(left) = wait_no_process(&m, Duration::from_secs(2)) {
-        panic!("left behind: {left:?}");
-    }
-    if let Err(left) = wait_no_process("--proxy --node [0-9]* --parent 10.79.5.", Duration::from_secs(2)) {
-        panic!("proxies left behind: {left:?}");
-    }
+    assert_no_process(&m, Duration::from_secs(2), "ranks");
+    assert_no_process("--proxy --node [0-9]* --parent 10.79.5.", Duration::from_secs(2), "proxies");
 }
 
 #[test]
@@ -576,25 +519,17 @@ fn signals_and_timeout_cross_hosts() {
     // Ranks that ignore SIGTERM are SIGKILLed after the grace period.
     let script = format!("trap '' TERM; echo up; sleep {m} & wait");
     let mut child = spawn(&["--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "2", "sh", "-c", &script], &[]);
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
-    for _ in 0..2 {
-        let mut line = String::new();
-        assert!(reader.read_line(&mut line).unwrap() > 0);
-    }
+    let _reader = read_lines(&mut child, 2);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let o = collect(child, Duration::from_secs(10));
+    let o = collect(child, Instant::now(), Duration::from_secs(10));
     assert_eq!(o.code, Some(128 + libc::SIGTERM), "{}", o.stderr);
     assert!(o.elapsed < Duration::from_secs(3), "{:?}", o.elapsed);
-    if let Err(left) = wait_no_process(&m, Duration::from_secs(1)) {
-        panic!("left behind: {left:?}");
-    }
+    assert_no_process(&m, Duration::from_secs(1), "ranks");
     let o = mpiexec(&["--timeout", "1", "--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "2", "sleep", &m], &[]);
     assert_eq!(o.code, Some(124), "{}", o.stderr);
     assert!(o.elapsed < Duration::from_secs(4), "{:?}", o.elapsed);
-    if let Err(left) = wait_no_process(&m, Duration::from_secs(1)) {
-        panic!("left behind: {left:?}");
-    }
+    assert_no_process(&m, Duration::from_secs(1), "ranks");
 }
 
 #[test]
@@ -619,7 +554,7 @@ fn unauthenticated_connection_to_the_launcher_port_is_refused() {
     assert!(st.success());
     let mut rest = String::new();
     reader.read_to_string(&mut rest).unwrap();
-    let o = collect(child, Duration::from_secs(15));
+    let o = collect(child, Instant::now(), Duration::from_secs(15));
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert_eq!(rest.matches("done").count(), 2, "{rest}");
     let rejected: Vec<&str> = o
@@ -636,9 +571,9 @@ fn unauthenticated_connection_to_the_launcher_port_is_refused() {
 #[test]
 fn spawn_across_namespace_hosts() {
     let Some(h) = Hosts::up(8, 2) else { return };
-    let p = probe();
+    let p = probe_arg();
     let (h1, h2) = (h.names[0].as_str(), h.names[1].as_str());
-    let node_of = |o: &Out| -> Vec<String> {
+    let node_of = |o: &Done| -> Vec<String> {
         assert_eq!(o.code, Some(0), "{}", o.stderr);
         let mut v: Vec<(u32, String)> = o
             .stdout
@@ -680,21 +615,7 @@ fn spawn_across_namespace_hosts() {
     for n in ["1", "4"] {
         let o = mpiexec(&["--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "2", &p, "spawn-time", n, "5"], &[]);
         assert_eq!(o.code, Some(0), "{}", o.stderr);
-        let mut lat = Vec::new();
-        for req in o.stdout.lines().filter_map(|l| l.strip_prefix("request ")) {
-            let w: Vec<&str> = req.split(' ').collect();
-            let t0: u128 = w[1].parse().unwrap();
-            let t1: u128 = w[2].parse().unwrap();
-            let last = o
-                .stdout
-                .lines()
-                .filter_map(|l| l.strip_prefix("started "))
-                .filter(|l| l.split(' ').next() == Some(w[0]))
-                .map(|l| l.rsplit(' ').next().unwrap().parse::<u128>().unwrap())
-                .max()
-                .unwrap();
-            lat.push((last.saturating_sub(t0) / 1000, (t1 - t0) / 1000));
-        }
+        let mut lat: Vec<(u128, u128)> = spawn_requests(&o.stdout).iter().map(SpawnRequest::latency).collect();
         assert_eq!(lat.len(), 5, "{}", o.stdout);
         eprintln!(
             "spawn of {n} over 2 namespace hosts: (request -> last child running, request -> answer) in µs: {lat:?}"

@@ -6,30 +6,14 @@
 //! is then reparented to this test process, which makes itself a child
 //! subreaper so that it can collect mpiexec's exit status.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-const MPIEXEC: &str = env!("CARGO_BIN_EXE_mpiexec");
-
-fn probe() -> PathBuf {
-    // Test binaries live in target/<profile>/deps; examples beside it.
-    let exe = std::env::current_exe().unwrap();
-    let p = exe.parent().unwrap().parent().unwrap().join("examples/pmi_probe");
-    assert!(p.exists(), "{} is missing: build it with `cargo build -p baton-launch --examples`", p.display());
-    p
-}
-
-fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: buf is writable for its length.
-    unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    let end = buf.iter().position(|&b| b == 0).unwrap();
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
+mod common;
+use common::{alive, field, hostname, probe, read_all, MPIEXEC};
 
 /// A running singleton probe; its stdout (shared with mpiexec and the
 /// spawned processes) arrives line by line.
@@ -65,12 +49,7 @@ fn start(steps: &[&str], env: &[(&str, &str)]) -> Singleton {
             }
         }
     });
-    let mut se = child.stderr.take().unwrap();
-    let stderr = thread::spawn(move || {
-        let mut s = String::new();
-        se.read_to_string(&mut s).unwrap();
-        s
-    });
+    let stderr = read_all(child.stderr.take().unwrap());
     Singleton { stdin: child.stdin.take(), child, lines, seen: Vec::new(), stderr, started }
 }
 
@@ -130,28 +109,10 @@ fn last_number(line: &str) -> i32 {
     line.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
-/// `key value` pairs of a probe's `child job ...` report.
-fn field<'a>(line: &'a str, key: &str) -> &'a str {
-    let words: Vec<&str> = line.split(' ').collect();
-    let i = words.iter().position(|w| *w == key).unwrap_or_else(|| panic!("no {key} in {line}"));
-    words.get(i + 1).copied().unwrap_or("")
-}
-
 fn reports(stdout: &[String]) -> Vec<&str> {
     let mut v: Vec<&str> = stdout.iter().filter(|l| l.starts_with("child job ")).map(String::as_str).collect();
     v.sort_by_key(|l| field(l, "rank").parse::<u32>().unwrap());
     v
-}
-
-/// Alive and not a zombie.
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
-            !matches!(state, Some('Z') | Some('X') | None)
-        }
-        Err(_) => false,
-    }
 }
 
 fn assert_gone(pids: &[i32]) {

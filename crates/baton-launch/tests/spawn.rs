@@ -3,37 +3,21 @@
 //! of `pmi_probe` report what they were told. (Jobs on several hosts:
 //! `spawn_hosts.rs`.)
 
+use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
 use std::time::Duration;
 
 mod common;
 use common::*;
 
-fn probe() -> PathBuf {
-    // Test binaries live in target/<profile>/deps; examples beside it.
-    let exe = std::env::current_exe().unwrap();
-    let p = exe.parent().unwrap().parent().unwrap().join("examples/pmi_probe");
-    assert!(p.exists(), "{} is missing: build it with `cargo build -p baton-launch --examples`", p.display());
-    p
-}
-
-fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: buf is writable for its length.
-    unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    let end = buf.iter().position(|&b| b == 0).unwrap();
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
-
-fn run(args: &[&str]) -> Done {
+fn run(args: &[impl AsRef<OsStr>]) -> Done {
     start(args).finish(Duration::from_secs(20))
 }
 
 #[test]
 fn one_and_four_children_get_their_environment() {
     let p = probe();
-    let o = run(&["-n", "1", p.to_str().unwrap(), "parent", "spawn:self|1|wdir=/|child", "spawn:self|4||child x y"]);
+    let o = run(&parent_args(&["-n", "1"], &["spawn:self|1|wdir=/|child", "spawn:self|4||child x y"]));
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert_eq!(o.stderr, "");
     let jobs: Vec<(String, String)> = o
@@ -70,9 +54,7 @@ fn one_and_four_children_get_their_environment() {
 
 #[test]
 fn spawn_multiple_numbers_ranks_over_commands() {
-    let p = probe();
-    let o =
-        run(&["-n", "1", p.to_str().unwrap(), "parent", r"spawn:self|1|wdir=/tmp|child+self|2|env=FOO=bar\nX=1|child"]);
+    let o = run(&parent_args(&["-n", "1"], &[r"spawn:self|1|wdir=/tmp|child+self|2|env=FOO=bar\nX=1|child"]));
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     let r = reports(&o.stdout);
     let got: Vec<(&str, &str, &str, &str, &str)> = r
@@ -91,7 +73,7 @@ fn info_keys_path_host_and_ignored_ones() {
     let host = hostname();
     let cmd1 = format!("spawn:pmi_probe|1|path=/nonexistent:{dir};host=localhost;soft=1:4;map_by=cyclic;other=x|child");
     let cmd2 = format!("spawn:self|1|host={host};map_by=node|child");
-    let o = run(&["-n", "1", p.to_str().unwrap(), "parent", &cmd1, &cmd2, "spawn:self|1|host=elsewhere.invalid|child"]);
+    let o = run(&parent_args(&["-n", "1"], &[&cmd1, &cmd2, "spawn:self|1|host=elsewhere.invalid|child"]));
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     let r = reports(&o.stdout);
     assert_eq!(r.len(), 2, "{}", o.stdout);
@@ -103,7 +85,6 @@ fn info_keys_path_host_and_ignored_ones() {
 
 #[test]
 fn refused_requests_start_nothing() {
-    let p = probe();
     let tmp = std::env::temp_dir().join(format!("baton-spawn-test-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     // Passes every check, but its exec fails: the interpreter is missing.
@@ -111,19 +92,18 @@ fn refused_requests_start_nothing() {
     std::fs::write(&script, "#!/nonexistent/interpreter\n").unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let broken = format!("spawn:self|2||child-sleep+{}|1||", script.display());
-    let o = run(&[
-        "-n",
-        "1",
-        p.to_str().unwrap(),
-        "parent",
-        "spawn:self|1||child+nosuch|1||",
-        "spawn:self|1|wdir=/nonexistent/dir|child",
-        "spawn:self|0||child",
-        "spawn:self|5000||child",
-        "spawn:self|1|env=NOEQUALS|child",
-        &broken,
-        "children",
-    ]);
+    let o = run(&parent_args(
+        &["-n", "1"],
+        &[
+            "spawn:self|1||child+nosuch|1||",
+            "spawn:self|1|wdir=/nonexistent/dir|child",
+            "spawn:self|0||child",
+            "spawn:self|5000||child",
+            "spawn:self|1|env=NOEQUALS|child",
+            &broken,
+            "children",
+        ],
+    ));
     let _ = std::fs::remove_dir_all(&tmp);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert_eq!(o.stderr, "");
@@ -147,24 +127,8 @@ fn refused_requests_start_nothing() {
 
 #[test]
 fn a_spawned_job_failing_leaves_the_parent_running() {
-    let p = probe();
-    let mut r = start(&[
-        "-n",
-        "1",
-        p.to_str().unwrap(),
-        "parent",
-        "spawn:self|2||child-sleep",
-        "wait-stdin",
-        "spawn:self|1||child",
-    ]);
-    let lines = r.wait_lines("child rank ", 2);
-    let kids = pid_lines(&lines);
-    // The two lines come in either order.
-    let victim = pid_lines(&lines.into_iter().filter(|l| l.starts_with("child rank 1 ")).collect::<Vec<_>>())[0];
-    // SAFETY: the process was started by this test's mpiexec.
-    unsafe { libc::kill(victim, libc::SIGKILL) };
-    // The rest of the spawned job goes (SIGTERM), the parent stays.
-    assert_all_gone(&kids, Duration::from_secs(2));
+    let mut r = start(&parent_args(&["-n", "1"], &["spawn:self|2||child-sleep", "wait-stdin", "spawn:self|1||child"]));
+    let victim = r.kill_spawned_rank_1();
     r.send_line();
     let o = r.finish(Duration::from_secs(10));
     assert_eq!(o.code, Some(0), "{}", o.stderr);
@@ -178,17 +142,10 @@ fn a_spawned_job_failing_leaves_the_parent_running() {
 
 #[test]
 fn the_parent_failing_kills_spawned_jobs() {
-    let p = probe();
-    let mut r = start(&[
-        "-n",
-        "1",
-        p.to_str().unwrap(),
-        "parent",
-        "spawn:self|2||child-sleep",
-        "spawn:self|1||child-sleep",
-        "pid",
-        "wait-stdin",
-    ]);
+    let mut r = start(&parent_args(
+        &["-n", "1"],
+        &["spawn:self|2||child-sleep", "spawn:self|1||child-sleep", "pid", "wait-stdin"],
+    ));
     let mut pids = pid_lines(&r.wait_lines("child rank ", 3));
     let parent = pid_lines(&r.wait_lines("rank 0 pid ", 1))[0];
     // SAFETY: the process was started by this test's mpiexec.
@@ -203,29 +160,15 @@ fn the_parent_failing_kills_spawned_jobs() {
 
 #[test]
 fn abort_in_a_spawned_job_ends_everything() {
-    let p = probe();
-    let r = start(&[
-        "-n",
-        "1",
-        p.to_str().unwrap(),
-        "parent",
-        "spawn:self|1||child-sleep",
-        "spawn:self|2||child-abort",
-        "wait-stdin",
-    ]);
+    let r =
+        start(&parent_args(&["-n", "1"], &["spawn:self|1||child-sleep", "spawn:self|2||child-abort", "wait-stdin"]));
     let o = r.finish(Duration::from_secs(10));
-    assert_eq!(o.code, Some(7), "{}", o.stderr);
-    assert!(o.stderr.starts_with("mpiexec: spawned job 2: rank "), "{}", o.stderr);
-    assert!(o.stderr.ends_with(" called MPI_Abort (code 7): boom\n"), "{}", o.stderr);
-    // Under load the abort may come before the sleeper has said who it is.
-    let said: Vec<String> = o.stdout.lines().filter(|l| l.starts_with("child rank ")).map(str::to_owned).collect();
-    assert_all_gone(&pid_lines(&said), Duration::from_millis(200));
+    assert_spawned_abort(&o, Duration::from_millis(200));
 }
 
 #[test]
 fn a_signal_to_mpiexec_reaches_spawned_jobs() {
-    let p = probe();
-    let mut r = start(&["-n", "1", p.to_str().unwrap(), "parent", "spawn:self|3||child-sleep", "wait-stdin"]);
+    let mut r = start(&parent_args(&["-n", "1"], &["spawn:self|3||child-sleep", "wait-stdin"]));
     let kids = pid_lines(&r.wait_lines("child rank ", 3));
     // SAFETY: signalling the mpiexec this test started.
     unsafe { libc::kill(r.child.id() as i32, libc::SIGTERM) };
@@ -253,21 +196,7 @@ fn spawn_latency() {
     for n in ["1", "4"] {
         let o = run(&["-n", "1", p.to_str().unwrap(), "spawn-time", n, "5"]);
         assert_eq!(o.code, Some(0), "{}", o.stderr);
-        let mut lat = Vec::new();
-        for req in o.stdout.lines().filter_map(|l| l.strip_prefix("request ")) {
-            let w: Vec<&str> = req.split(' ').collect();
-            let t0: u128 = w[1].parse().unwrap();
-            let t1: u128 = w[2].parse().unwrap();
-            let last_start = o
-                .stdout
-                .lines()
-                .filter_map(|l| l.strip_prefix("started "))
-                .filter(|l| l.split(' ').next() == Some(w[0]))
-                .map(|l| l.rsplit(' ').next().unwrap().parse::<u128>().unwrap())
-                .max()
-                .unwrap();
-            lat.push(((last_start.saturating_sub(t0)) / 1000, (t1 - t0) / 1000));
-        }
+        let mut lat: Vec<(u128, u128)> = spawn_requests(&o.stdout).iter().map(SpawnRequest::latency).collect();
         assert_eq!(lat.len(), 5);
         eprintln!("spawn of {n}: (request -> last child running, request -> answer) in µs: {lat:?}");
         lat.sort();

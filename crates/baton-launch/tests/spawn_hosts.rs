@@ -6,7 +6,7 @@
 //! reports what it was told and the hosts of its job's ranks (learnt
 //! through its job's fence).
 
-use std::process::Command;
+use std::ffi::OsStr;
 use std::time::Duration;
 
 mod common;
@@ -15,15 +15,7 @@ const A: &str = "127.0.0.1";
 const B: &str = "127.0.0.2";
 const C: &str = "127.0.0.3";
 
-fn probe() -> String {
-    // Test binaries live in target/<profile>/deps; examples beside it.
-    let exe = std::env::current_exe().unwrap();
-    let p = exe.parent().unwrap().parent().unwrap().join("examples/pmi_probe");
-    assert!(p.exists(), "{} is missing: build it with `cargo build -p baton-launch --examples`", p.display());
-    p.to_str().unwrap().to_owned()
-}
-
-fn run(args: &[&str]) -> Done {
+fn run(args: &[impl AsRef<OsStr>]) -> Done {
     start(args).finish(Duration::from_secs(30))
 }
 
@@ -31,11 +23,9 @@ fn run(args: &[&str]) -> Done {
 /// first job) and the spawn `steps`; returns the children's hosts, in rank
 /// order, after checking the run went well.
 fn spawned_on(hosts: &str, first: &[&str], steps: &[&str]) -> (Vec<String>, Done) {
-    let p = probe();
-    let mut args = vec!["-hosts", hosts];
-    args.extend(first);
-    args.extend([p.as_str(), "parent"]);
-    args.extend(steps);
+    let mut flags = vec!["-hosts", hosts];
+    flags.extend(first);
+    let args = parent_args(&flags, steps);
     let o = run(&args);
     assert_eq!(o.code, Some(0), "{args:?}: {}", o.stderr);
     assert_eq!(o.stderr, "", "{args:?}");
@@ -94,18 +84,10 @@ fn placement_default_cyclic_host_key_and_new_hosts() {
 
 #[test]
 fn spawned_jobs_spawn_and_fence_across_hosts() {
-    let p = probe();
-    let o = run(&[
-        "-l",
-        "-hosts",
-        &format!("{A},{B}"),
-        "-n",
-        "2",
-        &p,
-        "parent",
-        "spawn:self|2|map_by=node|child-spawn",
-        "spawn:self|1||child",
-    ]);
+    let o = run(&parent_args(
+        &["-l", "-hosts", &format!("{A},{B}"), "-n", "2"],
+        &["spawn:self|2|map_by=node|child-spawn", "spawn:self|1||child"],
+    ));
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert_eq!(o.stderr, "");
     // Job 1's rank 0 asked for two more, one per host.
@@ -126,23 +108,19 @@ fn spawned_jobs_spawn_and_fence_across_hosts() {
 
 #[test]
 fn refusals_start_nothing() {
-    let p = probe();
-    let o = run(&[
-        "-hosts",
-        &format!("{A}:2,{B}:2"),
-        "-rr",
-        "-n",
-        "2",
-        &p,
-        "parent",
-        "spawn:self|1|host=elsewhere.invalid|child",
-        "spawn:self|1|map_by=diagonal|child",
-        "spawn:nosuch|2|map_by=node|",
-        "spawn:self|2|map_by=node;wdir=/nonexistent/dir|child",
-        "spawn:self|0||child",
-        "spawn:self|1|env=NOEQUALS|child",
-        &format!("spawn:self|1||child+self|1|host={B},{A},nowhere|child"),
-    ]);
+    let p = probe_arg();
+    let o = run(&parent_args(
+        &["-hosts", &format!("{A}:2,{B}:2"), "-rr", "-n", "2"],
+        &[
+            "spawn:self|1|host=elsewhere.invalid|child",
+            "spawn:self|1|map_by=diagonal|child",
+            "spawn:nosuch|2|map_by=node|",
+            "spawn:self|2|map_by=node;wdir=/nonexistent/dir|child",
+            "spawn:self|0||child",
+            "spawn:self|1|env=NOEQUALS|child",
+            &format!("spawn:self|1||child+self|1|host={B},{A},nowhere|child"),
+        ],
+    ));
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert_eq!(o.stderr, "");
     assert!(!o.stdout.contains("child "), "something was started:\n{}", o.stdout);
@@ -171,25 +149,11 @@ fn refusals_start_nothing() {
 
 #[test]
 fn a_spawned_job_failing_leaves_the_parent_running() {
-    let p = probe();
-    let mut r = start(&[
-        "-hosts",
-        &format!("{A},{B}:3"),
-        "-n",
-        "2",
-        &p,
-        "parent",
-        &format!("spawn:self|2|host={B}|child-sleep"),
-        "wait-stdin",
-        &format!("spawn:self|1|host={B}|child"),
-    ]);
-    let lines = r.wait_lines("child rank ", 2);
-    let kids = pid_lines(&lines);
-    let victim = pid_lines(&lines.into_iter().filter(|l| l.starts_with("child rank 1 ")).collect::<Vec<_>>())[0];
-    // SAFETY: the process was started by this test's mpiexec.
-    unsafe { libc::kill(victim, libc::SIGKILL) };
-    // The rest of the spawned job goes (SIGTERM), the parent stays.
-    assert_all_gone(&kids, Duration::from_secs(2));
+    let mut r = start(&parent_args(
+        &["-hosts", &format!("{A},{B}:3"), "-n", "2"],
+        &[&format!("spawn:self|2|host={B}|child-sleep"), "wait-stdin", &format!("spawn:self|1|host={B}|child")],
+    ));
+    let victim = r.kill_spawned_rank_1();
     r.send_line();
     let o = r.finish(Duration::from_secs(20));
     assert_eq!(o.code, Some(0), "{}", o.stderr);
@@ -204,19 +168,11 @@ fn a_spawned_job_failing_leaves_the_parent_running() {
 
 #[test]
 fn the_parent_failing_or_an_abort_ends_spawned_jobs_on_every_host() {
-    let p = probe();
     let hosts = format!("{A},{B}");
-    let mut r = start(&[
-        "-hosts",
-        &hosts,
-        "-n",
-        "2",
-        &p,
-        "parent",
-        "spawn:self|2|map_by=node|child-sleep",
-        "pid",
-        "wait-stdin",
-    ]);
+    let mut r = start(&parent_args(
+        &["-hosts", &hosts, "-n", "2"],
+        &["spawn:self|2|map_by=node|child-sleep", "pid", "wait-stdin"],
+    ));
     let mut pids = pid_lines(&r.wait_lines("child rank ", 2));
     let parent = pid_lines(&r.wait_lines("rank 0 pid ", 1))[0];
     // SAFETY: the process was started by this test's mpiexec.
@@ -228,30 +184,12 @@ fn the_parent_failing_or_an_abort_ends_spawned_jobs_on_every_host() {
     pids.push(parent);
     assert_all_gone(&pids, Duration::from_millis(500));
 
-    let r = start(&[
-        "-hosts",
-        &hosts,
-        "-n",
-        "2",
-        &p,
-        "parent",
-        &format!("spawn:self|1|host={A}|child-sleep"),
-        &format!("spawn:self|2|host={B}|child-abort"),
-        "wait-stdin",
-    ]);
+    let r = start(&parent_args(
+        &["-hosts", &hosts, "-n", "2"],
+        &[&format!("spawn:self|1|host={A}|child-sleep"), &format!("spawn:self|2|host={B}|child-abort"), "wait-stdin"],
+    ));
     let o = r.finish(Duration::from_secs(10));
-    assert_eq!(o.code, Some(7), "{}", o.stderr);
-    assert!(o.stderr.starts_with("mpiexec: spawned job 2: rank "), "{}", o.stderr);
-    assert!(o.stderr.ends_with(" called MPI_Abort (code 7): boom\n"), "{}", o.stderr);
-    // Under load the abort may come before the sleeper has said who it is.
-    let said: Vec<String> = o.stdout.lines().filter(|l| l.starts_with("child rank ")).map(str::to_owned).collect();
-    assert_all_gone(&pid_lines(&said), Duration::from_millis(500));
-}
-
-/// Processes whose command line contains `pattern`.
-fn pgrep(pattern: &str) -> Vec<String> {
-    let out = Command::new("pgrep").args(["-af", pattern]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+    assert_spawned_abort(&o, Duration::from_millis(500));
 }
 
 #[test]
@@ -276,18 +214,10 @@ fn a_program_missing_on_one_host_starts_nowhere() {
     std::fs::write(&rsh, script).unwrap();
     std::fs::set_permissions(&rsh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let c = copy.to_str().unwrap();
-    let o = run(&[
-        "--rsh",
-        rsh.to_str().unwrap(),
-        "-hosts",
-        &format!("{A},hidden"),
-        "-n",
-        "2",
-        &probe(),
-        "parent",
-        &format!("spawn:{c}|2|map_by=node|child-sleep"),
-        &format!("spawn:{c}|1|host={A}|child"),
-    ]);
+    let o = run(&parent_args(
+        &["--rsh", rsh.to_str().unwrap(), "-hosts", &format!("{A},hidden"), "-n", "2"],
+        &[&format!("spawn:{c}|2|map_by=node|child-sleep"), &format!("spawn:{c}|1|host={A}|child")],
+    ));
     let left = pgrep(c);
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
@@ -307,26 +237,15 @@ fn a_program_missing_on_one_host_starts_nowhere() {
 
 #[test]
 fn spawn_latency_across_hosts() {
-    let p = probe();
+    let p = probe_arg();
     for n in ["1", "4"] {
         // Wherever the free slots are, 4 children take both hosts.
         let o = run(&["-hosts", &format!("{A},{B}"), "-n", "2", &p, "spawn-time", n, "5"]);
         assert_eq!(o.code, Some(0), "{}", o.stderr);
         let mut lat = Vec::new();
-        for req in o.stdout.lines().filter_map(|l| l.strip_prefix("request ")) {
-            let w: Vec<&str> = req.split(' ').collect();
-            let t0: u128 = w[1].parse().unwrap();
-            let t1: u128 = w[2].parse().unwrap();
-            let starts: Vec<u128> = o
-                .stdout
-                .lines()
-                .filter_map(|l| l.strip_prefix("started "))
-                .filter(|l| l.split(' ').next() == Some(w[0]))
-                .map(|l| l.rsplit(' ').next().unwrap().parse::<u128>().unwrap())
-                .collect();
-            assert_eq!(starts.len().to_string(), n, "{}", o.stdout);
-            let last = starts.into_iter().max().unwrap();
-            lat.push(((last.saturating_sub(t0)) / 1000, (t1 - t0) / 1000));
+        for req in spawn_requests(&o.stdout) {
+            assert_eq!(req.starts.len().to_string(), n, "{}", o.stdout);
+            lat.push(req.latency());
         }
         assert_eq!(lat.len(), 5);
         eprintln!("spawn of {n} over 2 hosts: (request -> last child running, request -> answer) in µs: {lat:?}");
@@ -344,18 +263,11 @@ fn ppid(pid: i32) -> i32 {
 
 #[test]
 fn a_lost_host_with_spawned_processes_ends_everything() {
-    let p = probe();
     // C runs nothing of the first job: its proxy starts for the children.
-    let mut r = start(&[
-        "-hosts",
-        &format!("{A},{B},{C}"),
-        "-n",
-        "2",
-        &p,
-        "parent",
-        &format!("spawn:self|2|host={C}|child-sleep"),
-        "wait-stdin",
-    ]);
+    let mut r = start(&parent_args(
+        &["-hosts", &format!("{A},{B},{C}"), "-n", "2"],
+        &[&format!("spawn:self|2|host={C}|child-sleep"), "wait-stdin"],
+    ));
     let kids = pid_lines(&r.wait_lines("child rank ", 2));
     let proxy = ppid(kids[0]);
     // SAFETY: the proxy was started by this test's mpiexec.
@@ -374,7 +286,7 @@ fn a_lost_host_with_spawned_processes_ends_everything() {
 #[test]
 fn many_spawns_leave_no_descriptors_or_threads_behind_in_the_proxy() {
     // pmi_probe measures its launcher, here the proxy of its host.
-    let o = run(&["-hosts", &format!("{A},{B}"), "-n", "2", &probe(), "spawn-loop", "250"]);
+    let o = run(&["-hosts", &format!("{A},{B}"), "-n", "2", &probe_arg(), "spawn-loop", "250"]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     let line = o.stdout.lines().find(|l| l.starts_with("loop ")).expect("loop report");
     let n: Vec<usize> = line.split(' ').filter_map(|w| w.parse().ok()).collect();

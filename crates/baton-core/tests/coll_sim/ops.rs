@@ -1,0 +1,106 @@
+//! The reductions the tests run ([`Op`]) and the results they must give, computed element by
+//! element from rank and index.
+
+use crate::buffers::word;
+use baton_core::coll::Reducer;
+use std::sync::Arc;
+
+/// The operations: wrapping addition of u64 (commutative) and composition of affine maps
+/// x -> a·x + b on (a, b) pairs of u64 (not commutative, so a result shows the rank order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Sum,
+    Affine,
+}
+
+pub const OPS: [Op; 2] = [Op::Sum, Op::Affine];
+
+fn u64s(b: &[u8]) -> impl Iterator<Item = u64> + '_ {
+    b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+}
+
+fn put(out: &mut [u8], words: impl IntoIterator<Item = u64>) {
+    for (c, w) in out.chunks_exact_mut(8).zip(words) {
+        c.copy_from_slice(&w.to_le_bytes());
+    }
+}
+
+/// `(a, b) ∘ (c, d)`: x -> a·(c·x + d) + b.
+fn compose(x: (u64, u64), y: (u64, u64)) -> (u64, u64) {
+    (x.0.wrapping_mul(y.0), x.0.wrapping_mul(y.1).wrapping_add(x.1))
+}
+
+impl Op {
+    pub fn unit(self) -> usize {
+        match self {
+            Op::Sum => 8,
+            Op::Affine => 16,
+        }
+    }
+
+    pub fn commutative(self) -> bool {
+        self == Op::Sum
+    }
+
+    pub fn reducer(self) -> Reducer {
+        let unit = self.unit();
+        let f: Arc<baton_core::coll::ReduceFn> = match self {
+            Op::Sum => Arc::new(move |input: &[u8], inout: &mut [u8]| {
+                assert_eq!(input.len(), inout.len(), "a reduction over windows of different lengths");
+                assert_eq!(inout.len() % unit, 0, "a reduction split inside an element");
+                let sum: Vec<u64> = u64s(input).zip(u64s(inout)).map(|(a, b)| a.wrapping_add(b)).collect();
+                put(inout, sum);
+            }),
+            Op::Affine => Arc::new(move |input: &[u8], inout: &mut [u8]| {
+                assert_eq!(input.len(), inout.len(), "a reduction over windows of different lengths");
+                assert_eq!(inout.len() % unit, 0, "a reduction split inside an element");
+                let x: Vec<u64> = u64s(input).collect();
+                let y: Vec<u64> = u64s(inout).collect();
+                let out = x.chunks_exact(2).zip(y.chunks_exact(2)).flat_map(|(x, y)| {
+                    let (a, b) = compose((x[0], x[1]), (y[0], y[1]));
+                    [a, b]
+                });
+                put(inout, out.collect::<Vec<_>>());
+            }),
+        };
+        Reducer { commutative: self.commutative(), unit, f }
+    }
+
+    /// Element `i` of rank `r`'s contribution, as u64 words.
+    fn elem(self, r: usize, i: usize) -> Vec<u64> {
+        match self {
+            Op::Sum => vec![word(r, 5, i)],
+            // Odd multipliers keep products odd: no information is lost mod 2^64.
+            Op::Affine => vec![word(r, 6, i) | 1, word(r, 7, i)],
+        }
+    }
+
+    /// Rank `r`'s `count` elements, packed.
+    pub fn input(self, r: usize, count: usize) -> Vec<u8> {
+        let mut v = vec![0u8; count * self.unit()];
+        put(&mut v, (0..count).flat_map(|i| self.elem(r, i)));
+        v
+    }
+
+    /// Elements `[first, first+count)` combined over ranks `lo..hi` in rank order.
+    pub fn combined(self, lo: usize, hi: usize, first: usize, count: usize) -> Vec<u8> {
+        assert!(lo < hi);
+        let mut v = vec![0u8; count * self.unit()];
+        put(
+            &mut v,
+            (first..first + count).flat_map(|i| {
+                (lo + 1..hi).fold(self.elem(lo, i), |acc, r| {
+                    let y = self.elem(r, i);
+                    match self {
+                        Op::Sum => vec![acc[0].wrapping_add(y[0])],
+                        Op::Affine => {
+                            let (a, b) = compose((acc[0], acc[1]), (y[0], y[1]));
+                            vec![a, b]
+                        }
+                    }
+                })
+            }),
+        );
+        v
+    }
+}
