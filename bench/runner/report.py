@@ -69,7 +69,10 @@ def write_all(out, meta, records, runs, plots=True, log=print):
     if plots:
         try:
             pngs = make_plots(out, rows, ov, mpi_names)
-            pngs += area_plots(out, rel, mpi_names, ref)
+            transport = meta.get("transport", "default")
+            pngs += area_plots(out, rel, mpi_names, ref,
+                               "" if transport == "default" and not meta.get("hosts") else
+                               "%s%s: " % (transport, " across hosts" if meta.get("hosts") else ""))
         except ImportError as e:
             log("plots skipped: %s" % e)
             meta["plots_skipped"] = str(e)
@@ -220,7 +223,7 @@ def row_label(e):
     return "%s %s, n=%d" % (e["bench"], fmt_size(e["size"]), e["ranks"])
 
 
-def area_plots(out, rel, mpi_names, ref):
+def area_plots(out, rel, mpi_names, ref, prefix=""):
     """One horizontal bar chart per area: for every row, ref's time divided
     by each other MPI's (log scale; left of 1: ref is faster). Rows where an
     MPI has no result are marked "no result". Returns the PNG names."""
@@ -264,13 +267,13 @@ def area_plots(out, rel, mpi_names, ref):
         ax.invert_yaxis()
         ax.set_xlabel("%s's time / the other MPI's time (below 1: %s faster; *: noisy row)" % (ref, ref),
                       fontsize=8)
-        ax.set_title("%s: %s against the others" % (title, ref), fontsize=9)
+        ax.set_title("%s%s: %s against the others" % (prefix, title, ref), fontsize=9)
         ax.tick_params(axis="x", labelsize=7)
         ax.grid(True, axis="x", which="both", alpha=0.3)
         ax.legend(fontsize=7, loc="best")
         fig.tight_layout()
         name = "area_%s.png" % key
-        save_png(fig, os.path.join(out, name), dpi=72)
+        save_png(fig, os.path.join(out, name))
         plt.close(fig)
         pngs.append(name)
     return pngs
