@@ -185,7 +185,7 @@ def parse_args(argv):
     ap.add_argument("--transport", choices=["default", "tcp"], default="default",
                     help="tcp: every MPI forced onto TCP (Baton BATON_TRANSPORTS=tcp, MPICH UCX_TLS=tcp, "
                          "Open MPI ob1 + btl tcp,self) and the raw TCP reference 'rawtcp' added; ratios "
-                         "are then against rawtcp (see docs/PERFORMANCE.md, TCP)")
+                         "are then against rawtcp (see docs/PERFORMANCE.md, TCP point-to-point)")
     ap.add_argument("--hosts", help="comma list of hosts for the ranks (round-robin; rawtcp: client on the "
                                     "first, server on the second), e.g. bh1,bh2 from scripts/netns.sh")
     ap.add_argument("--rsh", help="ssh-compatible remote-start command for --hosts, e.g. scripts/netns-rsh")
