@@ -94,6 +94,16 @@ def calibration_factors(cal_by_round):
 
 
 KEY_FIELDS = ("mpi", "bench", "size", "ranks")
+# A result whose median over rounds is more than this many times its best
+# round is "noisy": in half the rounds or more something other than the MPI
+# set its time (on a shared machine: the job's processes waited for a core
+# that another program held, a scheduler time slice of milliseconds).
+NOISY_SPREAD = 2.0
+
+
+def is_noisy(row):
+    return row.get("spread") is not None and row["spread"] > NOISY_SPREAD
+
 NUMERIC_EXTRA = ("msg_rate", "rate_per_s", "mkeys_per_s", "total_mbps", "round_us", "window",
                  "channels", "pairs", "children")
 
@@ -105,7 +115,9 @@ def aggregate(records, factors=None):
     mbps (overlap records are handled by overlap_summary, not here).
     Returns a list of rows: min_us = min over rounds, median_us = median of
     the per-round medians, cal_median_us = median of the per-round medians
-    divided by the round's calibration factor, mbps = median, rounds."""
+    divided by the round's calibration factor, mbps = median, rounds,
+    best_round_us = the lowest per-round median, spread = median_us /
+    best_round_us (see NOISY_SPREAD)."""
     factors = factors or {}
     groups = defaultdict(list)
     for r in records:
@@ -120,6 +132,8 @@ def aggregate(records, factors=None):
         row["cal_median_us"] = median([r["median_us"] / factors.get(r.get("round"), 1.0) for r in rs])
         row["mbps"] = median([r.get("mbps", 0.0) for r in rs])
         row["rounds"] = len(rs)
+        row["best_round_us"] = min(r["median_us"] for r in rs)
+        row["spread"] = row["median_us"] / row["best_round_us"] if row["best_round_us"] > 0 else None
         if "class" in rs[0]:
             row["class"] = rs[0]["class"]
         for f in NUMERIC_EXTRA:
@@ -240,3 +254,104 @@ def overlap_summary(records, factors=None):
                      "saturation_us": median(a["s"]), "efficiency": median(a["eff"]),
                      "rounds": len(a["s"])})
     return rows
+
+
+# Areas of the per-area comparison (report section "By area" and the
+# area_*.png plots). A row belongs to the first area whose test accepts it;
+# cpus: the machine's core count, so that runs with more ranks than cores
+# count as oversubscribed.
+AREAS = (
+    ("oversub", "oversubscribed (more ranks than cores)",
+     lambda b, n, cpus: b == "token" or (b == "pingpong" and n > max(cpus, 2))),
+    ("p2p", "point-to-point", lambda b, n, cpus: b in ("pingpong", "bw", "bibw", "mbw_mr")),
+    ("coll", "collectives", lambda b, n, cpus: b in ("barrier", "bcast", "reduce", "allreduce", "gather",
+                                                     "scatter", "allgather", "alltoall", "alltoallv",
+                                                     "reduce_scatter")),
+    ("topo", "logical topologies", lambda b, n, cpus: b in ("star", "ring", "chaos")),
+    ("ddt", "derived datatypes", lambda b, n, cpus: b.startswith("ddt_")),
+    ("spawn", "dynamic processes", lambda b, n, cpus: b.startswith("spawn_")),
+    ("is", "application kernel (NAS IS)", lambda b, n, cpus: b == "is"),
+)
+AREA_TITLES = {k: t for k, t, _ in AREAS}
+
+
+def area_of(bench, ranks, cpus):
+    """The area key of a result row (None: not compared by area, e.g. the
+    machine probes and the overlap records)."""
+    for key, _, test in AREAS:
+        if test(bench, ranks or 0, cpus or 0):
+            return key
+    return None
+
+
+def relative_rows(rows, ref, cpus):
+    """Time of ref against every other MPI, row by row.
+
+    rows: aggregated rows (see aggregate; median_us: lower is better for
+    every benchmark, spawn_rate's being the time per spawn).  Returns one
+    entry per (bench, ranks, size) that ref has: {area, bench, ranks, size,
+    ref_us, times: {mpi: us}, rel: {mpi: ref time / mpi's time}} for every
+    other MPI with a result (below 1: ref faster), and best: ref time /
+    best time among the others (None if no other MPI has the row).  Sorted
+    by area (in AREAS order), bench, ranks, size."""
+    by_key = defaultdict(dict)
+    best_round = defaultdict(dict)
+    noisy = defaultdict(list)
+    for r in rows:
+        if r["mpi"] == "machine" or r.get("median_us") is None:
+            continue
+        key = (r["bench"], r["ranks"], r["size"])
+        by_key[key][r["mpi"]] = r["median_us"]
+        best_round[key][r["mpi"]] = r.get("best_round_us") or r["median_us"]
+        if is_noisy(r):
+            noisy[key].append(r["mpi"])
+    order = [k for k, _, _ in AREAS]
+    out = []
+    for (bench, ranks, size), times in by_key.items():
+        area = area_of(bench, ranks, cpus)
+        t = times.get(ref)
+        if area is None or not t or t <= 0:
+            continue
+        others = {m: v for m, v in times.items() if m != ref and v and v > 0}
+        br = best_round[(bench, ranks, size)]
+        br_others = [v for m, v in br.items() if m in others]
+        out.append({"area": area, "bench": bench, "ranks": ranks, "size": size, "ref_us": t, "times": times,
+                    "rel": {m: t / v for m, v in others.items()},
+                    "best": (t / min(others.values())) if others else None,
+                    "best_rounds": (br[ref] / min(br_others)) if br_others and br.get(ref) else None,
+                    "noisy": sorted(m for m in noisy[(bench, ranks, size)] if m == ref or m in others)})
+    out.sort(key=lambda e: (order.index(e["area"]), e["bench"], e["ranks"], e["size"]))
+    return out
+
+
+def geomean(values):
+    v = [x for x in values if x is not None and x > 0]
+    if not v:
+        return None
+    return math.exp(sum(math.log(x) for x in v) / len(v))
+
+
+def area_summary(rel):
+    """Per area, from relative_rows, over the rows with another MPI to
+    compare: rows; noisy, the rows where some MPI's result is noisy;
+    geomean, low, high: geometric mean, lowest and highest of ref / best
+    other (medians over rounds); quiet_geomean: the geometric mean over the
+    rows that are not noisy (None if none); best_rounds_geomean: from the
+    lowest per-round medians; ahead: rows with ref below 1 (faster than
+    every other MPI).  A list in AREAS order."""
+    acc = defaultdict(list)
+    for e in rel:
+        if e["best"] is not None:
+            acc[e["area"]].append(e)
+    out = []
+    for key, _, _ in AREAS:
+        es = acc.get(key)
+        if not es:
+            continue
+        v = [e["best"] for e in es]
+        out.append({"area": key, "rows": len(v), "noisy": sum(1 for e in es if e["noisy"]),
+                    "geomean": geomean(v), "low": min(v), "high": max(v),
+                    "quiet_geomean": geomean([e["best"] for e in es if not e["noisy"]]),
+                    "best_rounds_geomean": geomean([e["best_rounds"] for e in es]),
+                    "ahead": sum(1 for x in v if x < 1)})
+    return out

@@ -178,11 +178,14 @@ def parse_args(argv):
     ap.add_argument("--install-others", action="store_true",
                     help="apt-get install -y mpich openmpi-bin libopenmpi-dev python3-matplotlib first")
     ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--rerender", metavar="DIR",
+                    help="write the report and plots of an earlier run again from DIR's raw.jsonl, runs.json "
+                         "and meta.json (after a change to the analysis), then exit")
     ap.add_argument("--list", action="store_true", help="list MPIs found and benchmarks, then exit")
     ap.add_argument("--transport", choices=["default", "tcp"], default="default",
                     help="tcp: every MPI forced onto TCP (Baton BATON_TRANSPORTS=tcp, MPICH UCX_TLS=tcp, "
                          "Open MPI ob1 + btl tcp,self) and the raw TCP reference 'rawtcp' added; ratios "
-                         "are then against rawtcp (see docs/PERFORMANCE.md, TCP)")
+                         "are then against rawtcp (see docs/PERFORMANCE.md, TCP point-to-point)")
     ap.add_argument("--hosts", help="comma list of hosts for the ranks (round-robin; rawtcp: client on the "
                                     "first, server on the second), e.g. bh1,bh2 from scripts/netns.sh")
     ap.add_argument("--rsh", help="ssh-compatible remote-start command for --hosts, e.g. scripts/netns-rsh")
@@ -193,10 +196,28 @@ def parse_args(argv):
     return ap.parse_args(argv)
 
 
+def rerender(out, plots=True):
+    try:
+        with open(os.path.join(out, "meta.json")) as f:
+            meta = json.load(f)
+        with open(os.path.join(out, "runs.json")) as f:
+            runs = json.load(f)
+        with open(os.path.join(out, "raw.jsonl")) as f:
+            records = [json.loads(line) for line in f if line.strip()]
+    except (OSError, ValueError) as e:
+        log("--rerender %s: %s" % (out, e))
+        return 2
+    report.write_all(out, meta, records, runs, plots=plots, log=log)
+    log("report: %s" % os.path.join(out, "report.md"))
+    return 0
+
+
 def main(argv=None):
     a = parse_args(argv if argv is not None else sys.argv[1:])
     mode = "smoke" if a.smoke else "quick" if a.quick else "full"
     rounds = a.rounds or {"smoke": 1, "quick": 2, "full": 3}[mode]
+    if a.rerender:
+        return rerender(a.rerender, plots=not a.no_plots)
     if a.install_others:
         log("apt-get install -y mpich openmpi-bin libopenmpi-dev python3-matplotlib")
         rc = subprocess.call(["apt-get", "install", "-y", "mpich", "openmpi-bin", "libopenmpi-dev",

@@ -48,7 +48,8 @@ def write_all(out, meta, records, runs, plots=True, log=print):
         json.dump(meta, f, indent=1)
     rows = analysis.aggregate(records, factors)
     ov = analysis.overlap_summary(records, factors)
-    fields = ["mpi", "bench", "size", "ranks", "min_us", "median_us", "cal_median_us", "mbps", "rounds"] + \
+    fields = ["mpi", "bench", "size", "ranks", "min_us", "median_us", "cal_median_us", "best_round_us", "spread",
+              "mbps", "rounds"] + \
         list(analysis.NUMERIC_EXTRA) + ["class"]
     with open(os.path.join(out, "results.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
@@ -61,14 +62,21 @@ def write_all(out, meta, records, runs, plots=True, log=print):
         w.writeheader()
         for r in ov:
             w.writerow(r)
+    ref = area_reference(mpi_names)
+    cpus = meta.get("machine", {}).get("cpus") or 0
+    rel = analysis.relative_rows(rows, ref, cpus) if ref else []
     pngs = []
     if plots:
         try:
             pngs = make_plots(out, rows, ov, mpi_names)
+            transport = meta.get("transport", "default")
+            pngs += area_plots(out, rel, mpi_names, ref,
+                               "" if transport == "default" and not meta.get("hosts") else
+                               "%s%s: " % (transport, " across hosts" if meta.get("hosts") else ""))
         except ImportError as e:
             log("plots skipped: %s" % e)
             meta["plots_skipped"] = str(e)
-    md = markdown(meta, rows, ov, runs, mpi_names, pngs)
+    md = markdown(meta, rows, ov, runs, mpi_names, pngs, rel, ref)
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write(md)
     return md
@@ -80,6 +88,22 @@ def _series(rows, bench):
         if r["bench"] == bench and r["mpi"] != "machine":
             s[(r["mpi"], r["ranks"])].append(r)
     return s
+
+
+def save_png(fig, path, dpi=90):
+    """Save a figure as a PNG of at most 256 colours (a few tens of KiB, small
+    enough to commit beside a document); a full-colour PNG without Pillow."""
+    import io
+    try:
+        from PIL import Image
+    except ImportError:
+        fig.savefig(path, dpi=dpi)
+        return
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=dpi, format="png")
+    buf.seek(0)
+    with Image.open(buf) as im:
+        im.convert("RGB").quantize(colors=64, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
 
 
 def make_plots(out, rows, ov, mpi_names):
@@ -96,16 +120,20 @@ def make_plots(out, rows, ov, mpi_names):
         want_bw = b in BW_BENCHES
         fig, axes = plt.subplots(1, 2 if want_bw else 1, figsize=(11 if want_bw else 6, 4.2))
         axes = list(axes) if want_bw else [axes]
-        rank_counts = {k[1] for k in s}
+        rank_counts = sorted({k[1] for k in s})
         for (mpi, ranks), pts in sorted(s.items()):
             pts = sorted(pts, key=lambda r: r["size"])
             pts = [p for p in pts if p["size"] > 0]
             if not pts:
                 continue
             label = mpi if len(rank_counts) == 1 else "%s n=%d" % (mpi, ranks)
-            axes[0].plot([p["size"] for p in pts], [p["median_us"] for p in pts], marker="o", label=label)
+            # colour: the MPI, the same in every plot; line and marker: the rank count
+            i = rank_counts.index(ranks)
+            style = {"color": "C%d" % (mpi_names.index(mpi) % 10 if mpi in mpi_names else 9),
+                     "linestyle": ("-", "--", ":", "-.")[i % 4], "marker": "osv^D"[i % 5], "label": label}
+            axes[0].plot([p["size"] for p in pts], [p["median_us"] for p in pts], **style)
             if want_bw:
-                axes[1].plot([p["size"] for p in pts], [p["mbps"] for p in pts], marker="o", label=label)
+                axes[1].plot([p["size"] for p in pts], [p["mbps"] for p in pts], **style)
         axes[0].set_ylabel("time per operation (us, median)")
         axes[0].set_title("%s: latency" % b)
         if want_bw:
@@ -114,12 +142,12 @@ def make_plots(out, rows, ov, mpi_names):
         for ax in axes:
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
-            ax.set_xlabel("message size (bytes)" if b != "is" else "keys")
+            ax.set_xlabel({"is": "keys", "spawn_latency": "children"}.get(b, "message size (bytes)"))
             ax.grid(True, which="both", alpha=0.3)
             ax.legend()
         fig.tight_layout()
         name = "%s.png" % b
-        fig.savefig(os.path.join(out, name), dpi=90)
+        save_png(fig, os.path.join(out, name))
         plt.close(fig)
         pngs.append(name)
     dr = analysis.ddt_ratios(rows)
@@ -142,7 +170,7 @@ def make_plots(out, rows, ov, mpi_names):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7, ncol=2)
         fig.tight_layout()
-        fig.savefig(os.path.join(out, "ddt_ratio.png"), dpi=90)
+        save_png(fig, os.path.join(out, "ddt_ratio.png"))
         plt.close(fig)
         pngs.append("ddt_ratio.png")
     for kind in ("overlap_fixed", "overlap_daxpy"):
@@ -154,10 +182,11 @@ def make_plots(out, rows, ov, mpi_names):
             p = sorted((r for r in pts if r["mpi"] == mpi), key=lambda r: r["size"])
             if not p:
                 continue
-            axes[0].plot([r["size"] for r in p], [r["efficiency"] or 0 for r in p], marker="o", label=mpi)
+            c = "C%d" % (mpi_names.index(mpi) % 10)
+            axes[0].plot([r["size"] for r in p], [r["efficiency"] or 0 for r in p], marker="o", color=c, label=mpi)
             axes[1].plot([r["size"] for r in p], [max(r["saturation_us"] or 0, 1e-3) for r in p], marker="o",
-                         label=mpi + " saturation s")
-            axes[1].plot([r["size"] for r in p], [r["comm_us"] or 1e-3 for r in p], linestyle="--",
+                         color=c, label=mpi + " saturation s")
+            axes[1].plot([r["size"] for r in p], [r["comm_us"] or 1e-3 for r in p], linestyle="--", color=c,
                          label=mpi + " comm time T0")
         axes[0].set_title("%s: efficiency (share of message time hidden)" % kind)
         axes[0].set_ylim(-0.05, 1.05)
@@ -170,13 +199,111 @@ def make_plots(out, rows, ov, mpi_names):
             ax.grid(True, which="both", alpha=0.3)
             ax.legend(fontsize=8)
         fig.tight_layout()
-        fig.savefig(os.path.join(out, kind + ".png"), dpi=90)
+        save_png(fig, os.path.join(out, kind + ".png"))
         plt.close(fig)
         pngs.append(kind + ".png")
     return pngs
 
 
-def markdown(meta, rows, ov, runs, mpi_names, pngs):
+def area_reference(mpi_names):
+    """The MPI the per-area comparison is about: Baton when it ran, else the
+    first MPI."""
+    if "baton" in mpi_names:
+        return "baton"
+    return mpi_names[0] if mpi_names else None
+
+
+def row_label(e):
+    if e["bench"] == "is":
+        return "is %d keys, n=%d" % (e["size"], e["ranks"])
+    if e["bench"] == "spawn_latency":
+        return "spawn_latency %d child%s, n=%d" % (e["size"], "" if e["size"] == 1 else "ren", e["ranks"])
+    if e["bench"] in ("spawn_rate", "barrier"):
+        return "%s, n=%d" % (e["bench"], e["ranks"])
+    return "%s %s, n=%d" % (e["bench"], fmt_size(e["size"]), e["ranks"])
+
+
+def area_plots(out, rel, mpi_names, ref, prefix=""):
+    """One horizontal bar chart per area: for every row, ref's time divided
+    by each other MPI's (log scale; left of 1: ref is faster). Rows where an
+    MPI has no result are marked "no result". Returns the PNG names."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pngs = []
+    others = [m for m in mpi_names if m != ref]
+    colour = {m: "C%d" % (i % 10) for i, m in enumerate(mpi_names)}
+    for key, title, _ in analysis.AREAS:
+        es = [e for e in rel if e["area"] == key]
+        if not es or not any(e["rel"] for e in es):
+            continue
+        present = [m for m in others if any(m in e["times"] for e in es)] or others
+        n, k = len(es), max(1, len(present))
+        fig, ax = plt.subplots(figsize=(7.5, 0.9 + 0.2 * n * max(1, k * 0.6)))
+        h = 0.8 / k
+        # beyond CLIP either way the bar stops at the edge and says its value
+        clip = 100.0
+        vals = [min(max(v, 1 / clip), clip) for e in es for v in e["rel"].values()]
+        lo, hi = min(vals + [0.5]), max(vals + [2.0])
+        for j, m in enumerate(present):
+            ys = [i + (j - (k - 1) / 2) * h for i in range(n)]
+            raw = [e["rel"].get(m) for e in es]
+            xs = [min(max(x, 1 / clip), clip) if x else None for x in raw]
+            # bars grow from 1 to the ratio, to the left when ref is faster
+            ax.barh([y for y, x in zip(ys, xs) if x], [x - 1 for x in xs if x], height=h, left=1,
+                    color=colour[m], label="%s / %s" % (ref, m))
+            for y, x, r in zip(ys, xs, raw):
+                if not x:
+                    ax.text(1, y, " no result", va="center", fontsize=6, color=colour[m])
+                elif x != r:
+                    # inside the bar's clipped end
+                    ax.text(x, y, " %s " % fmt(r, 2), va="center", ha="right" if r > 1 else "left", fontsize=6)
+        ax.axvline(1.0, color="black", linewidth=0.8)
+        ax.set_xscale("log")
+        ax.set_xlim(lo / 1.6, hi * 1.6)
+        ax.set_yticks(range(n))
+        ax.set_yticklabels([row_label(e) + (" *" if e["noisy"] else "") for e in es], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("%s's time / the other MPI's time (below 1: %s faster; *: noisy row)" % (ref, ref),
+                      fontsize=8)
+        ax.set_title("%s%s: %s against the others" % (prefix, title, ref), fontsize=9)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(True, axis="x", which="both", alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+        fig.tight_layout()
+        name = "area_%s.png" % key
+        save_png(fig, os.path.join(out, name))
+        plt.close(fig)
+        pngs.append(name)
+    return pngs
+
+
+def area_markdown(rel, ref, pngs):
+    L = ["## By area: %s against the others" % ref, ""]
+    L.append("Per area, over every row (benchmark, ranks, size) that %s and at least one other MPI ran, %s's "
+             "time / the best other time (below 1: %s is the fastest): geometric mean, lowest and highest "
+             "over all rows (medians over rounds); the geometric mean over the rows where no MPI's result is "
+             "noisy (median more than %g times its best round: something other than the MPI set the time in "
+             "half the rounds or more) and from each MPI's best round; the rows where %s was the fastest."
+             % (ref, ref, ref, analysis.NOISY_SPREAD, ref))
+    L.append("")
+    L.append("| area | rows | noisy rows | geometric mean | lowest | highest | geometric mean, quiet rows | "
+             "geometric mean, best rounds | %s fastest in |" % ref)
+    L.append("|---|---|---|---|---|---|---|---|---|")
+    for a in analysis.area_summary(rel):
+        L.append("| %s | %d | %d | %s | %s | %s | %s | %s | %d of %d |" % (
+            analysis.AREA_TITLES[a["area"]], a["rows"], a["noisy"], fmt(a["geomean"]), fmt(a["low"]),
+            fmt(a["high"]), fmt(a["quiet_geomean"]), fmt(a["best_rounds_geomean"]), a["ahead"], a["rows"]))
+    L.append("")
+    for key, _, _ in analysis.AREAS:
+        if "area_%s.png" % key in pngs:
+            L.append("![area %s](area_%s.png)" % (key, key))
+            L.append("")
+    return L
+
+
+def markdown(meta, rows, ov, runs, mpi_names, pngs, rel=None, area_ref=None):
     L = []
     mi = meta.get("machine", {})
     L.append("# Benchmark report (%s, mode %s)" % (meta["date"], meta["mode"]))
@@ -206,6 +333,9 @@ def markdown(meta, rows, ov, runs, mpi_names, pngs):
                            for k, v in sorted(cal.items())) +
                  ". Tables and plots show raw times (median over rounds of the per-round medians); "
                  "results.csv also has cal_median_us, the per-round medians divided by the round's factor.")
+    L.append("")
+    L.append("A time marked * is noisy: the median over rounds is more than %g times the MPI's best round "
+             "(results.csv: best_round_us, spread)." % analysis.NOISY_SPREAD)
     L.append("")
     ref = meta.get("reference")
     if ref:
@@ -240,6 +370,8 @@ def markdown(meta, rows, ov, runs, mpi_names, pngs):
                                                               r["ranks"], r["round"], r["status"],
                                                               r["reason"].replace("|", "/")))
     L.append("")
+    if rel:
+        L += area_markdown(rel, area_ref, pngs)
 
     benches = [b for b in ORDER if any(r["bench"] == b for r in rows)]
     for b in benches:
@@ -270,8 +402,8 @@ def markdown(meta, rows, ov, runs, mpi_names, pngs):
                   else "%d children" % size if b == "spawn_latency" else fmt_size(size))
             cells = [str(ranks), sz]
             # a byte stream has no zero-byte message: nothing to measure there
-            cells += [fmt(by[m]["median_us"]) if m in by else "n/a" if size == 0 and m.startswith("rawtcp")
-                      else "failed" for m in present]
+            cells += [fmt(by[m]["median_us"]) + (" *" if analysis.is_noisy(by[m]) else "") if m in by
+                      else "n/a" if size == 0 and m.startswith("rawtcp") else "failed" for m in present]
             if bw:
                 cells += [fmt(by[m]["mbps"]) if m in by else "–" for m in present]
             if extra:

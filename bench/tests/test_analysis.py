@@ -174,6 +174,119 @@ class Ratios(unittest.TestCase):
         self.assertEqual(analysis.ratios_to_best_other({"a": 2.0, "b": None}), {"a": None, "b": None})
 
 
+class Areas(unittest.TestCase):
+    def test_area_of(self):
+        self.assertEqual(analysis.area_of("pingpong", 2, 2), "p2p")
+        self.assertEqual(analysis.area_of("pingpong", 8, 2), "oversub")  # more ranks than cores
+        self.assertEqual(analysis.area_of("pingpong", 8, 16), "p2p")
+        self.assertEqual(analysis.area_of("token", 4, 2), "oversub")
+        self.assertEqual(analysis.area_of("allreduce", 8, 2), "coll")
+        self.assertEqual(analysis.area_of("ddt_struct", 2, 2), "ddt")
+        self.assertEqual(analysis.area_of("spawn_pp_inter", 2, 2), "spawn")
+        self.assertIsNone(analysis.area_of("lim_cacheline", 1, 2))
+        self.assertIsNone(analysis.area_of("overlap_fixed", 2, 2))
+
+    def rows(self):
+        recs = [rec("baton", "pingpong", 8, 1.0), rec("mpich", "pingpong", 8, 2.0),
+                rec("openmpi", "pingpong", 8, 4.0),
+                rec("baton", "bw", 8, 3.0), rec("openmpi", "bw", 8, 2.0),  # mpich has no result
+                rec("baton", "allreduce", 8, 5.0, ranks=8), rec("mpich", "allreduce", 8, 5.0, ranks=8),
+                rec("baton", "is", 65536, 7.0),  # nobody to compare with
+                rec("mpich", "barrier", 0, 1.0),  # the reference has no result
+                rec("machine", "lim_cacheline", 64, 0.03)]
+        return analysis.aggregate(recs)
+
+    def test_relative_rows(self):
+        rel = analysis.relative_rows(self.rows(), "baton", 2)
+        self.assertEqual([(e["area"], e["bench"]) for e in rel],
+                         [("p2p", "bw"), ("p2p", "pingpong"), ("coll", "allreduce"), ("is", "is")])
+        by = {e["bench"]: e for e in rel}
+        self.assertEqual(by["pingpong"]["rel"], {"mpich": 0.5, "openmpi": 0.25})
+        self.assertEqual(by["pingpong"]["best"], 0.5)
+        self.assertEqual(by["bw"]["rel"], {"openmpi": 1.5})
+        self.assertEqual(by["bw"]["best"], 1.5)
+        self.assertEqual(by["allreduce"]["best"], 1.0)
+        self.assertIsNone(by["is"]["best"])
+        self.assertEqual(by["is"]["rel"], {})
+
+    def test_area_summary(self):
+        s = analysis.area_summary(analysis.relative_rows(self.rows(), "baton", 2))
+        self.assertEqual([a["area"] for a in s], ["p2p", "coll"])  # is: no other MPI
+        p2p = s[0]
+        self.assertEqual((p2p["rows"], p2p["low"], p2p["high"], p2p["ahead"]), (2, 0.5, 1.5, 1))
+        self.assertAlmostEqual(p2p["geomean"], (0.5 * 1.5) ** 0.5)
+        self.assertEqual((s[1]["rows"], s[1]["ahead"]), (1, 0))  # a tie is not ahead
+
+    def test_noisy_rows_and_best_rounds(self):
+        # baton: quiet (1.0, 1.1, 1.2); mpich: two of three rounds 8 ms (a time slice)
+        recs = [rec("baton", "pingpong", 8, v, rnd=i + 1) for i, v in enumerate((1.0, 1.1, 1.2))] + \
+               [rec("mpich", "pingpong", 8, v, rnd=i + 1) for i, v in enumerate((0.8, 8000.0, 8000.0))] + \
+               [rec("baton", "bw", 8, 2.0), rec("mpich", "bw", 8, 4.0)]
+        rows = {(r["mpi"], r["bench"]): r for r in analysis.aggregate(recs)}
+        self.assertEqual(rows[("mpich", "pingpong")]["best_round_us"], 0.8)
+        self.assertEqual(rows[("mpich", "pingpong")]["spread"], 10000.0)
+        self.assertTrue(analysis.is_noisy(rows[("mpich", "pingpong")]))
+        self.assertFalse(analysis.is_noisy(rows[("baton", "pingpong")]))  # 1.1 / 1.0
+        rel = {e["bench"]: e for e in analysis.relative_rows(list(rows.values()), "baton", 2)}
+        self.assertEqual(rel["pingpong"]["noisy"], ["mpich"])
+        self.assertAlmostEqual(rel["pingpong"]["best"], 1.1 / 8000.0)
+        self.assertAlmostEqual(rel["pingpong"]["best_rounds"], 1.0 / 0.8)
+        self.assertEqual(rel["bw"]["noisy"], [])
+        (p2p,) = analysis.area_summary(list(rel.values()))
+        self.assertEqual((p2p["rows"], p2p["noisy"]), (2, 1))
+        self.assertAlmostEqual(p2p["quiet_geomean"], 0.5)  # bw only
+        self.assertAlmostEqual(p2p["best_rounds_geomean"], (1.25 * 0.5) ** 0.5)
+
+    def test_noisy_cells_are_marked(self):
+        recs = [rec("baton", "pingpong", 8, v, rnd=i + 1) for i, v in enumerate((1.0, 9.0, 9.0))] + \
+               [rec("mpich", "pingpong", 8, 2.0)]
+        meta = {"date": "d", "mode": "quick", "rounds": 3, "ranks": 2, "machine": {"cpus": 2},
+                "calibration_us": {},
+                "mpis": [{"name": "baton", "version": "v", "build_error": "", "mpicc": "c", "flags": []},
+                         {"name": "mpich", "version": "w", "build_error": "", "mpicc": "c", "flags": []}]}
+        with tempfile.TemporaryDirectory() as d:
+            md = report.write_all(d, meta, recs, [], plots=False)
+        self.assertIn("| 2 | 8 B | 9 * | 2 |", md)
+
+    def test_area_plots(self):
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            self.skipTest("no matplotlib")
+        recs = [rec("baton", "pingpong", 8, 1.0), rec("mpich", "pingpong", 8, 2.0),
+                rec("baton", "pingpong", 1024, 1.0), rec("mpich", "pingpong", 1024, 1e6),  # clipped
+                rec("baton", "token", 8, 1.0, ranks=4),  # mpich has no result: "no result"
+                rec("baton", "allreduce", 8, 3.0), rec("mpich", "allreduce", 8, 1.5)]
+        meta = {"date": "d", "mode": "quick", "rounds": 1, "ranks": 2, "machine": {"cpus": 2},
+                "calibration_us": {},
+                "mpis": [{"name": m, "version": "v", "build_error": "", "mpicc": "c", "flags": []}
+                         for m in ("baton", "mpich")]}
+        with tempfile.TemporaryDirectory() as d:
+            md = report.write_all(d, meta, recs, [], plots=True)
+            for a in ("p2p", "coll"):
+                path = os.path.join(d, "area_%s.png" % a)
+                self.assertTrue(os.path.exists(path), a)
+                self.assertLess(os.path.getsize(path), 100 * 1024)
+                self.assertIn("![area %s](area_%s.png)" % (a, a), md)
+            # the oversubscribed area has no comparison at all: no plot
+            self.assertFalse(os.path.exists(os.path.join(d, "area_oversub.png")))
+
+    def test_geomean(self):
+        self.assertAlmostEqual(analysis.geomean([1.0, 4.0]), 2.0)
+        self.assertIsNone(analysis.geomean([None, 0]))
+
+    def test_report_has_the_area_summary(self):
+        rows_recs = [rec("baton", "pingpong", 8, 1.0), rec("mpich", "pingpong", 8, 2.0)]
+        meta = {"date": "d", "mode": "quick", "rounds": 1, "ranks": 2, "machine": {"cpus": 2},
+                "calibration_us": {},
+                "mpis": [{"name": "baton", "version": "v", "build_error": "", "mpicc": "c", "flags": []},
+                         {"name": "mpich", "version": "w", "build_error": "", "mpicc": "c", "flags": []}]}
+        with tempfile.TemporaryDirectory() as d:
+            md = report.write_all(d, meta, rows_recs, [], plots=False)
+        self.assertIn("## By area: baton against the others", md)
+        self.assertIn("| point-to-point | 1 | 0 | 0.5 | 0.5 | 0.5 | 0.5 | 0.5 | 1 of 1 |", md)
+
+
 class Runner(unittest.TestCase):
     def test_mpi_spec(self):
         m = mpis.parse_mpi_spec("x:/opt/bin/mpicc:/opt/bin/mpiexec:-bind-to none")
@@ -193,6 +306,20 @@ class Runner(unittest.TestCase):
         jobs = runner_main.make_jobs(["pingpong"], "quick", 2, 1.0)
         self.assertEqual(len(jobs), 1)
         self.assertEqual(jobs[0].args[0], "pingpong")
+
+    def test_rerender_writes_the_report_again(self):
+        recs = [rec("baton", "pingpong", 8, 1.0), rec("mpich", "pingpong", 8, 2.0)]
+        meta = {"date": "d", "mode": "quick", "rounds": 1, "ranks": 2, "machine": {"cpus": 2},
+                "calibration_us": {1: 0.03},
+                "mpis": [{"name": "baton", "version": "v", "build_error": "", "mpicc": "c", "flags": []},
+                         {"name": "mpich", "version": "w", "build_error": "", "mpicc": "c", "flags": []}]}
+        with tempfile.TemporaryDirectory() as d:
+            report.write_all(d, meta, recs, [], plots=False)
+            os.remove(os.path.join(d, "report.md"))
+            self.assertEqual(runner_main.rerender(d, plots=False), 0)
+            with open(os.path.join(d, "report.md")) as f:
+                self.assertIn("## By area", f.read())
+            self.assertEqual(runner_main.rerender(os.path.join(d, "missing"), plots=False), 2)
 
     def test_run_cmd_timeout_and_failure(self):
         rc, to, out, err, dt = runner_main.run_cmd(["sh", "-c", "echo '{\"bench\":\"x\"}'; sleep 30"], 1)
