@@ -486,17 +486,12 @@ pub use baton_pmi::SpawnCmd;
 pub static LAUNCHER: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
 
 pub(crate) fn launcher_path() -> std::path::PathBuf {
-    std::env::var_os("BATON_MPIEXEC")
-        .filter(|v| !v.is_empty())
-        .map(std::path::PathBuf::from)
-        .or_else(|| LAUNCHER.get().cloned())
-        .unwrap_or_else(|| "mpiexec".into())
+    baton_settings::MPIEXEC.value().or_else(|| LAUNCHER.get().cloned()).unwrap_or_else(|| "mpiexec".into())
 }
 
 /// How long spawn waits for its children to connect (`BATON_SPAWN_TIMEOUT`, seconds).
 fn spawn_timeout() -> Duration {
-    let secs = std::env::var("BATON_SPAWN_TIMEOUT").ok().and_then(|v| v.trim().parse::<f64>().ok());
-    Duration::from_secs_f64(secs.filter(|s| *s > 0.0).unwrap_or(60.0))
+    baton_settings::SPAWN_TIMEOUT.get()
 }
 
 /// `MPI_Comm_spawn(_multiple)`: `cmds` matters at the root only (an error there, e.g. a bad

@@ -19,6 +19,7 @@ use crate::group::Group;
 use baton_abi::consts as c;
 use baton_pmi::auth::Secret;
 use baton_pmi::PmiClient;
+use baton_settings::protocol;
 use baton_transport::inbox::Inbox;
 use baton_transport::shm::{Consumer, ProcCtl, Segment};
 use baton_transport::tcp::Rx;
@@ -327,15 +328,12 @@ pub enum Placement {
 
 impl Placement {
     pub fn from_env() -> Placement {
-        match std::env::var("BATON_PLACE").as_deref().map(str::trim) {
-            Ok("off" | "none" | "0") => Placement::Off,
-            Ok("block") => Placement::Block,
-            Ok("cyclic" | "") | Err(_) => Placement::Cyclic,
-            Ok(other) => {
-                // A placement is a hint, not worth failing MPI_Init over; but say so.
-                eprintln!("baton: MPI_Init: BATON_PLACE={other:?} is not one of cyclic, block, off; using cyclic");
-                Placement::Cyclic
-            }
+        // A bad value is a warning of `Mpi::init` (a hint is not worth failing over) and reads
+        // as the default.
+        match baton_settings::PLACE.get() {
+            "off" => Placement::Off,
+            "block" => Placement::Block,
+            _ => Placement::Cyclic,
         }
     }
 
@@ -376,7 +374,6 @@ impl WaitPolicy {
     fn choose(local_ranks: usize, local_index: usize) -> WaitPolicy {
         let cores = available_cores();
         let oversubscribed = local_ranks > cores;
-        let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
         let home = if oversubscribed {
             let allowed = baton_transport::sys::allowed_cpus();
             Placement::from_env().cpu_for(local_index, local_ranks, &allowed).map(|cpu| Home {
@@ -390,14 +387,14 @@ impl WaitPolicy {
         };
         // The floor must exceed a sleeping wake-up (tens of microseconds here), or a peer that
         // slept once makes the other sleep too, and every message pays a wake-up.
-        let min_us = env("BATON_SPIN_US").unwrap_or(200);
-        let max_us = env("BATON_SPIN_MAX_US").unwrap_or(5000).max(min_us);
+        let min_us = baton_settings::SPIN_US.get();
+        let max_us = baton_settings::SPIN_MAX_US.get().max(min_us);
         WaitPolicy {
             budget_ns: AtomicU64::new(min_us * 1000),
             min_ns: min_us * 1000,
             max_ns: max_us * 1000,
             yield_between_polls: oversubscribed,
-            yield_every: env("BATON_YIELD_EVERY").unwrap_or(1).max(1),
+            yield_every: baton_settings::YIELD_EVERY.get(),
             home,
         }
     }
@@ -523,29 +520,12 @@ fn pmi_err(e: baton_pmi::PmiError) -> MpiError {
     MpiError::new(c::MPI_ERR_INTERN, format!("MPI_Init: bootstrap failed: {e}"))
 }
 
-/// Which transports `BATON_TRANSPORTS` allows: (shm, tcp); default both.
+/// Which transports `BATON_TRANSPORTS` allows: (shm, tcp); default both. (`Mpi::init` has
+/// refused names the build does not have.)
 fn transports_allowed() -> Result<(bool, bool)> {
-    let list = std::env::var("BATON_TRANSPORTS").unwrap_or_default();
-    if list.trim().is_empty() {
-        return Ok((true, true));
-    }
-    let (mut shm, mut tcp) = (false, false);
-    for t in list.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-        match t {
-            "shm" => shm = true,
-            "tcp" => tcp = true,
-            "self" => {}
-            other => {
-                return Err(MpiError::new(
-                    c::MPI_ERR_OTHER,
-                    format!(
-                        "MPI_Init: BATON_TRANSPORTS names '{other}', which this build does not have (available: self, shm, tcp)"
-                    ),
-                ))
-            }
-        }
-    }
-    Ok((shm, tcp))
+    let list = baton_settings::TRANSPORTS.get();
+    let has = |t: &str| list.split(',').any(|w| w == t);
+    Ok((has("shm"), has("tcp")))
 }
 
 fn env_num(k: &str) -> Option<u32> {
@@ -587,8 +567,13 @@ pub(crate) fn parse_proc_value(v: &str) -> ProcInfo {
 
 impl Mpi {
     pub fn init() -> Result<Mpi> {
+        // Every setting is read and checked before any is used: a bad value fails here, named.
+        let settings = baton_settings::check(baton_settings::Reader::Library);
+        if let Some(e) = settings.error() {
+            return Err(MpiError::new(c::MPI_ERR_OTHER, format!("MPI_Init: {e}")));
+        }
         let pmi = PmiClient::from_env().map_err(pmi_err)?;
-        let host = std::env::var("BATON_NODE")
+        let host = std::env::var(protocol::NODE.name)
             .ok()
             .filter(|s| !s.is_empty() && !s.contains(' '))
             .unwrap_or_else(baton_transport::sys::hostname);
@@ -598,8 +583,14 @@ impl Mpi {
             None => (0, 1, hash_words(&[pid as u64, now_nanos()]) | 1, 0, 1),
         };
         // This host's share of the job (the launcher numbers each host's ranks from 0).
-        let local_size = env_num("BATON_LOCAL_SIZE").filter(|&n| n >= 1 && n <= size).unwrap_or(size);
-        let local_rank = env_num("BATON_LOCAL_RANK").filter(|&r| r < local_size).unwrap_or(rank);
+        let local_size = env_num(protocol::LOCAL_SIZE.name).filter(|&n| n >= 1 && n <= size).unwrap_or(size);
+        let local_rank = env_num(protocol::LOCAL_RANK.name).filter(|&r| r < local_size).unwrap_or(rank);
+        if local_rank == 0 {
+            // Once per host: every rank read the same environment.
+            for w in &settings.warnings {
+                eprintln!("baton: MPI_Init: {}", w.message);
+            }
+        }
         let mut cfg = FabricConfig::from_env();
         // Every process of the host derives the same size: the segment's rings must agree.
         cfg.ring_size = cfg.ring_size_for(local_size as usize);
@@ -628,8 +619,8 @@ impl Mpi {
             },
         };
         // Read once and removed, so that nothing this process starts inherits the port.
-        let parent_port = std::env::var("BATON_PARENT_PORT").ok().filter(|p| !p.is_empty());
-        std::env::remove_var("BATON_PARENT_PORT");
+        let parent_port = std::env::var(protocol::PARENT_PORT.name).ok().filter(|p| !p.is_empty());
+        std::env::remove_var(protocol::PARENT_PORT.name);
         let mut mpi = Mpi::assemble(s, wired, appnum, universe)?;
         mpi.parent_port = parent_port;
         mpi.policy.go_home();
