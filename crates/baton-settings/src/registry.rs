@@ -212,7 +212,8 @@ pub static COOP_MIN: Setting<usize> = Setting::new(
     "256k",
     Meta {
         name: "BATON_COOP_MIN",
-        kind: Kind::Size { min: 0, max: usize::MAX, off: true },
+        // Not 0: it once meant `off`, and reading it as "every message" would change a job silently.
+        kind: Kind::Size { min: 1, max: usize::MAX, off: true },
         doc: "smallest contiguous rendezvous message whose copy the sender shares with the receiver \
               (`process_vm_writev` of chunks while the receiver reads others); `off`: never",
         details: SHM,
@@ -500,6 +501,7 @@ mod tests {
         assert_eq!(TCP_CONNECT_TIMEOUT.default_value(), Duration::from_secs(30));
         assert_eq!(TRANSPORTS.default_value(), "shm,tcp");
         assert_eq!(COOP_MIN.parse("off"), Ok(usize::MAX));
+        assert!(COOP_MIN.parse("0").is_err(), "0 once meant off: refused rather than reread");
         assert_eq!(PLACE.parse("none"), Ok("off"));
         assert_eq!(COLL_GATHER.meta.algorithms(), ["linear", "binomial"]);
         assert!(TCP_STRIPES.parse("17").is_err());
