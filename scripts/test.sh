@@ -36,11 +36,27 @@ transports_error() {
   "$mpicc" -o "$build/hello" examples/hello.c || return 1
   local err
   err=$(BATON_TRANSPORTS=ucx timeout 30 "$mpiexec" -n 2 "$build/hello" 2>&1)
-  [ $? != 0 ] && echo "$err" | grep -q "BATON_TRANSPORTS names 'ucx'" || return 1
+  [ $? != 0 ] && echo "$err" | grep -q "BATON_TRANSPORTS=ucx names 'ucx', which is not one of: self, shm, tcp" || return 1
   # Shared memory alone cannot reach a rank on another host (two names of this machine are two
   # hosts to the launcher, each with its own proxy and segment).
   err=$(BATON_TRANSPORTS=shm timeout 30 "$mpiexec" -hosts 127.0.0.1,127.0.0.2 -n 2 "$build/hello" 2>&1)
   [ $? != 0 ] && echo "$err" | grep -q "no transport reaches rank"
+}
+
+# A bad setting stops MPI_Init (under mpiexec, and in a program started without it) or mpiexec
+# itself, with one message naming the variable, the value and what is accepted; BATON_PLACE, a
+# hint, only warns (once per host).
+settings_error() {
+  "$mpicc" -o "$build/hello" examples/hello.c || return 1
+  local err
+  err=$(BATON_SPIN_US=abc timeout 30 "$mpiexec" -n 2 "$build/hello" 2>&1)
+  [ $? != 0 ] && echo "$err" | grep -q "MPI_Init: BATON_SPIN_US=abc is not a whole number of microseconds (0..=1000000)" || return 1
+  err=$(BATON_COLL_BARRIER=no_such_algorithm timeout 30 "$build/hello" 2>&1)
+  [ $? != 0 ] && echo "$err" | grep -q "BATON_COLL_BARRIER=no_such_algorithm is not one of: auto, dissemination, shm" || return 1
+  err=$(BATON_PLACE=blok timeout 30 "$mpiexec" -n 2 "$build/hello" 2>&1)
+  [ $? = 0 ] && [ "$(echo "$err" | grep -c "BATON_PLACE=blok is not one of: cyclic, block, off; using cyclic")" = 1 ] || return 1
+  err=$(BATON_LAUNCH_FANOUT=0 timeout 30 "$mpiexec" -n 1 "$build/hello" 2>&1)
+  [ $? = 2 ] && [ "$err" = "mpiexec: BATON_LAUNCH_FANOUT=0 is not a whole number (1..=256)" ]
 }
 
 relocated_install() {
@@ -98,6 +114,7 @@ step "TCP over IPv6 (BATON_TCP_IF=::1), no bulk lane (BATON_TCP_STRIPES=0)" env 
   BATON_TCP_STRIPES=0 ALGORITHMS=none MPICC="$mpicc" \
   MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" tests/run-c-tests p2p_basic p2p_order coll_allreduce
 step "BATON_TRANSPORTS: a missing transport, or none reaching a rank: clear error" transports_error
+step "a bad setting: clear error at MPI_Init or from mpiexec" settings_error
 # Two separate mpiexec runs meeting through the name service and through a port in a file; then
 # 1000 spawn/disconnect and 1000 accept/connect cycles with leak checks (fds, RSS, segments).
 step "dynamic processes between two mpiexec runs" env MPICC="$mpicc" MPIEXEC="$mpiexec" tests/dpm/run.sh

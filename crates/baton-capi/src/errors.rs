@@ -142,7 +142,7 @@ pub fn raise_code(comm: usize, code: c_int, e: MpiError) -> c_int {
 pub fn fatal(e: &MpiError) -> ! {
     // Before MPI_Init completes, the launcher's environment still says who we are.
     let (rank, host) = lib_any().map(|l| (l.mpi.world_rank(), l.mpi.host.clone())).unwrap_or_else(|| {
-        let r = std::env::var("BATON_RANK").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+        let r = std::env::var(baton_settings::protocol::RANK.name).ok().and_then(|v| v.parse().ok()).unwrap_or(0);
         (r, baton_transport::sys::hostname())
     });
     let msg = format!("Baton: fatal error on rank {rank} ({host}): {} [{}]", e.msg, class_name(e.class));

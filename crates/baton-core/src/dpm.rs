@@ -355,8 +355,7 @@ pub use baton_pmi::SpawnCmd;
 
 /// How long spawn waits for its children to connect (`BATON_SPAWN_TIMEOUT`, seconds).
 fn spawn_timeout() -> Duration {
-    let secs = std::env::var("BATON_SPAWN_TIMEOUT").ok().and_then(|v| v.trim().parse::<f64>().ok());
-    Duration::from_secs_f64(secs.filter(|s| *s > 0.0).unwrap_or(60.0))
+    baton_settings::SPAWN_TIMEOUT.get()
 }
 
 /// `MPI_Comm_spawn(_multiple)`: `cmds` matters at the root only (an error there, e.g. a bad

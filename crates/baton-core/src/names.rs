@@ -25,8 +25,8 @@ fn my_uid() -> Option<u32> {
 /// The directory, created private if missing and checked if present.
 fn dir(call: &str) -> Result<PathBuf> {
     let uid = my_uid().unwrap_or(0);
-    let d = match std::env::var_os("BATON_NAME_DIR").filter(|v| !v.is_empty()) {
-        Some(d) => PathBuf::from(d),
+    let d = match baton_settings::NAME_DIR.value() {
+        Some(d) => d,
         None => match std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty()) {
             Some(x) => PathBuf::from(x).join("baton-names"),
             None => PathBuf::from(format!("/tmp/baton-names-{uid}")),
@@ -64,7 +64,10 @@ fn file_of(d: &std::path::Path, service: &str) -> PathBuf {
 }
 
 fn host() -> String {
-    std::env::var("BATON_NODE").ok().filter(|s| !s.is_empty()).unwrap_or_else(baton_transport::sys::hostname)
+    std::env::var(baton_settings::protocol::NODE.name)
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(baton_transport::sys::hostname)
 }
 
 /// (service, port) of a file, unless it was left by a process that died on this host.

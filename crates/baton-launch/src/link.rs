@@ -29,8 +29,6 @@ use crate::{sys, Event};
 
 /// How often each side of a link proves it is alive.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
-/// Default for `BATON_HEARTBEAT_TIMEOUT`.
-pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 /// A connecting peer gets this long to authenticate and say who it is.
 const AUTH_TIMEOUT: Duration = Duration::from_secs(5);
 /// Per address tried when a proxy connects to its parent.
@@ -283,18 +281,10 @@ pub fn parse_addrs(list: &str) -> Result<Vec<SocketAddr>, String> {
         .and_then(|v| if v.is_empty() { Err("no parent address".into()) } else { Ok(v) })
 }
 
-/// `BATON_HEARTBEAT_TIMEOUT` in seconds (fractions allowed).
+/// `BATON_HEARTBEAT_TIMEOUT` in seconds (fractions allowed; checked at start-up, see `main`).
+/// Its least value is two heartbeats: below that a healthy link would be declared dead.
 pub fn heartbeat_timeout_from_env() -> Result<Duration, String> {
-    match std::env::var("BATON_HEARTBEAT_TIMEOUT") {
-        Err(_) => Ok(DEFAULT_HEARTBEAT_TIMEOUT),
-        Ok(v) => match v.trim().parse::<f64>() {
-            // Below two heartbeats a healthy link would be declared dead.
-            Ok(s) if s.is_finite() && s >= 2.0 * HEARTBEAT_INTERVAL.as_secs_f64() && s <= 86_400.0 => {
-                Ok(Duration::from_secs_f64(s))
-            }
-            _ => Err(format!("BATON_HEARTBEAT_TIMEOUT={v:?} is not a number of seconds between 1 and 86400")),
-        },
-    }
+    Ok(baton_settings::HEARTBEAT_TIMEOUT.get())
 }
 
 #[cfg(test)]
@@ -333,6 +323,13 @@ mod tests {
         assert!(choose_advertised(&all, Some("fe80::/10")).is_err());
         // Nothing routable: loopback, for a job that turns out to be on this host only.
         assert_eq!(choose_advertised(&all[..3], None).unwrap(), ips(&["127.0.0.1"]));
+    }
+
+    /// The setting cannot declare a link dead between two heartbeats.
+    #[test]
+    fn heartbeat_timeout_spans_two_heartbeats() {
+        let baton_settings::Kind::Seconds { min, .. } = baton_settings::HEARTBEAT_TIMEOUT.meta.kind else { panic!() };
+        assert!(min >= 2.0 * HEARTBEAT_INTERVAL.as_secs_f64());
     }
 
     #[test]

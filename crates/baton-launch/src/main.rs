@@ -86,8 +86,7 @@ fn main() {
         Some("--singleton-server") => std::process::exit(singleton::main(&args[1..])),
         _ => {}
     }
-    let env_timeout = std::env::var("MPIEXEC_TIMEOUT").ok();
-    let opts = match cli::parse(&args, env_timeout.as_deref()) {
+    let opts = match cli::parse(&args, baton_settings::MPIEXEC_TIMEOUT.value().map(Duration::from_secs)) {
         Ok(cli::Command::Run(o)) => o,
         Ok(cli::Command::Help) => {
             println!("{}", cli::USAGE);
@@ -102,6 +101,16 @@ fn main() {
             std::process::exit(e.status);
         }
     };
+    // Every setting mpiexec reads is checked before anything starts (the proxies and the
+    // singleton server read none).
+    let settings = baton_settings::check(baton_settings::Reader::Launcher);
+    for w in &settings.warnings {
+        say!("mpiexec: {}", w.message);
+    }
+    if let Some(e) = settings.error() {
+        say!("mpiexec: {e}");
+        std::process::exit(2);
+    }
     let status = match plan_and_launch(&opts) {
         Ok(s) => s,
         Err((msg, status)) => {

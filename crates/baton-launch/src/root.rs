@@ -29,10 +29,6 @@ use crate::hosts::{self, rank_ranges};
 use crate::link::{self, Link, LinkEvent};
 use crate::{cli, output, sys, Event, Job, JobNo, Plan, Rank, HOST_FAILURE_STATUS};
 
-/// Default for `BATON_LAUNCH_FANOUT`: how many remote proxies one process
-/// starts itself.
-pub const DEFAULT_FANOUT: usize = 32;
-
 /// mpiexec's view of its direct children.
 pub struct Tree {
     heartbeat: Duration,
@@ -74,18 +70,13 @@ pub struct Tree {
 
 /// The remote shell: `--rsh`, `$BATON_RSH`, or ssh.
 fn rsh_words(opts: &cli::Options) -> Vec<String> {
-    let cmd = opts.rsh.clone().or_else(|| std::env::var("BATON_RSH").ok().filter(|s| !s.trim().is_empty()));
-    cmd.unwrap_or_else(|| "ssh".into()).split_whitespace().map(str::to_owned).collect()
+    let cmd = opts.rsh.clone().unwrap_or_else(|| baton_settings::RSH.get());
+    cmd.split_whitespace().map(str::to_owned).collect()
 }
 
+/// `BATON_LAUNCH_FANOUT` (checked at start-up, see `main`).
 fn fanout_from_env() -> Result<usize, String> {
-    match std::env::var("BATON_LAUNCH_FANOUT") {
-        Err(_) => Ok(DEFAULT_FANOUT),
-        Ok(v) => match v.trim().parse::<usize>() {
-            Ok(n) if (1..=256).contains(&n) => Ok(n),
-            _ => Err(format!("BATON_LAUNCH_FANOUT={v:?} is not a number between 1 and 256")),
-        },
-    }
+    Ok(baton_settings::LAUNCH_FANOUT.get() as usize)
 }
 
 /// Records every node's subtree, recursively, as the proxies will split it.
@@ -102,16 +93,12 @@ pub fn launch(opts: &cli::Options, plan: Plan) -> Result<i32, (String, i32)> {
     let secret = Secret::generate().map_err(|e| (e.to_string(), 1))?;
     let heartbeat = link::heartbeat_timeout_from_env().map_err(|e| (e, 2))?;
     let fanout = fanout_from_env().map_err(|e| (e, 2))?;
-    let iface = opts.iface.clone().or_else(|| std::env::var("BATON_LAUNCH_IF").ok().filter(|s| !s.is_empty()));
+    let iface = opts.iface.clone().or_else(|| baton_settings::LAUNCH_IF.value());
     let rsh = rsh_words(opts);
     let exe = std::env::current_exe().map_err(|e| (format!("cannot find mpiexec's own path: {e}"), 1))?;
     let exe = exe.to_str().ok_or_else(|| ("mpiexec's own path is not UTF-8".to_owned(), 1))?.to_owned();
     // What other hosts run as their proxy; this machine's hosts fork this very mpiexec.
-    let agent = opts
-        .agent
-        .clone()
-        .or_else(|| std::env::var("BATON_LAUNCH_AGENT").ok().filter(|s| !s.trim().is_empty()))
-        .unwrap_or_else(|| exe.clone());
+    let agent = opts.agent.clone().or_else(|| baton_settings::LAUNCH_AGENT.value()).unwrap_or_else(|| exe.clone());
     let cwd = std::env::current_dir().map_err(|e| (format!("cannot read the current directory: {e}"), 1))?;
 
     let mut ranks_on = vec![Vec::new(); plan.names.len()];

@@ -10,24 +10,26 @@ use crate::auth::{client_handshake, Secret};
 use crate::error::{PmiError, PmiErrorKind};
 use crate::wire::{self, Msg, SpawnCmd, MAX_KEY_LEN, MAX_VALUE_LEN};
 
-/// Names of the environment variables the launcher sets for every rank.
+/// Names of the environment variables the launcher sets for every rank, declared with their
+/// meaning in `baton_settings::protocol`.
 pub mod env_names {
-    pub const ADDR: &str = "BATON_PMI_ADDR";
-    pub const JOB_ID: &str = "BATON_JOB_ID";
-    pub const RANK: &str = "BATON_RANK";
-    pub const SIZE: &str = "BATON_SIZE";
-    pub const APPNUM: &str = "BATON_APPNUM";
-    pub const UNIVERSE_SIZE: &str = "BATON_UNIVERSE_SIZE";
-    pub const SECRET: &str = "BATON_PMI_SECRET";
-    pub const SHM_FD: &str = "BATON_SHM_FD";
-    pub const LOCAL_RANK: &str = "BATON_LOCAL_RANK";
-    pub const LOCAL_SIZE: &str = "BATON_LOCAL_SIZE";
+    use baton_settings::protocol as p;
+    pub const ADDR: &str = p::PMI_ADDR.name;
+    pub const JOB_ID: &str = p::JOB_ID.name;
+    pub const RANK: &str = p::RANK.name;
+    pub const SIZE: &str = p::SIZE.name;
+    pub const APPNUM: &str = p::APPNUM.name;
+    pub const UNIVERSE_SIZE: &str = p::UNIVERSE_SIZE.name;
+    pub const SECRET: &str = p::PMI_SECRET.name;
+    pub const SHM_FD: &str = p::SHM_FD.name;
+    pub const LOCAL_RANK: &str = p::LOCAL_RANK.name;
+    pub const LOCAL_SIZE: &str = p::LOCAL_SIZE.name;
     /// Name of the rank's host as given to mpiexec; ranks with equal values
     /// share memory (network namespaces may share one hostname).
-    pub const NODE: &str = "BATON_NODE";
+    pub const NODE: &str = p::NODE.name;
     /// Set only in ranks started by `MPI_Comm_spawn`: the port name their
     /// parents passed with the spawn request, to connect back to.
-    pub const PARENT_PORT: &str = "BATON_PARENT_PORT";
+    pub const PARENT_PORT: &str = p::PARENT_PORT.name;
 }
 
 /// How long `abort` waits to be killed by the launcher before giving up.

@@ -90,64 +90,54 @@ impl Algo {
 }
 
 impl Coll {
-    pub fn env_name(self) -> &'static str {
+    /// The setting that forces this collective's algorithm (`BATON_COLL_<NAME>`), which also
+    /// holds the list of its algorithms' names.
+    pub fn setting(self) -> &'static baton_settings::Setting<&'static str> {
+        use baton_settings as s;
         match self {
-            Coll::Barrier => "BATON_COLL_BARRIER",
-            Coll::Bcast => "BATON_COLL_BCAST",
-            Coll::Reduce => "BATON_COLL_REDUCE",
-            Coll::Allreduce => "BATON_COLL_ALLREDUCE",
-            Coll::Gather => "BATON_COLL_GATHER",
-            Coll::Scatter => "BATON_COLL_SCATTER",
-            Coll::Allgather => "BATON_COLL_ALLGATHER",
-            Coll::Allgatherv => "BATON_COLL_ALLGATHERV",
-            Coll::Alltoall => "BATON_COLL_ALLTOALL",
-            Coll::Alltoallv => "BATON_COLL_ALLTOALLV",
-            Coll::ReduceScatter => "BATON_COLL_REDUCE_SCATTER",
-            Coll::Scan => "BATON_COLL_SCAN",
+            Coll::Barrier => &s::COLL_BARRIER,
+            Coll::Bcast => &s::COLL_BCAST,
+            Coll::Reduce => &s::COLL_REDUCE,
+            Coll::Allreduce => &s::COLL_ALLREDUCE,
+            Coll::Gather => &s::COLL_GATHER,
+            Coll::Scatter => &s::COLL_SCATTER,
+            Coll::Allgather => &s::COLL_ALLGATHER,
+            Coll::Allgatherv => &s::COLL_ALLGATHERV,
+            Coll::Alltoall => &s::COLL_ALLTOALL,
+            Coll::Alltoallv => &s::COLL_ALLTOALLV,
+            Coll::ReduceScatter => &s::COLL_REDUCE_SCATTER,
+            Coll::Scan => &s::COLL_SCAN,
         }
+    }
+
+    pub fn env_name(self) -> &'static str {
+        self.setting().meta.name
     }
 
     /// The algorithms this collective has, the first being the general fallback.
     pub fn algos(self) -> &'static [&'static str] {
-        match self {
-            Coll::Barrier => &["dissemination", "shm"],
-            Coll::Bcast => &["binomial", "scatter_allgather", "shm"],
-            Coll::Reduce => &["binomial", "shm"],
-            Coll::Allreduce => &["recursive_doubling", "rabenseifner", "ring", "reduce_bcast", "shm"],
-            Coll::Gather | Coll::Scatter => &["linear", "binomial"],
-            Coll::Allgather => &["ring", "bruck", "recursive_doubling", "shm"],
-            Coll::Allgatherv => &["ring", "linear"],
-            Coll::Alltoall => &["pairwise", "bruck", "mesh", "linear", "shm"],
-            Coll::Alltoallv => &["pairwise", "linear"],
-            Coll::ReduceScatter => &["reduce_scatterv", "recursive_halving", "pairwise"],
-            Coll::Scan => &["recursive_doubling", "linear"],
-        }
+        self.setting().meta.algorithms()
     }
 }
 
-/// The algorithms forced by the environment, read once; a name that does not exist is an
-/// error every collective of that kind reports.
+/// The algorithms forced by the environment, mapped once. (`MPI_Init` has refused names that
+/// are not in the collective's list; an error here means the list names an algorithm this file
+/// does not implement, which its test prevents.)
 fn forced(coll: Coll) -> Result<Option<Algo>> {
     static FORCED: OnceLock<Vec<std::result::Result<Option<Algo>, String>>> = OnceLock::new();
     let all = FORCED.get_or_init(|| {
         COLLS
             .iter()
-            .map(|&k| match std::env::var(k.env_name()) {
-                Err(_) => Ok(None),
-                Ok(v) if v.is_empty() || v == "auto" => Ok(None),
-                Ok(v) => match Algo::parse(&v).filter(|_| k.algos().contains(&v.as_str())) {
-                    Some(a) => Ok(Some(a)),
-                    None => Err(format!(
-                        "{}={v} names no algorithm of this collective (choose one of: auto, {})",
-                        k.env_name(),
-                        k.algos().join(", ")
-                    )),
-                },
+            .map(|&k| match k.setting().get() {
+                "auto" => Ok(None),
+                v => Algo::parse(v)
+                    .map(Some)
+                    .ok_or_else(|| format!("{}={v}: this build has no such algorithm", k.env_name())),
             })
             .collect()
     });
     let i = COLLS.iter().position(|&k| k == coll).unwrap();
-    all[i].clone().map_err(|m| MpiError::new(c::MPI_ERR_ARG, m))
+    all[i].clone().map_err(|m| MpiError::new(c::MPI_ERR_INTERN, m))
 }
 
 /// What [`choose`] looks at.
@@ -1165,5 +1155,21 @@ pub fn scan(s: &mut Schedule, a: Algo, src: Loc, dst: Loc, exclusive: bool) {
     if have {
         s.copy(result, dst);
         s.end_round();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every name the settings registry lists for a collective is one this file implements.
+    #[test]
+    fn every_listed_algorithm_is_implemented() {
+        for k in COLLS {
+            assert!(!k.algos().is_empty(), "{k:?}");
+            for a in k.algos() {
+                assert!(Algo::parse(a).is_some(), "{}: {a}", k.env_name());
+            }
+        }
     }
 }

@@ -44,19 +44,18 @@ pub struct FabricConfig {
 
 impl FabricConfig {
     pub fn from_env() -> FabricConfig {
-        let num = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| parse_size(&v)).unwrap_or(d);
-        let ring_size = num("BATON_SHM_RING_SIZE", 128 * 1024).next_power_of_two().max(8192);
-        let ring_size_set = std::env::var_os("BATON_SHM_RING_SIZE").is_some();
+        let ring_size_set = baton_settings::SHM_RING_SIZE.value().is_some();
+        let ring_size = baton_settings::SHM_RING_SIZE.value().unwrap_or(128 * 1024).next_power_of_two().max(8192);
         // Above 8 KiB a single-copy rendezvous beats the eager path's two copies when the
         // sender waits (16 KiB ping-pong: 2.35 against 3.25 µs); a sender that goes on keeps
         // eager copies overlapping (16 KiB `bw` 1.15 against 1.99 µs per message, a 4-rank
         // allreduce of 64 KiB 0.75 of the time). Without single copies, rendezvous is a ring copy
         // plus a handshake, and eager wins either way.
-        let eager_max = num("BATON_SHM_EAGER_MAX", 16 * 1024);
-        let eager_max_waiting = num("BATON_SHM_EAGER_MAX", 8 * 1024);
-        let off = |k: &str| matches!(std::env::var(k).as_deref(), Ok("0") | Ok("no") | Ok("off"));
-        let cma = !off("BATON_CMA");
-        let coop_min = if off("BATON_COOP_MIN") { usize::MAX } else { num("BATON_COOP_MIN", 256 * 1024) };
+        let eager_max = baton_settings::SHM_EAGER_MAX.value().unwrap_or(16 * 1024);
+        let eager_max_waiting = baton_settings::SHM_EAGER_MAX.value().unwrap_or(8 * 1024);
+        let cma = baton_settings::CMA.get();
+        // `off` reads as usize::MAX: no message is that large.
+        let coop_min = baton_settings::COOP_MIN.get();
         FabricConfig { eager_max, eager_max_waiting, ring_size, ring_size_set, cma, coop_min }
     }
 
@@ -84,18 +83,6 @@ impl FabricConfig {
         let share = ((32usize << 20) / local.max(1).pow(2)).max(1);
         (1usize << share.ilog2()).clamp(128 << 10, 1 << 20)
     }
-}
-
-/// Parses `4096`, `64k`, `1m`.
-pub fn parse_size(s: &str) -> Option<usize> {
-    let s = s.trim().to_ascii_lowercase();
-    let (num, mul) = match s.chars().last()? {
-        'k' => (&s[..s.len() - 1], 1024),
-        'm' => (&s[..s.len() - 1], 1024 * 1024),
-        'g' => (&s[..s.len() - 1], 1024 * 1024 * 1024),
-        _ => (&s[..], 1),
-    };
-    num.parse::<usize>().ok().map(|n| n * mul)
 }
 
 enum Endpoint {
@@ -506,13 +493,5 @@ mod tests {
     fn an_explicit_ring_size_wins() {
         assert_eq!(cfg(Some(8192)).ring_size_for(2), 8192);
         assert_eq!(cfg(Some(4 << 20)).ring_size_for(64), 4 << 20);
-    }
-
-    #[test]
-    fn sizes_parse_with_units() {
-        assert_eq!(parse_size("64k"), Some(64 * 1024));
-        assert_eq!(parse_size(" 1M "), Some(1 << 20));
-        assert_eq!(parse_size("4096"), Some(4096));
-        assert_eq!(parse_size("x"), None);
     }
 }

@@ -108,23 +108,19 @@ impl Congestion {
 
 impl TcpConfig {
     pub fn from_env() -> TcpConfig {
-        let size = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| super::parse_size(&v)).unwrap_or(d);
-        let secs = std::env::var("BATON_TCP_CONNECT_TIMEOUT").ok().and_then(|v| v.trim().parse::<f64>().ok());
+        // The registry's ranges bound each value (a chunk of 4 KiB to 1 MiB, at most 16 stripes).
         TcpConfig {
-            eager_max: size("BATON_TCP_EAGER_MAX", 128 * 1024),
-            chunk: size("BATON_TCP_CHUNK", 512 * 1024).clamp(4096, 1 << 20),
-            stripes: size("BATON_TCP_STRIPES", 1).min(16),
-            iface: std::env::var("BATON_TCP_IF").ok().filter(|s| !s.trim().is_empty()),
-            connect_timeout: Duration::from_secs_f64(secs.filter(|s| *s > 0.0).unwrap_or(30.0)),
-            congestion: Congestion::from_setting(
-                std::env::var("BATON_TCP_CONGESTION").ok().as_deref(),
-                Congestion::System,
-            ),
+            eager_max: baton_settings::TCP_EAGER_MAX.get(),
+            chunk: baton_settings::TCP_CHUNK.get(),
+            stripes: baton_settings::TCP_STRIPES.get() as usize,
+            iface: baton_settings::TCP_IF.value(),
+            connect_timeout: baton_settings::TCP_CONNECT_TIMEOUT.get(),
+            congestion: Congestion::from_setting(Some(&baton_settings::TCP_CONGESTION.get()), Congestion::System),
             bulk_congestion: Congestion::from_setting(
-                std::env::var("BATON_TCP_BULK_CONGESTION").ok().as_deref(),
+                Some(&baton_settings::TCP_BULK_CONGESTION.get()),
                 Congestion::Unpaced,
             ),
-            coalesce: size("BATON_TCP_COALESCE", 16 * 1024),
+            coalesce: baton_settings::TCP_COALESCE.get(),
         }
     }
 

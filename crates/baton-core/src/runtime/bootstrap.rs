@@ -14,6 +14,7 @@ use crate::group::Group;
 use baton_abi::consts as c;
 use baton_pmi::auth::Secret;
 use baton_pmi::PmiClient;
+use baton_settings::protocol;
 use baton_transport::shm::{ProcCtl, Segment};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,29 +23,12 @@ pub(super) fn pmi_err(e: baton_pmi::PmiError) -> MpiError {
     MpiError::new(c::MPI_ERR_INTERN, format!("MPI_Init: bootstrap failed: {e}"))
 }
 
-/// Which transports `BATON_TRANSPORTS` allows: (shm, tcp); default both.
+/// Which transports `BATON_TRANSPORTS` allows: (shm, tcp); default both. (`Mpi::init` has
+/// refused names the build does not have.)
 pub(super) fn transports_allowed() -> Result<(bool, bool)> {
-    let list = std::env::var("BATON_TRANSPORTS").unwrap_or_default();
-    if list.trim().is_empty() {
-        return Ok((true, true));
-    }
-    let (mut shm, mut tcp) = (false, false);
-    for t in list.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-        match t {
-            "shm" => shm = true,
-            "tcp" => tcp = true,
-            "self" => {}
-            other => {
-                return Err(MpiError::new(
-                    c::MPI_ERR_OTHER,
-                    format!(
-                        "MPI_Init: BATON_TRANSPORTS names '{other}', which this build does not have (available: self, shm, tcp)"
-                    ),
-                ))
-            }
-        }
-    }
-    Ok((shm, tcp))
+    let list = baton_settings::TRANSPORTS.get();
+    let has = |t: &str| list.split(',').any(|w| w == t);
+    Ok((has("shm"), has("tcp")))
 }
 
 pub(super) fn env_num(k: &str) -> Option<u32> {
@@ -86,8 +70,13 @@ pub(crate) fn parse_proc_value(v: &str) -> ProcInfo {
 
 impl Mpi {
     pub fn init() -> Result<Mpi> {
+        // Every setting is read and checked before any is used: a bad value fails here, named.
+        let settings = baton_settings::check(baton_settings::Reader::Library);
+        if let Some(e) = settings.error() {
+            return Err(MpiError::new(c::MPI_ERR_OTHER, format!("MPI_Init: {e}")));
+        }
         let pmi = PmiClient::from_env().map_err(pmi_err)?;
-        let host = std::env::var("BATON_NODE")
+        let host = std::env::var(protocol::NODE.name)
             .ok()
             .filter(|s| !s.is_empty() && !s.contains(' '))
             .unwrap_or_else(baton_transport::sys::hostname);
@@ -97,8 +86,14 @@ impl Mpi {
             None => (0, 1, hash_words(&[pid as u64, now_nanos()]) | 1, 0, 1),
         };
         // This host's share of the job (the launcher numbers each host's ranks from 0).
-        let local_size = env_num("BATON_LOCAL_SIZE").filter(|&n| n >= 1 && n <= size).unwrap_or(size);
-        let local_rank = env_num("BATON_LOCAL_RANK").filter(|&r| r < local_size).unwrap_or(rank);
+        let local_size = env_num(protocol::LOCAL_SIZE.name).filter(|&n| n >= 1 && n <= size).unwrap_or(size);
+        let local_rank = env_num(protocol::LOCAL_RANK.name).filter(|&r| r < local_size).unwrap_or(rank);
+        if local_rank == 0 {
+            // Once per host: every rank read the same environment.
+            for w in &settings.warnings {
+                eprintln!("baton: MPI_Init: {}", w.message);
+            }
+        }
         let mut cfg = FabricConfig::from_env();
         // Every process of the host derives the same size: the segment's rings must agree.
         cfg.ring_size = cfg.ring_size_for(local_size as usize);
@@ -127,8 +122,8 @@ impl Mpi {
             },
         };
         // Read once and removed, so that nothing this process starts inherits the port.
-        let parent_port = std::env::var("BATON_PARENT_PORT").ok().filter(|p| !p.is_empty());
-        std::env::remove_var("BATON_PARENT_PORT");
+        let parent_port = std::env::var(protocol::PARENT_PORT.name).ok().filter(|p| !p.is_empty());
+        std::env::remove_var(protocol::PARENT_PORT.name);
         let mut mpi = Mpi::assemble(s, wired, appnum, universe)?;
         mpi.parent_port = parent_port;
         mpi.policy.go_home();
@@ -379,9 +374,5 @@ pub(super) struct Wired {
 pub static LAUNCHER: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
 
 pub(super) fn launcher_path() -> std::path::PathBuf {
-    std::env::var_os("BATON_MPIEXEC")
-        .filter(|v| !v.is_empty())
-        .map(std::path::PathBuf::from)
-        .or_else(|| LAUNCHER.get().cloned())
-        .unwrap_or_else(|| "mpiexec".into())
+    baton_settings::MPIEXEC.value().or_else(|| LAUNCHER.get().cloned()).unwrap_or_else(|| "mpiexec".into())
 }

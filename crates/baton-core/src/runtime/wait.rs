@@ -64,15 +64,12 @@ pub enum Placement {
 
 impl Placement {
     pub fn from_env() -> Placement {
-        match std::env::var("BATON_PLACE").as_deref().map(str::trim) {
-            Ok("off" | "none" | "0") => Placement::Off,
-            Ok("block") => Placement::Block,
-            Ok("cyclic" | "") | Err(_) => Placement::Cyclic,
-            Ok(other) => {
-                // A placement is a hint, not worth failing MPI_Init over; but say so.
-                eprintln!("baton: MPI_Init: BATON_PLACE={other:?} is not one of cyclic, block, off; using cyclic");
-                Placement::Cyclic
-            }
+        // A bad value is a warning of `Mpi::init` (a hint is not worth failing over) and reads
+        // as the default.
+        match baton_settings::PLACE.get() {
+            "off" => Placement::Off,
+            "block" => Placement::Block,
+            _ => Placement::Cyclic,
         }
     }
 
@@ -127,7 +124,6 @@ impl WaitPolicy {
     pub(super) fn choose(local_ranks: usize, local_index: usize) -> WaitPolicy {
         let cores = available_cores();
         let oversubscribed = local_ranks > cores;
-        let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
         let home = if oversubscribed {
             let allowed = baton_transport::sys::allowed_cpus();
             Placement::from_env().cpu_for(local_index, local_ranks, &allowed).map(|cpu| Home {
@@ -141,14 +137,14 @@ impl WaitPolicy {
         };
         // The floor must exceed a sleeping wake-up (tens of microseconds here), or a peer that
         // slept once makes the other sleep too, and every message pays a wake-up.
-        let min_us = env("BATON_SPIN_US").unwrap_or(200);
-        let max_us = env("BATON_SPIN_MAX_US").unwrap_or(5000).max(min_us);
+        let min_us = baton_settings::SPIN_US.get();
+        let max_us = baton_settings::SPIN_MAX_US.get().max(min_us);
         WaitPolicy {
             budget_ns: AtomicU64::new(min_us * 1000),
             min_ns: min_us * 1000,
             max_ns: max_us * 1000,
             yield_between_polls: oversubscribed,
-            yield_every: env("BATON_YIELD_EVERY").unwrap_or(1).max(1),
+            yield_every: baton_settings::YIELD_EVERY.get(),
             home,
         }
     }
