@@ -217,9 +217,9 @@ const SPARSE_STRIDE: usize = 1024;
 
 /// Copies `k` blocks of `n` bytes from `src`, `src + sstride`, ... to `dst`, `dst + dstride`, ....
 /// Blocks of 4 to 16 bytes (single elements, small structs) move as two overlapping words, where
-/// a `memmove` call per block would cost more than the copy. (Prefetching a few blocks ahead, or
-/// loading from a group of destination blocks before storing to them, was tried for blocks a
-/// cache line or more apart: both made a matrix column slower here.)
+/// a `memmove` call per block would cost more than the copy. (Neither prefetching a few blocks
+/// ahead nor loading from a group of destination blocks before storing to them pays for blocks a
+/// cache line or more apart: docs/PERFORMANCE.md, derived datatypes.)
 ///
 /// # Safety
 /// Every source block must be readable and every destination block writable.
@@ -236,11 +236,10 @@ unsafe fn copy_blocks(src: *const u8, sstride: isize, dst: *mut u8, dstride: isi
 }
 
 /// [`copy_blocks`]; with `PACE`, one more store after each block, to a stack slot that is
-/// surely in L1. Blocks far apart each miss the cache (a matrix column), and on this AMD EPYC
-/// back-to-back missing stores retire slower than when a store that hits sits between them: a
-/// column of 1024 doubles 8 KiB apart took 5.9–6.9 µs to scatter in a plain loop and 5.0–5.3
-/// µs with the extra store, 1024 floats 4 KiB apart 6.9 and 4.8 µs (C loops, interleaved;
-/// docs/PERFORMANCE.md, derived datatypes).
+/// surely in L1. Blocks far apart each miss the cache (a matrix column), and back-to-back
+/// missing stores can retire slower than when a store that hits sits between them, so the
+/// scatter of a column paces its stores that way (docs/PERFORMANCE.md, derived datatypes,
+/// backs the choice and [`SPARSE_STRIDE`]).
 ///
 /// # Safety
 /// As for [`copy_blocks`].

@@ -34,8 +34,9 @@ const INLINE_PAYLOAD: usize = ALIGN - RECORD_HEADER;
 ///
 /// A payload of more than [`INLINE_PAYLOAD`] bytes starts on the line after the header, so the
 /// producer touches the line the consumer polls only once, with the header and stamp at the end:
-/// writing part of the payload there first let the polling consumer take the line back before
-/// the stamp's store (the 1 KiB ping-pong took 1.17× as long, docs/PERFORMANCE.md).
+/// writing part of the payload there first lets the polling consumer take the line back before
+/// the stamp's store, and the line crosses between the cores twice (docs/PERFORMANCE.md, shared
+/// memory).
 #[inline]
 fn payload_offset(plen: usize) -> usize {
     if plen <= INLINE_PAYLOAD {
@@ -407,11 +408,11 @@ pub struct Consumer {
 unsafe impl Send for Consumer {}
 
 /// Backs `len` bytes at `p` with pages now. A producer does this for its ring when the
-/// endpoint opens, so that the first pass of messages through the ring does not allocate a
-/// page every 4 KiB: with 1 MiB rings that cost an 8-byte ping-pong measured over a short run
-/// 0.25–0.28 µs a message instead of 0.13–0.19 (the consumer then maps pages that exist,
-/// which measured as cheap; populating its side too would commit every ring of the host at
-/// `MPI_Init`, used or not). Best effort: kernels before 5.14 refuse, and pages fault as before.
+/// endpoint opens, so that the first pass of messages through the ring does not take a page
+/// fault every 4 KiB, which a short run of small messages would pay in latency
+/// (docs/PERFORMANCE.md, shared memory). The consumer only maps pages that exist then;
+/// populating its side too would commit every ring of the host at `MPI_Init`, used or not.
+/// Best effort: kernels before 5.14 refuse, and pages fault as before.
 fn populate(p: *mut u8, len: usize) {
     const MADV_POPULATE_WRITE: libc::c_int = 23;
     let start = (p as usize).next_multiple_of(PAGE);
