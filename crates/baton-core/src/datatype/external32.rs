@@ -43,45 +43,26 @@ impl Layout {
 
 fn encode(b: Basic, v: &[u8], out: &mut Vec<u8>) {
     match b.conv {
-        Conv::Raw => out.extend_from_slice(v),
         Conv::Int { signed } => {
             let mut x = [0u8; 16];
             x[..v.len()].copy_from_slice(v);
-            let mut n = if cfg!(target_endian = "little") {
+            let n = if cfg!(target_endian = "little") {
                 u128::from_le_bytes(x)
             } else {
                 u128::from_be_bytes(x) >> (128 - 8 * v.len())
             };
-            if signed && v.len() < 16 && n >> (8 * v.len() - 1) & 1 == 1 {
-                n |= !0u128 << (8 * v.len());
-            }
-            out.extend_from_slice(&n.to_be_bytes()[16 - b.ext as usize..]);
+            out.extend_from_slice(&widen(n, v.len(), signed).to_be_bytes()[16 - b.ext as usize..]);
         }
-        Conv::Float => out.extend(native_to_be(v)),
-        Conv::Complex => {
-            let h = v.len() / 2;
-            out.extend(native_to_be(&v[..h]));
-            out.extend(native_to_be(&v[h..]));
-        }
-        Conv::LongDouble => encode_ld(v, out),
-        Conv::LongDoubleComplex => {
-            let h = v.len() / 2;
-            encode_ld(&v[..h], out);
-            encode_ld(&v[h..], out);
-        }
+        conv => by_parts(conv, v, out, encode_ld),
     }
 }
 
 fn decode(b: Basic, v: &[u8], out: &mut Vec<u8>) {
     match b.conv {
-        Conv::Raw => out.extend_from_slice(v),
         Conv::Int { signed } => {
             let mut x = [0u8; 16];
             x[16 - v.len()..].copy_from_slice(v);
-            let mut n = u128::from_be_bytes(x);
-            if signed && v.len() < 16 && n >> (8 * v.len() - 1) & 1 == 1 {
-                n |= !0u128 << (8 * v.len());
-            }
+            let n = widen(u128::from_be_bytes(x), v.len(), signed);
             let sz = b.size as usize;
             if cfg!(target_endian = "little") {
                 out.extend_from_slice(&n.to_le_bytes()[..sz]);
@@ -89,18 +70,34 @@ fn decode(b: Basic, v: &[u8], out: &mut Vec<u8>) {
                 out.extend_from_slice(&n.to_be_bytes()[16 - sz..]);
             }
         }
-        Conv::Float => out.extend(native_to_be(v)),
-        Conv::Complex => {
-            let h = v.len() / 2;
-            out.extend(native_to_be(&v[..h]));
-            out.extend(native_to_be(&v[h..]));
-        }
-        Conv::LongDouble => decode_ld(v, out),
-        Conv::LongDoubleComplex => {
-            let h = v.len() / 2;
-            decode_ld(&v[..h], out);
-            decode_ld(&v[h..], out);
-        }
+        conv => by_parts(conv, v, out, decode_ld),
+    }
+}
+
+/// The integer `n` of `bytes` bytes widened to 128 bits, its sign extended when `signed`.
+fn widen(n: u128, bytes: usize, signed: bool) -> u128 {
+    if signed && bytes < 16 && n >> (8 * bytes - 1) & 1 == 1 {
+        n | !0u128 << (8 * bytes)
+    } else {
+        n
+    }
+}
+
+/// Converts a value that is not an integer, part by part (a complex value has two parts, real
+/// and imaginary): bytes as they are, IEEE floats by byte order (the same permutation both
+/// ways), `long double`s with `ld`, which converts one in the direction wanted.
+fn by_parts(conv: Conv, v: &[u8], out: &mut Vec<u8>, ld: fn(&[u8], &mut Vec<u8>)) {
+    let swap: fn(&[u8], &mut Vec<u8>) = |p, out| out.extend(native_to_be(p));
+    let (part, parts) = match conv {
+        Conv::Raw => return out.extend_from_slice(v),
+        Conv::Int { .. } => unreachable!("integers are converted by value"),
+        Conv::Float => (swap, 1),
+        Conv::Complex => (swap, 2),
+        Conv::LongDouble => (ld, 1),
+        Conv::LongDoubleComplex => (ld, 2),
+    };
+    for p in v.chunks_exact(v.len() / parts) {
+        part(p, out);
     }
 }
 

@@ -15,33 +15,31 @@ impl Layout {
 
     pub fn basic_typed(name: &'static str, b: Basic, align: usize) -> Layout {
         let size = b.size as usize;
-        Layout {
-            size,
-            lb: 0,
-            extent: size as isize,
-            true_lb: 0,
-            true_extent: size as isize,
-            blocks: vec![(0, size)],
-            runs: runs_of(&[(0, size)]),
-            elems: vec![(b, 1)],
-            name,
-            align,
-            sticky_lb: false,
-            sticky_ub: false,
-            envelope: None,
-        }
+        Layout::fixed(name, size, vec![(0, size)], vec![(b, 1)], align)
     }
 
     /// The C struct `{ A a; B b; }` used by the MINLOC/MAXLOC pair types.
     fn pair(name: &'static str, a: Basic, b: Basic, b_align: usize, struct_align: usize) -> Layout {
         let (asz, bsz) = (a.size as usize, b.size as usize);
         let b_off = asz.div_ceil(b_align) * b_align;
-        let end = b_off + bsz;
-        let extent = end.div_ceil(struct_align) * struct_align;
+        let extent = (b_off + bsz).div_ceil(struct_align) * struct_align;
         let blocks = if b_off == asz { vec![(0, asz + bsz)] } else { vec![(0, asz), (b_off as isize, bsz)] };
         let elems = if a == b { vec![(a, 2)] } else { vec![(a, 1), (b, 1)] };
+        Layout::fixed(name, extent, blocks, elems, struct_align)
+    }
+
+    /// A predefined layout: lb 0, no markers, the data in `blocks` (in memory order, the first
+    /// at offset 0).
+    fn fixed(
+        name: &'static str,
+        extent: usize,
+        blocks: Vec<(isize, usize)>,
+        elems: Vec<(Basic, u64)>,
+        align: usize,
+    ) -> Layout {
+        let end = blocks.last().map_or(0, |&(off, len)| off as usize + len);
         Layout {
-            size: asz + bsz,
+            size: blocks.iter().map(|&(_, len)| len).sum(),
             lb: 0,
             extent: extent as isize,
             true_lb: 0,
@@ -50,7 +48,7 @@ impl Layout {
             blocks,
             elems,
             name,
-            align: struct_align,
+            align,
             sticky_lb: false,
             sticky_ub: false,
             envelope: None,

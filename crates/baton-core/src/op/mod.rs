@@ -252,6 +252,20 @@ pub fn apply(op: Op, dt: usize, input: &[u8], inout: &mut [u8]) {
     }
 }
 
+/// `$kernel::<T>(args)` with `T` the element type of floating format `$num`.
+macro_rules! by_float {
+    ($num:expr, $kernel:ident($($arg:expr),*)) => {
+        match $num {
+            Num::F16 => $kernel::<Half>($($arg),*),
+            Num::F32 => $kernel::<f32>($($arg),*),
+            Num::F64 => $kernel::<f64>($($arg),*),
+            Num::X87 => $kernel::<Ext80>($($arg),*),
+            Num::F128 => $kernel::<Quad>($($arg),*),
+            n => debug_assert!(false, "{n:?} is not a floating format"),
+        }
+    };
+}
+
 /// `inout = input op inout` over packed elements of kind `k` (checked with [`check_kind`]).
 /// An operation the kind does not support leaves `inout` alone.
 pub fn apply_kind(op: Op, k: Kind, input: &[u8], inout: &mut [u8]) {
@@ -276,20 +290,9 @@ pub fn apply_kind(op: Op, k: Kind, input: &[u8], inout: &mut [u8]) {
             U64 => integer::<u64>(op, input, inout),
             I128 => integer::<i128>(op, input, inout),
             U128 => integer::<u128>(op, input, inout),
-            F16 => floating::<Half>(op, input, inout),
-            F32 => floating::<f32>(op, input, inout),
-            F64 => floating::<f64>(op, input, inout),
-            X87 => floating::<Ext80>(op, input, inout),
-            F128 => floating::<Quad>(op, input, inout),
+            float => by_float!(float, floating(op, input, inout)),
         },
-        Shape::Complex => match k.num {
-            F16 => complex::<Half>(op, input, inout),
-            F32 => complex::<f32>(op, input, inout),
-            F64 => complex::<f64>(op, input, inout),
-            X87 => complex::<Ext80>(op, input, inout),
-            F128 => complex::<Quad>(op, input, inout),
-            _ => debug_assert!(false, "no complex type of {:?}", k.num),
-        },
+        Shape::Complex => by_float!(k.num, complex(op, input, inout)),
         Shape::Pair(ix) => match (k.num, ix) {
             (F32, I32) => loc::<f32, i32>(op, input, inout),
             (F64, I32) => loc::<f64, i32>(op, input, inout),
