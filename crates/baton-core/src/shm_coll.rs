@@ -21,8 +21,8 @@
 //!   proceed without a context switch per call when ranks share cores.
 //!
 //! So a small allreduce costs each process one cache-line transfer per peer (its post line,
-//! number and data together) and no "done" flag at all; an earlier version had separate
-//! arrive, done and data lines, three transfers per peer.
+//! number and data together) and no "done" flag at all, where separate arrive, done and data
+//! lines would cost three.
 //!
 //! Allreduce has every process combine all contributions itself, in rank order, straight from
 //! the segment: for the small messages this serves, reading n cache-resident vectors is cheaper

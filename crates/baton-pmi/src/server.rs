@@ -380,13 +380,31 @@ mod tests {
 
     fn start(size: u32) -> (PmiServer, Secret, mpsc::Receiver<ServerEvent>) {
         let secret = Secret::generate().unwrap();
+        let (server, rx) = start_with(ServerConfig::whole_job(size, 42, secret.clone()));
+        (server, secret, rx)
+    }
+
+    /// A server of `cfg` whose events arrive on the receiver.
+    fn start_with(cfg: ServerConfig) -> (PmiServer, mpsc::Receiver<ServerEvent>) {
         let (tx, rx) = mpsc::channel();
         let tx = Mutex::new(tx);
-        let server = PmiServer::start(ServerConfig::whole_job(size, 42, secret.clone()), move |ev| {
+        let server = PmiServer::start(cfg, move |ev| {
             let _ = tx.lock().unwrap().send(ev);
         })
         .unwrap();
-        (server, secret, rx)
+        (server, rx)
+    }
+
+    /// A thread in which rank `rank` of job `job_id` connects to `addr` and runs `f`.
+    fn client<T: Send + 'static>(
+        addr: &str,
+        secret: &Secret,
+        rank: u32,
+        job_id: u64,
+        f: impl FnOnce(&mut PmiClient) -> T + Send + 'static,
+    ) -> thread::JoinHandle<T> {
+        let (addr, secret) = (addr.to_string(), secret.clone());
+        thread::spawn(move || f(&mut PmiClient::connect(&addr, &secret, rank, job_id).unwrap()))
     }
 
     #[test]
@@ -396,10 +414,7 @@ mod tests {
         let addr = server.addr().to_string();
         let threads: Vec<_> = (0..n)
             .map(|rank| {
-                let addr = addr.clone();
-                let secret = secret.clone();
-                thread::spawn(move || {
-                    let mut c = PmiClient::connect(&addr, &secret, rank, 42).unwrap();
+                client(&addr, &secret, rank, 42, move |c| {
                     assert_eq!(c.size(), n);
                     c.put("k", format!("v{rank}").as_bytes()).unwrap();
                     assert_eq!(c.get(rank, "k").unwrap().unwrap(), format!("v{rank}").as_bytes());
@@ -488,15 +503,11 @@ mod tests {
     fn malformed_frame_closes_only_that_connection() {
         let (server, secret, rx) = start(2);
         let addr = server.addr().to_string();
-        let good = {
-            let (addr, secret) = (addr.clone(), secret.clone());
-            thread::spawn(move || {
-                let mut c = PmiClient::connect(&addr, &secret, 0, 42).unwrap();
-                c.put("k", b"v").unwrap();
-                c.fence().unwrap();
-                c.get(1, "k").unwrap()
-            })
-        };
+        let good = client(&addr, &secret, 0, 42, |c| {
+            c.put("k", b"v").unwrap();
+            c.fence().unwrap();
+            c.get(1, "k").unwrap()
+        });
         // Authenticated, then a frame header claiming 4 GiB.
         let mut raw = TcpStream::connect(&addr).unwrap();
         crate::auth::client_handshake(&mut raw, &secret).unwrap();
@@ -514,26 +525,19 @@ mod tests {
     #[test]
     fn delegated_fence_waits_for_completion_and_only_local_ranks_connect() {
         let secret = Secret::generate().unwrap();
-        let (tx, rx) = mpsc::channel();
-        let tx = Mutex::new(tx);
         let cfg = ServerConfig {
             local_ranks: Some(vec![1, 3]),
             delegate_fence: true,
             ..ServerConfig::whole_job(4, 9, secret.clone())
         };
-        let server = PmiServer::start(cfg, move |ev| {
-            let _ = tx.lock().unwrap().send(ev);
-        })
-        .unwrap();
+        let (server, rx) = start_with(cfg);
         let addr = server.addr().to_string();
         let e = PmiClient::connect(&addr, &secret, 0, 9).unwrap_err();
         assert!(e.to_string().contains("does not run on this host"), "{e}");
         let threads: Vec<_> = [1u32, 3]
             .into_iter()
             .map(|rank| {
-                let (addr, secret) = (addr.clone(), secret.clone());
-                thread::spawn(move || {
-                    let mut c = PmiClient::connect(&addr, &secret, rank, 9).unwrap();
+                client(&addr, &secret, rank, 9, move |c| {
                     c.put("k", &[rank as u8]).unwrap();
                     c.fence().unwrap();
                     (c.get(0, "k").unwrap(), c.get(2, "k").unwrap())
@@ -570,9 +574,7 @@ mod tests {
         let addr = server.addr().to_string();
         let threads: Vec<_> = (0..n)
             .map(|rank| {
-                let (addr, secret) = (addr.clone(), secret.clone());
-                thread::spawn(move || {
-                    let mut c = PmiClient::connect(&addr, &secret, rank, 42).unwrap();
+                client(&addr, &secret, rank, 42, move |c| {
                     let r = c.spawn(&[cmd(&format!("prog{rank}"), rank + 1)], &format!("port{rank}"));
                     // The connection stays usable after either answer.
                     c.fence().unwrap();
@@ -614,13 +616,7 @@ mod tests {
     fn dropping_the_server_answers_waiting_spawns_and_stops_accepting() {
         let (server, secret, rx) = start(2);
         let addr = server.addr().to_string();
-        let waiter = {
-            let (addr, secret) = (addr.clone(), secret.clone());
-            thread::spawn(move || {
-                let mut c = PmiClient::connect(&addr, &secret, 0, 42).unwrap();
-                c.spawn(&[cmd("x", 1)], "p")
-            })
-        };
+        let waiter = client(&addr, &secret, 0, 42, |c| c.spawn(&[cmd("x", 1)], "p"));
         loop {
             if let ServerEvent::Spawn { .. } = rx.recv_timeout(Duration::from_secs(5)).unwrap() {
                 break;

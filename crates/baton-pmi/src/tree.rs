@@ -15,7 +15,9 @@
 //! the command line, then 1, 2, ... as mpiexec numbers the spawned ones).
 
 use crate::error::PmiError;
-use crate::wire::{get_spawn_cmds, len_u32, put_bytes, put_spawn_cmds, put_u32, Cursor, KeyValue, SpawnCmd};
+use crate::wire::{
+    get_kvs, get_spawn_cmds, put_bytes, put_kvs, put_list, put_spawn_cmds, put_u32, Cursor, KeyValue, SpawnCmd,
+};
 
 const TAG_PROXY_HELLO: u8 = 0x41;
 const TAG_LAUNCH: u8 = 0x42;
@@ -180,21 +182,11 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     put_bytes(out, s.as_bytes());
 }
 
-fn put_kvs(out: &mut Vec<u8>, kvs: &[KeyValue]) {
-    put_u32(out, len_u32(kvs.len()));
-    for kv in kvs {
-        put_u32(out, kv.rank);
-        put_str(out, &kv.key);
-        put_bytes(out, &kv.value);
-    }
-}
-
 fn put_pairs(out: &mut Vec<u8>, pairs: &[(String, String)]) {
-    put_u32(out, len_u32(pairs.len()));
-    for (k, v) in pairs {
+    put_list(out, pairs, |out, (k, v)| {
         put_str(out, k);
         put_str(out, v);
-    }
+    });
 }
 
 fn put_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
@@ -205,10 +197,7 @@ fn put_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
 }
 
 fn put_strings(out: &mut Vec<u8>, v: &[String]) {
-    put_u32(out, len_u32(v.len()));
-    for s in v {
-        put_str(out, s);
-    }
+    put_list(out, v, |out, s| put_str(out, s));
 }
 
 fn get_opt_str(r: &mut Cursor) -> Result<Option<String>, PmiError> {
@@ -216,20 +205,14 @@ fn get_opt_str(r: &mut Cursor) -> Result<Option<String>, PmiError> {
 }
 
 fn put_pairs_u32(out: &mut Vec<u8>, pairs: &[(u32, u32)]) {
-    put_u32(out, len_u32(pairs.len()));
-    for (a, b) in pairs {
-        put_u32(out, *a);
-        put_u32(out, *b);
-    }
+    put_list(out, pairs, |out, &(a, b)| {
+        put_u32(out, a);
+        put_u32(out, b);
+    });
 }
 
 fn get_pairs_u32(r: &mut Cursor) -> Result<Vec<(u32, u32)>, PmiError> {
-    let n = r.count(8)?;
-    let mut v = Vec::with_capacity(n);
-    for _ in 0..n {
-        v.push((r.u32()?, r.u32()?));
-    }
-    Ok(v)
+    r.list(8, |r| Ok((r.u32()?, r.u32()?)))
 }
 
 fn get_bool(r: &mut Cursor) -> Result<bool, PmiError> {
@@ -244,43 +227,16 @@ fn get_i32(r: &mut Cursor) -> Result<i32, PmiError> {
     Ok(r.u32()? as i32)
 }
 
-fn get_kvs(r: &mut Cursor) -> Result<Vec<KeyValue>, PmiError> {
-    let n = r.count(12)?;
-    let mut kvs = Vec::with_capacity(n);
-    for _ in 0..n {
-        let rank = r.u32()?;
-        let key = r.string()?;
-        let value = r.bytes()?.to_vec();
-        kvs.push(KeyValue { rank, key, value });
-    }
-    Ok(kvs)
-}
-
 fn get_pairs(r: &mut Cursor) -> Result<Vec<(String, String)>, PmiError> {
-    let n = r.count(8)?;
-    let mut v = Vec::with_capacity(n);
-    for _ in 0..n {
-        v.push((r.string()?, r.string()?));
-    }
-    Ok(v)
+    r.list(8, |r| Ok((r.string()?, r.string()?)))
 }
 
 fn get_strings(r: &mut Cursor) -> Result<Vec<String>, PmiError> {
-    let n = r.count(4)?;
-    let mut v = Vec::with_capacity(n);
-    for _ in 0..n {
-        v.push(r.string()?);
-    }
-    Ok(v)
+    r.list(4, Cursor::string)
 }
 
 fn get_u32s(r: &mut Cursor) -> Result<Vec<u32>, PmiError> {
-    let n = r.count(4)?;
-    let mut v = Vec::with_capacity(n);
-    for _ in 0..n {
-        v.push(r.u32()?);
-    }
-    Ok(v)
+    r.list(4, Cursor::u32)
 }
 
 impl LaunchSpec {
@@ -295,26 +251,23 @@ impl LaunchSpec {
         put_str(out, &self.iface);
         put_strings(out, &self.rsh);
         put_str(out, &self.proxy_path);
-        put_u32(out, len_u32(self.nodes.len()));
-        for (node, name) in &self.nodes {
+        put_list(out, &self.nodes, |out, (node, name)| {
             put_u32(out, *node);
             put_str(out, name);
-        }
+        });
         put_pairs_u32(out, &self.ranks);
-        put_u32(out, len_u32(self.segments.len()));
-        for s in &self.segments {
+        put_list(out, &self.segments, |out, s| {
             put_u32(out, s.nprocs);
             put_str(out, &s.program);
             put_strings(out, &s.args);
             put_pairs(out, &s.env);
             put_bytes(out, &s.wdir);
-        }
+        });
         put_pairs(out, &self.genv);
-        put_u32(out, len_u32(self.base_env.len()));
-        for (k, v) in &self.base_env {
+        put_list(out, &self.base_env, |out, (k, v)| {
             put_bytes(out, k);
             put_bytes(out, v);
-        }
+        });
     }
 
     fn decode_from(r: &mut Cursor) -> Result<LaunchSpec, PmiError> {
@@ -328,29 +281,19 @@ impl LaunchSpec {
         let iface = r.string()?;
         let rsh = get_strings(r)?;
         let proxy_path = r.string()?;
-        let n = r.count(8)?;
-        let mut nodes = Vec::with_capacity(n);
-        for _ in 0..n {
-            nodes.push((r.u32()?, r.string()?));
-        }
+        let nodes = r.list(8, |r| Ok((r.u32()?, r.string()?)))?;
         let ranks = get_pairs_u32(r)?;
-        let n = r.count(20)?;
-        let mut segments = Vec::with_capacity(n);
-        for _ in 0..n {
-            segments.push(SegmentSpec {
+        let segments = r.list(20, |r| {
+            Ok(SegmentSpec {
                 nprocs: r.u32()?,
                 program: r.string()?,
                 args: get_strings(r)?,
                 env: get_pairs(r)?,
                 wdir: r.bytes()?.to_vec(),
-            });
-        }
+            })
+        })?;
         let genv = get_pairs(r)?;
-        let n = r.count(8)?;
-        let mut base_env = Vec::with_capacity(n);
-        for _ in 0..n {
-            base_env.push((r.bytes()?.to_vec(), r.bytes()?.to_vec()));
-        }
+        let base_env = r.list(8, |r| Ok((r.bytes()?.to_vec(), r.bytes()?.to_vec())))?;
         Ok(LaunchSpec {
             job_id,
             size,
@@ -377,15 +320,14 @@ impl JobSpec {
         put_u64(out, self.job_id);
         put_u32(out, self.size);
         put_str(out, &self.parent_port);
-        put_u32(out, len_u32(self.cmds.len()));
-        for c in &self.cmds {
+        put_list(out, &self.cmds, |out, c| {
             put_u32(out, c.nprocs);
             put_str(out, &c.program);
             put_strings(out, &c.args);
             put_pairs(out, &c.env);
             put_bytes(out, &c.wdir);
             put_opt_str(out, c.path.as_deref());
-        }
+        });
         put_pairs_u32(out, &self.ranks);
     }
 
@@ -395,18 +337,16 @@ impl JobSpec {
         let size = r.u32()?;
         let parent_port = r.string()?;
         // nprocs, four lengths or counts, and the option flag.
-        let n = r.count(21)?;
-        let mut cmds = Vec::with_capacity(n);
-        for _ in 0..n {
-            cmds.push(SpawnSegment {
+        let cmds = r.list(21, |r| {
+            Ok(SpawnSegment {
                 nprocs: r.u32()?,
                 program: r.string()?,
                 args: get_strings(r)?,
                 env: get_pairs(r)?,
                 wdir: r.bytes()?.to_vec(),
                 path: get_opt_str(r)?,
-            });
-        }
+            })
+        })?;
         let ranks = get_pairs_u32(r)?;
         Ok(JobSpec { job, job_id, size, parent_port, cmds, ranks })
     }
@@ -470,10 +410,7 @@ impl TreeMsg {
                 put_u32(&mut out, *rank);
                 put_u32(&mut out, *status as u32);
                 put_str(&mut out, msg);
-                put_u32(&mut out, len_u32(not_started.len()));
-                for r in not_started {
-                    put_u32(&mut out, *r);
-                }
+                put_list(&mut out, not_started, |out, &r| put_u32(out, r));
             }
             TreeMsg::Abort { job, rank, code, msg } => {
                 out.push(TAG_ABORT);

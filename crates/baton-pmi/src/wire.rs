@@ -126,20 +126,14 @@ impl Msg {
             }
             Msg::Fence { puts } => {
                 out.push(TAG_FENCE);
-                put_u32(&mut out, len_u32(puts.len()));
-                for (k, v) in puts {
-                    put_bytes(&mut out, k.as_bytes());
-                    put_bytes(&mut out, v);
-                }
+                put_list(&mut out, puts, |out, (k, v)| {
+                    put_bytes(out, k.as_bytes());
+                    put_bytes(out, v);
+                });
             }
             Msg::FenceDone { kvs } => {
                 out.push(TAG_FENCE_DONE);
-                put_u32(&mut out, len_u32(kvs.len()));
-                for kv in kvs {
-                    put_u32(&mut out, kv.rank);
-                    put_bytes(&mut out, kv.key.as_bytes());
-                    put_bytes(&mut out, &kv.value);
-                }
+                put_kvs(&mut out, kvs);
             }
             Msg::Abort { code, msg } => {
                 out.push(TAG_ABORT);
@@ -173,29 +167,10 @@ impl Msg {
         let msg = match r.u8()? {
             TAG_HELLO => Msg::Hello { rank: r.u32()?, job_id: r.u64()? },
             TAG_WELCOME => Msg::Welcome { size: r.u32()? },
-            TAG_FENCE => {
-                // Each entry needs at least 8 bytes, so a count that cannot
-                // fit in the remaining payload is rejected before allocating.
-                let n = r.count(8)?;
-                let mut puts = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let key = r.string()?;
-                    let value = r.bytes()?.to_vec();
-                    puts.push((key, value));
-                }
-                Msg::Fence { puts }
-            }
-            TAG_FENCE_DONE => {
-                let n = r.count(12)?;
-                let mut kvs = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let rank = r.u32()?;
-                    let key = r.string()?;
-                    let value = r.bytes()?.to_vec();
-                    kvs.push(KeyValue { rank, key, value });
-                }
-                Msg::FenceDone { kvs }
-            }
+            // Each entry needs at least 8 bytes, so a count that cannot
+            // fit in the remaining payload is rejected before allocating.
+            TAG_FENCE => Msg::Fence { puts: r.list(8, |r| Ok((r.string()?, r.bytes()?.to_vec())))? },
+            TAG_FENCE_DONE => Msg::FenceDone { kvs: get_kvs(&mut r)? },
             TAG_ABORT => Msg::Abort { code: r.u32()? as i32, msg: r.string()? },
             TAG_ABORT_ACK => Msg::AbortAck,
             TAG_FINALIZE => Msg::Finalize,
@@ -205,9 +180,7 @@ impl Msg {
             TAG_SPAWN_DONE => Msg::SpawnDone { job_id: r.u64()?, size: r.u32()? },
             tag => return Err(PmiError::protocol(format!("unknown message tag {tag}"))),
         };
-        if !r.buf.is_empty() {
-            return Err(PmiError::protocol(format!("{} trailing bytes after message", r.buf.len())));
-        }
+        r.finish()?;
         Ok(msg)
     }
 }
@@ -227,45 +200,51 @@ pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
+/// A count, then each item as `put` writes it ([`Cursor::list`] reads it back).
+pub(crate) fn put_list<T>(out: &mut Vec<u8>, items: &[T], mut put: impl FnMut(&mut Vec<u8>, &T)) {
+    put_u32(out, len_u32(items.len()));
+    for item in items {
+        put(out, item);
+    }
+}
+
+/// Key-values of a fence (rank, key, value each).
+pub(crate) fn put_kvs(out: &mut Vec<u8>, kvs: &[KeyValue]) {
+    put_list(out, kvs, |out, kv| {
+        put_u32(out, kv.rank);
+        put_bytes(out, kv.key.as_bytes());
+        put_bytes(out, &kv.value);
+    });
+}
+
+pub(crate) fn get_kvs(r: &mut Cursor) -> Result<Vec<KeyValue>, PmiError> {
+    r.list(12, |r| Ok(KeyValue { rank: r.u32()?, key: r.string()?, value: r.bytes()?.to_vec() }))
+}
+
 /// The commands of a spawn request (also relayed up the launcher tree).
 pub(crate) fn put_spawn_cmds(out: &mut Vec<u8>, cmds: &[SpawnCmd]) {
-    put_u32(out, len_u32(cmds.len()));
-    for c in cmds {
+    put_list(out, cmds, |out, c| {
         put_bytes(out, c.program.as_bytes());
-        put_u32(out, len_u32(c.args.len()));
-        for a in &c.args {
-            put_bytes(out, a.as_bytes());
-        }
+        put_list(out, &c.args, |out, a| put_bytes(out, a.as_bytes()));
         put_u32(out, c.maxprocs);
-        put_u32(out, len_u32(c.info.len()));
-        for (k, v) in &c.info {
+        put_list(out, &c.info, |out, (k, v)| {
             put_bytes(out, k.as_bytes());
             put_bytes(out, v.as_bytes());
-        }
-    }
+        });
+    });
 }
 
 pub(crate) fn get_spawn_cmds(r: &mut Cursor) -> Result<Vec<SpawnCmd>, PmiError> {
     // A command is at least four u32 fields (program length, argument
     // count, maxprocs, info count).
-    let n = r.bounded_count(16)?;
-    let mut cmds = Vec::with_capacity(n);
-    for _ in 0..n {
-        let program = r.string()?;
-        let nargs = r.bounded_count(4)?;
-        let mut args = Vec::with_capacity(nargs);
-        for _ in 0..nargs {
-            args.push(r.string()?);
-        }
-        let maxprocs = r.u32()?;
-        let ninfo = r.bounded_count(8)?;
-        let mut info = Vec::with_capacity(ninfo);
-        for _ in 0..ninfo {
-            info.push((r.string()?, r.string()?));
-        }
-        cmds.push(SpawnCmd { program, args, maxprocs, info });
-    }
-    Ok(cmds)
+    r.list_max(16, MAX_SPAWN_ITEMS, |r| {
+        Ok(SpawnCmd {
+            program: r.string()?,
+            args: r.list_max(4, MAX_SPAWN_ITEMS, Cursor::string)?,
+            maxprocs: r.u32()?,
+            info: r.list_max(8, MAX_SPAWN_ITEMS, |r| Ok((r.string()?, r.string()?)))?,
+        })
+    })
 }
 
 pub(crate) struct Cursor<'a> {
@@ -310,21 +289,36 @@ impl<'a> Cursor<'a> {
         Ok(u64::from_le_bytes(a))
     }
 
-    pub(crate) fn count(&mut self, min_entry_len: usize) -> Result<usize, PmiError> {
+    /// A count of entries of at least `min_entry_len` bytes each, then that many entries as
+    /// `entry` reads them. A count the rest of the message cannot hold is refused before
+    /// anything is allocated.
+    pub(crate) fn list<T>(
+        &mut self,
+        min_entry_len: usize,
+        entry: impl FnMut(&mut Self) -> Result<T, PmiError>,
+    ) -> Result<Vec<T>, PmiError> {
+        self.list_max(min_entry_len, usize::MAX, entry)
+    }
+
+    /// [`Cursor::list`] of at most `max` entries.
+    fn list_max<T>(
+        &mut self,
+        min_entry_len: usize,
+        max: usize,
+        mut entry: impl FnMut(&mut Self) -> Result<T, PmiError>,
+    ) -> Result<Vec<T>, PmiError> {
         let n = self.u32()? as usize;
         if n.saturating_mul(min_entry_len) > self.buf.len() {
             return Err(PmiError::protocol(format!("entry count {n} exceeds what the message can hold")));
         }
-        Ok(n)
-    }
-
-    /// `count` with the spawn request's additional item limit.
-    fn bounded_count(&mut self, min_entry_len: usize) -> Result<usize, PmiError> {
-        let n = self.count(min_entry_len)?;
-        if n > MAX_SPAWN_ITEMS {
-            return Err(PmiError::protocol(format!("{n} entries exceed the limit of {MAX_SPAWN_ITEMS}")));
+        if n > max {
+            return Err(PmiError::protocol(format!("{n} entries exceed the limit of {max}")));
         }
-        Ok(n)
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            v.push(entry(self)?);
+        }
+        Ok(v)
     }
 
     pub(crate) fn bytes(&mut self) -> Result<&'a [u8], PmiError> {

@@ -217,9 +217,9 @@ const SPARSE_STRIDE: usize = 1024;
 
 /// Copies `k` blocks of `n` bytes from `src`, `src + sstride`, ... to `dst`, `dst + dstride`, ....
 /// Blocks of 4 to 16 bytes (single elements, small structs) move as two overlapping words, where
-/// a `memmove` call per block would cost more than the copy. (Prefetching a few blocks ahead, or
-/// loading from a group of destination blocks before storing to them, was tried for blocks a
-/// cache line or more apart: both made a matrix column slower here.)
+/// a `memmove` call per block would cost more than the copy. (Neither prefetching a few blocks
+/// ahead nor loading from a group of destination blocks before storing to them pays for blocks a
+/// cache line or more apart: docs/PERFORMANCE.md, derived datatypes.)
 ///
 /// # Safety
 /// Every source block must be readable and every destination block writable.
@@ -236,61 +236,76 @@ unsafe fn copy_blocks(src: *const u8, sstride: isize, dst: *mut u8, dstride: isi
 }
 
 /// [`copy_blocks`]; with `PACE`, one more store after each block, to a stack slot that is
-/// surely in L1. Blocks far apart each miss the cache (a matrix column), and on this AMD EPYC
-/// back-to-back missing stores retire slower than when a store that hits sits between them: a
-/// column of 1024 doubles 8 KiB apart took 5.9–6.9 µs to scatter in a plain loop and 5.0–5.3
-/// µs with the extra store, 1024 floats 4 KiB apart 6.9 and 4.8 µs (C loops, interleaved;
-/// docs/PERFORMANCE.md, derived datatypes).
+/// surely in L1. Blocks far apart each miss the cache (a matrix column), and back-to-back
+/// missing stores can retire slower than when a store that hits sits between them, so the
+/// scatter of a column paces its stores that way (docs/PERFORMANCE.md, derived datatypes,
+/// backs the choice and [`SPARSE_STRIDE`]).
 ///
 /// # Safety
 /// As for [`copy_blocks`].
 #[inline(always)]
 unsafe fn copy_blocks_paced<const PACE: bool>(
-    mut src: *const u8,
+    src: *const u8,
     sstride: isize,
-    mut dst: *mut u8,
+    dst: *mut u8,
     dstride: isize,
     n: usize,
     k: usize,
 ) {
-    let mut pace = 0u8;
-    // SAFETY (whole body): the caller guarantees every block; the pointers step with wrapping
-    // arithmetic and are dereferenced only at block starts; `pace` is a local.
+    // SAFETY (whole body): the caller guarantees every block, and `each_block` hands the
+    // closures block starts only.
     unsafe {
         if (8..=16).contains(&n) {
-            for _ in 0..k {
-                let x = std::ptr::read_unaligned(src as *const u64);
-                let y = std::ptr::read_unaligned(src.add(n - 8) as *const u64);
-                std::ptr::write_unaligned(dst as *mut u64, x);
-                std::ptr::write_unaligned(dst.add(n - 8) as *mut u64, y);
-                if PACE {
-                    std::ptr::write_volatile(&mut pace, 0);
-                }
-                src = src.wrapping_offset(sstride);
-                dst = dst.wrapping_offset(dstride);
-            }
+            each_block::<PACE>(src, sstride, dst, dstride, k, |s, d| two_words::<u64>(s, d, n))
         } else if (4..8).contains(&n) {
-            for _ in 0..k {
-                let x = std::ptr::read_unaligned(src as *const u32);
-                let y = std::ptr::read_unaligned(src.add(n - 4) as *const u32);
-                std::ptr::write_unaligned(dst as *mut u32, x);
-                std::ptr::write_unaligned(dst.add(n - 4) as *mut u32, y);
-                if PACE {
-                    std::ptr::write_volatile(&mut pace, 0);
-                }
-                src = src.wrapping_offset(sstride);
-                dst = dst.wrapping_offset(dstride);
-            }
+            each_block::<PACE>(src, sstride, dst, dstride, k, |s, d| two_words::<u32>(s, d, n))
         } else {
-            for _ in 0..k {
-                std::ptr::copy(src, dst, n);
-                if PACE {
-                    std::ptr::write_volatile(&mut pace, 0);
-                }
-                src = src.wrapping_offset(sstride);
-                dst = dst.wrapping_offset(dstride);
-            }
+            each_block::<PACE>(src, sstride, dst, dstride, k, |s, d| std::ptr::copy(s, d, n))
         }
+    }
+}
+
+/// Calls `f(source block, destination block)` for `k` blocks, the pointers stepping by the
+/// strides with wrapping arithmetic; with `PACE`, stores to a local after each block (see
+/// [`copy_blocks_paced`]).
+///
+/// # Safety
+/// `f` must be safe to call on every block start the strides reach.
+#[inline(always)]
+unsafe fn each_block<const PACE: bool>(
+    mut src: *const u8,
+    sstride: isize,
+    mut dst: *mut u8,
+    dstride: isize,
+    k: usize,
+    f: impl Fn(*const u8, *mut u8),
+) {
+    let mut pace = 0u8;
+    for _ in 0..k {
+        f(src, dst);
+        if PACE {
+            // SAFETY: `pace` is a local.
+            unsafe { std::ptr::write_volatile(&mut pace, 0) };
+        }
+        src = src.wrapping_offset(sstride);
+        dst = dst.wrapping_offset(dstride);
+    }
+}
+
+/// Moves a block of `n` bytes, `size_of::<W>() <= n <= 2 * size_of::<W>()`, as two words of
+/// type `W` that overlap when `n` is less than two words.
+///
+/// # Safety
+/// `src` must be readable and `dst` writable for `n` bytes.
+#[inline(always)]
+unsafe fn two_words<W: Copy>(src: *const u8, dst: *mut u8, n: usize) {
+    let w = std::mem::size_of::<W>();
+    // SAFETY: both words lie inside the block (caller's contract); unaligned accesses.
+    unsafe {
+        let x = std::ptr::read_unaligned(src as *const W);
+        let y = std::ptr::read_unaligned(src.add(n - w) as *const W);
+        std::ptr::write_unaligned(dst as *mut W, x);
+        std::ptr::write_unaligned(dst.add(n - w) as *mut W, y);
     }
 }
 

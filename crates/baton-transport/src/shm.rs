@@ -34,8 +34,9 @@ const INLINE_PAYLOAD: usize = ALIGN - RECORD_HEADER;
 ///
 /// A payload of more than [`INLINE_PAYLOAD`] bytes starts on the line after the header, so the
 /// producer touches the line the consumer polls only once, with the header and stamp at the end:
-/// writing part of the payload there first let the polling consumer take the line back before
-/// the stamp's store (the 1 KiB ping-pong took 1.17× as long, docs/PERFORMANCE.md).
+/// writing part of the payload there first lets the polling consumer take the line back before
+/// the stamp's store, and the line crosses between the cores twice (docs/PERFORMANCE.md, shared
+/// memory).
 #[inline]
 fn payload_offset(plen: usize) -> usize {
     if plen <= INLINE_PAYLOAD {
@@ -372,18 +373,62 @@ fn round_up(n: usize) -> usize {
     (n + ALIGN - 1) & !(ALIGN - 1)
 }
 
-/// The sending end of the ring from this process to one peer.
-pub struct Producer {
-    /// Keeps the mapping that holds the ring and `ctl` alive.
+/// One ring as either end sees it: the word the consumer publishes its tail in, the data area
+/// after the ring's control bytes, and the stamp key of the segment.
+struct Ring {
+    /// Keeps the mapping that holds the ring (and a producer's `ctl`) alive.
     _keep: Arc<dyn Send + Sync>,
-    /// The peer's doorbell.
-    ctl: *const ProcCtl,
-    tail: *const AtomicU64,
+    tail_pub: *const AtomicU64,
     data: *mut u8,
     size: usize,
+    key: u64,
+}
+
+impl Ring {
+    /// The ring at `base` (control bytes, then `size` bytes of data).
+    ///
+    /// # Safety
+    /// `base` must point into a shared mapping that `keep` keeps alive, laid out as above.
+    unsafe fn at(keep: Arc<dyn Send + Sync>, base: *mut u8, size: usize, key: u64) -> Ring {
+        Ring {
+            _keep: keep,
+            tail_pub: base as *const AtomicU64,
+            // SAFETY: the data area follows the ring's control bytes (caller's contract).
+            data: unsafe { base.add(RING_CTL_BYTES) },
+            size,
+            key,
+        }
+    }
+
+    /// The record at ring position `pos`.
+    #[inline]
+    fn rec(&self, pos: u64) -> *mut RecHdr {
+        // SAFETY: offset reduced modulo the ring size, 64-aligned by construction.
+        unsafe { self.data.add(pos as usize & (self.size - 1)) as *mut RecHdr }
+    }
+
+    /// The stamp of the record at `pos`: its first word.
+    #[inline]
+    fn stamp(&self, pos: u64) -> &AtomicU64 {
+        // SAFETY: every record position is 8-aligned and inside the ring.
+        unsafe { &*(self.rec(pos) as *const AtomicU64) }
+    }
+
+    /// The consumer's published tail.
+    #[inline]
+    fn tail_word(&self) -> &AtomicU64 {
+        // SAFETY: `tail_pub` points into the live mapping.
+        unsafe { &*self.tail_pub }
+    }
+}
+
+/// The sending end of the ring from this process to one peer.
+pub struct Producer {
+    ring: Ring,
+    /// The peer's doorbell.
+    ctl: *const ProcCtl,
     head: u64,
     tail_cache: u64,
-    key: u64,
 }
 
 // SAFETY: used under the runtime's lock; the pointers target the shared mapping kept alive by `seg`.
@@ -391,14 +436,10 @@ unsafe impl Send for Producer {}
 
 /// The receiving end of the ring from one peer to this process.
 pub struct Consumer {
-    _keep: Arc<dyn Send + Sync>,
-    tail_pub: *const AtomicU64,
-    data: *mut u8,
-    size: usize,
+    ring: Ring,
     tail: u64,
     /// Length of the record at `tail` once `next_frame` returned it.
     cur: usize,
-    key: u64,
     /// The stamp the record at `tail` will carry: computed once per record, not once per poll.
     want: u64,
 }
@@ -407,11 +448,11 @@ pub struct Consumer {
 unsafe impl Send for Consumer {}
 
 /// Backs `len` bytes at `p` with pages now. A producer does this for its ring when the
-/// endpoint opens, so that the first pass of messages through the ring does not allocate a
-/// page every 4 KiB: with 1 MiB rings that cost an 8-byte ping-pong measured over a short run
-/// 0.25–0.28 µs a message instead of 0.13–0.19 (the consumer then maps pages that exist,
-/// which measured as cheap; populating its side too would commit every ring of the host at
-/// `MPI_Init`, used or not). Best effort: kernels before 5.14 refuse, and pages fault as before.
+/// endpoint opens, so that the first pass of messages through the ring does not take a page
+/// fault every 4 KiB, which a short run of small messages would pay in latency
+/// (docs/PERFORMANCE.md, shared memory). The consumer only maps pages that exist then;
+/// populating its side too would commit every ring of the host at `MPI_Init`, used or not.
+/// Best effort: kernels before 5.14 refuse, and pages fault as before.
 fn populate(p: *mut u8, len: usize) {
     const MADV_POPULATE_WRITE: libc::c_int = 23;
     let start = (p as usize).next_multiple_of(PAGE);
@@ -438,48 +479,28 @@ impl Producer {
     /// `base` and `ctl` must point into a shared mapping that `keep` keeps alive, laid out as
     /// above, with a single producer.
     pub unsafe fn raw(keep: Arc<dyn Send + Sync>, base: *mut u8, size: usize, ctl: &ProcCtl, key: u64) -> Producer {
-        Producer {
-            _keep: keep,
-            ctl,
-            tail: base as *const AtomicU64,
-            // SAFETY: the data area follows the ring's control bytes (caller's contract).
-            data: unsafe { base.add(RING_CTL_BYTES) },
-            size,
-            head: 0,
-            tail_cache: 0,
-            key,
-        }
+        // SAFETY: the caller's contract.
+        Producer { ring: unsafe { Ring::at(keep, base, size, key) }, ctl, head: 0, tail_cache: 0 }
     }
 
     /// Bytes of the ring this producer writes.
     #[inline]
     pub fn ring_size(&self) -> usize {
-        self.size
+        self.ring.size
     }
 
     /// Largest payload that can ever be pushed in one record.
     pub fn max_payload(&self) -> usize {
-        self.size / 2 - 2 * ALIGN
+        self.ring.size / 2 - 2 * ALIGN
     }
 
     #[inline]
     fn free_for(&mut self, need: u64) -> bool {
-        if self.head + need - self.tail_cache <= self.size as u64 {
+        if self.head + need - self.tail_cache <= self.ring.size as u64 {
             return true;
         }
-        // SAFETY: `tail` points into the live mapping.
-        self.tail_cache = unsafe { &*self.tail }.load(Ordering::Acquire);
-        self.head + need - self.tail_cache <= self.size as u64
-    }
-
-    fn rec(&self, pos: u64) -> *mut RecHdr {
-        // SAFETY: offset reduced modulo the ring size, 64-aligned by construction.
-        unsafe { self.data.add(pos as usize & (self.size - 1)) as *mut RecHdr }
-    }
-
-    fn stamp(&self, pos: u64) -> &AtomicU64 {
-        // SAFETY: every record position is 8-aligned and inside the ring.
-        unsafe { &*(self.rec(pos) as *const AtomicU64) }
+        self.tail_cache = self.ring.tail_word().load(Ordering::Acquire);
+        self.head + need - self.tail_cache <= self.ring.size as u64
     }
 
     /// Appends a frame whose payload (`payload_len` bytes) `fill` writes in place.
@@ -489,8 +510,9 @@ impl Producer {
         assert!(payload_len <= self.max_payload(), "frame larger than a ring slot");
         let rec_len = payload_offset(payload_len) + payload_len;
         let len = round_up(rec_len) as u64;
-        let off = self.head as usize & (self.size - 1);
-        let pad = if off + len as usize > self.size { (self.size - off) as u64 } else { 0 };
+        let size = self.ring.size;
+        let off = self.head as usize & (size - 1);
+        let pad = if off + len as usize > size { (size - off) as u64 } else { 0 };
         if !self.free_for(pad + len) {
             return false;
         }
@@ -504,7 +526,7 @@ impl Producer {
     #[inline]
     fn write_record(&mut self, len: u64, kind: Kind, h: &Header, plen: usize, fill: impl FnOnce(&mut [u8])) {
         let pos = self.head;
-        let r = self.rec(pos);
+        let r = self.ring.rec(pos);
         let off = payload_offset(plen);
         // SAFETY: [pos, pos+len) is free space (checked by the caller) inside the ring; the
         // consumer does not read it until the stamp below is published.
@@ -523,7 +545,7 @@ impl Producer {
         }
         // SeqCst (not just Release): with the sleeper's SeqCst increment of `sleepers` and our
         // SeqCst load of it in `ring_doorbell`, either we see the sleeper or it sees this stamp.
-        self.stamp(pos).store(stamp_for(self.key, pos), Ordering::SeqCst);
+        self.ring.stamp(pos).store(stamp_for(self.ring.key, pos), Ordering::SeqCst);
         self.head = pos + len;
     }
 
@@ -548,28 +570,13 @@ impl Consumer {
     /// # Safety
     /// As for [`Producer::raw`], with a single consumer.
     pub unsafe fn raw(keep: Arc<dyn Send + Sync>, base: *mut u8, size: usize, key: u64) -> Consumer {
-        Consumer {
-            _keep: keep,
-            tail_pub: base as *const AtomicU64,
-            // SAFETY: the data area follows the ring's control bytes (caller's contract).
-            data: unsafe { base.add(RING_CTL_BYTES) },
-            size,
-            tail: 0,
-            cur: 0,
-            key,
-            want: stamp_for(key, 0),
-        }
-    }
-
-    fn rec(&self, pos: u64) -> *const RecHdr {
-        // SAFETY: reduced modulo the ring size.
-        unsafe { self.data.add(pos as usize & (self.size - 1)) as *const RecHdr }
+        // SAFETY: the caller's contract.
+        Consumer { ring: unsafe { Ring::at(keep, base, size, key) }, tail: 0, cur: 0, want: stamp_for(key, 0) }
     }
 
     #[inline]
     fn published(&self) -> bool {
-        // SAFETY: record positions are 8-aligned inside the ring.
-        let stamp = unsafe { &*(self.rec(self.tail) as *const AtomicU64) };
+        let stamp = self.ring.stamp(self.tail);
         // SeqCst pairs with the producer's SeqCst stamp store in the sleep protocol; on x86 and
         // AArch64 it costs the same as Acquire.
         stamp.load(Ordering::SeqCst) == self.want
@@ -598,13 +605,13 @@ impl Consumer {
             if !self.published() {
                 return None;
             }
-            let r = self.rec(self.tail);
+            let r = self.ring.rec(self.tail);
             // SAFETY: the stamp (acquire) published every field below.
             let (rec_len, kind) = unsafe { ((*r).rec_len as usize, (*r).kind) };
             let kind = Kind::from_u8(kind).unwrap_or(Kind::Pad);
             if kind == Kind::Pad {
                 let skip = if rec_len == RECORD_HEADER {
-                    self.size - (self.tail as usize & (self.size - 1))
+                    self.ring.size - (self.tail as usize & (self.ring.size - 1))
                 } else {
                     round_up(rec_len)
                 };
@@ -622,10 +629,10 @@ impl Consumer {
 
     /// Payload of the frame last returned by `next_frame`.
     pub fn payload(&self) -> &[u8] {
-        let n = payload_len(self.cur).min(self.size / 2);
+        let n = payload_len(self.cur).min(self.ring.size / 2);
         // SAFETY: the producer does not reuse this record before `consume` publishes the tail;
         // offset and length stay inside the record (`max_payload`).
-        unsafe { std::slice::from_raw_parts((self.rec(self.tail) as *const u8).add(payload_offset(n)), n) }
+        unsafe { std::slice::from_raw_parts((self.ring.rec(self.tail) as *const u8).add(payload_offset(n)), n) }
     }
 
     pub fn consume(&mut self) {
@@ -635,9 +642,8 @@ impl Consumer {
     }
 
     fn publish(&mut self) {
-        self.want = stamp_for(self.key, self.tail);
-        // SAFETY: `tail_pub` points into the live mapping.
-        unsafe { &*self.tail_pub }.store(self.tail, Ordering::Release);
+        self.want = stamp_for(self.ring.key, self.tail);
+        self.ring.tail_word().store(self.tail, Ordering::Release);
     }
 }
 

@@ -40,9 +40,10 @@ pub(super) struct TcpIn {
     pub(super) retired: bool,
     /// A bulk lane ([`crate::fabric::tcp`]): data arrives on it only after this process asked
     /// for some, so a pass reads it only while a receive waits for streamed data (an empty
-    /// read on every pass cost an 8 B ping-pong 0.3 of its 4.4 µs across hosts), while the sockets are
-    /// watched (a thread may sleep, and epoll reports what it holds, its end included), or
-    /// once retired, until its end (else its descriptor would outlive the disconnect).
+    /// read on every pass is a system call that small messages across hosts would pay; see
+    /// docs/PERFORMANCE.md, TCP), while the sockets are watched (a thread may sleep, and epoll
+    /// reports what it holds, its end included), or once retired, until its end (else its
+    /// descriptor would outlive the disconnect).
     pub(super) bulk: bool,
 }
 

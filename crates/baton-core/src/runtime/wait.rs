@@ -31,9 +31,10 @@ impl Bell {
 
 /// How blocking calls wait: poll for an adaptive budget, then sleep on the doorbell.
 ///
-/// The budget starts at `BATON_SPIN_US` (default 200 µs, above a sleeping wake-up) and follows the waits actually seen: a wait that ended only after sleeping
-/// raises it to twice that wait's length (so a stream of 1 MiB messages, each a few hundred
-/// microseconds apart, is caught while polling), up to `BATON_SPIN_MAX_US` (default 5 ms);
+/// The budget starts at `BATON_SPIN_US` (default 200 µs, which must stay above the cost of a
+/// sleeping wake-up) and follows the waits actually seen: a wait that ended only after sleeping
+/// raises it to twice that wait's length (so a stream of large messages that arrive further apart
+/// than the floor is caught while polling), up to `BATON_SPIN_MAX_US` (default 5 ms);
 /// waits far shorter than the budget let it decay back. With more ranks than cores, polls
 /// `sched_yield` between checks, which hands the core to a rank with work at about the cost of
 /// a context switch instead of a sleeping wake-up.
@@ -90,7 +91,7 @@ impl Placement {
 /// Where a process waits when the machine is oversubscribed. Yield-polling ranks are only as
 /// fast as the kernel's choice of which rank runs next, and that choice is worst when one CPU
 /// holds more pollers than another: the kernel's balancer counts a polling rank as load like any
-/// other and took 100 ms or more to even them out here (docs/PERFORMANCE.md). So a
+/// other and evens the CPUs out only slowly (docs/PERFORMANCE.md, oversubscription). So a
 /// waiting thread moves itself back to its home CPU when it finds itself elsewhere; its mask is
 /// not narrowed, so the kernel stays free to move it while the application computes.
 #[derive(Debug)]
@@ -135,8 +136,8 @@ impl WaitPolicy {
         } else {
             None
         };
-        // The floor must exceed a sleeping wake-up (tens of microseconds here), or a peer that
-        // slept once makes the other sleep too, and every message pays a wake-up.
+        // The floor must exceed a sleeping wake-up, or a peer that slept once makes the other
+        // sleep too, and every message pays a wake-up (docs/PERFORMANCE.md, oversubscription).
         let min_us = baton_settings::SPIN_US.get();
         let max_us = baton_settings::SPIN_MAX_US.get().max(min_us);
         WaitPolicy {
