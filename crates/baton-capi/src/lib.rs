@@ -112,3 +112,4 @@ mod generated {
     use std::ffi::{c_char, c_int, c_void};
     include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
 }
+pub use generated::*;

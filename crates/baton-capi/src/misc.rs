@@ -1,13 +1,8 @@
-//! Small functions: datatype size and extent queries, handle conversion, clocks, address
-//! arithmetic, memory allocation, profiling control.
+//! Small functions: handle conversion, clocks, address arithmetic, memory allocation, profiling
+//! control.
 
 use crate::errors::guard;
 use crate::nonnull_mut;
-use crate::p2p::dtype_any;
-
-fn dtype(call: &str, h: usize) -> Result<std::sync::Arc<baton_core::datatype::Layout>> {
-    dtype_any(call, h).map(|(l, _)| l)
-}
 use crate::state::lib;
 use baton_abi::consts as c;
 use baton_core::error::{MpiError, Result};
@@ -23,45 +18,6 @@ fn out<T: Copy>(call: &str, arg: &str, p: *mut T, v: T) -> Result<()> {
     unsafe { *p = v };
     Ok(())
 }
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_size(dt: usize, size: *mut c_int) -> c_int {
-    guard(W, || {
-        let lay = dtype("MPI_Type_size", dt)?;
-        let v = if lay.size > c_int::MAX as usize { c::MPI_UNDEFINED } else { lay.size as c_int };
-        out("MPI_Type_size", "size", size, v)
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_size_c(dt: usize, size: *mut i64) -> c_int {
-    guard(W, || out("MPI_Type_size_c", "size", size, dtype("MPI_Type_size_c", dt)?.size as i64))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_size_x(dt: usize, size: *mut i64) -> c_int {
-    guard(W, || out("MPI_Type_size_x", "size", size, dtype("MPI_Type_size_x", dt)?.size as i64))
-}
-
-macro_rules! extent_fns {
-    ($name:ident, $call:expr, $t:ty, $lb:ident, $ext:ident) => {
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(dt: usize, lb: *mut $t, extent: *mut $t) -> c_int {
-            guard(W, || {
-                let lay = dtype($call, dt)?;
-                out($call, "lb", lb, lay.$lb as $t)?;
-                out($call, "extent", extent, lay.$ext as $t)
-            })
-        }
-    };
-}
-
-extent_fns!(PMPI_Type_get_extent, "MPI_Type_get_extent", isize, lb, extent);
-extent_fns!(PMPI_Type_get_extent_c, "MPI_Type_get_extent_c", i64, lb, extent);
-extent_fns!(PMPI_Type_get_extent_x, "MPI_Type_get_extent_x", i64, lb, extent);
-extent_fns!(PMPI_Type_get_true_extent, "MPI_Type_get_true_extent", isize, true_lb, true_extent);
-extent_fns!(PMPI_Type_get_true_extent_c, "MPI_Type_get_true_extent_c", i64, true_lb, true_extent);
-extent_fns!(PMPI_Type_get_true_extent_x, "MPI_Type_get_true_extent_x", i64, true_lb, true_extent);
 
 // Handles are below 2^31 by construction (see `handles`), so conversion to `int` is exact.
 macro_rules! int_conv {
