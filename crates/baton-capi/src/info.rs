@@ -3,9 +3,10 @@
 use crate::errors::guard;
 use crate::handles::{Kind, Table};
 use crate::state::{lib_any, phase, Lib};
+use crate::validate::Call;
 use crate::{cstr_in, cstr_out, nonnull_mut};
 use baton_abi::consts as c;
-use baton_core::error::{MpiError, Result};
+use baton_core::error::{HandleKind, MpiError, Result};
 use std::ffi::{c_char, c_int};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -48,10 +49,20 @@ fn env_pairs(l: Option<&Lib>) -> Pairs {
 
 /// The pairs of info `h` (MPI_INFO_NULL gives none).
 pub fn info_pairs(call: &str, h: usize) -> Result<Pairs> {
+    pairs_of(call, "info", h)
+}
+
+/// Role `info` of `abi/bindings.tsv`: the pairs of info argument `arg` (`MPI_INFO_NULL`
+/// gives none).
+pub(crate) fn info_arg(cx: Call, arg: &str, h: usize) -> Result<Pairs> {
+    pairs_of(cx.name, arg, h)
+}
+
+fn pairs_of(call: &str, arg: &str, h: usize) -> Result<Pairs> {
     match h {
         c::MPI_INFO_NULL => Ok(Vec::new()),
         c::MPI_INFO_ENV => Ok(env_pairs(initialized())),
-        _ => infos().get(h).cloned().ok_or_else(|| bad(call, h)),
+        _ => infos().get(h).cloned().ok_or_else(|| MpiError::invalid_handle(call, arg, HandleKind::Info, h)),
     }
 }
 

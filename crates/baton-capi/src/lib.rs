@@ -43,7 +43,6 @@ pub use neighbor::*;
 pub use ops::*;
 pub use p2p::*;
 pub use request::*;
-pub use topo::*;
 
 /// `MPI_Status` of the standard ABI: three public fields and five internal ints. Baton keeps
 /// the received byte count (64 bits, byte-copied because the ints are only 4-aligned) in
