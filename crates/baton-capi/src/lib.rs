@@ -36,7 +36,6 @@ pub use coll::*;
 pub use comm::*;
 pub use dpm::*;
 pub use errors::*;
-pub use info::*;
 pub use init::*;
 pub use misc::*;
 pub use neighbor::*;
