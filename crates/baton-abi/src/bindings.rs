@@ -268,36 +268,38 @@ fn convert(fam: &Family, p: &Param, params: &[Param]) -> Result<Option<String>, 
     };
     let safety = "// SAFETY: the C caller's contract for this argument (the standard's binding).\n";
     let line = match role.kind.as_str() {
-        "count" | "nonneg" => format!("let {n} = {v}::{}(CX, \"{n}\", {n})?;", role.kind),
+        "count" | "nonneg" => format!("let {n} = {v}::{}(CX.name, \"{n}\", {n})?;", role.kind),
         "bool" => format!("let {n} = {n} != 0;"),
-        "tag" | "tag_or_any" => format!("let {n} = {v}::tag(CX, \"{n}\", {n}, {})?;", role.kind == "tag_or_any"),
-        "comm" | "intracomm" | "group" | "errhandler" => format!("let {n} = {v}::{}(l, CX, \"{n}\", {n})?;", role.kind),
-        "info" => format!("let {n} = crate::info::info_arg(CX, \"{n}\", {n})?;"),
-        "datatype" | "datatype_committed" => format!("let {n} = {v}::{}(CX, \"{n}\", {n})?;", role.kind),
-        "out" if differs => format!("{safety}let {n} = unsafe {{ {v}::count_out(CX, \"{n}\", {n}) }}?;"),
-        "out" => format!("{safety}let {n} = unsafe {{ {v}::out(CX, \"{n}\", {n}) }}?;"),
-        "nonnull" => format!("let {n} = {v}::nonnull_ptr(CX, \"{n}\", {n})?;"),
-        "string" => format!("{safety}let {n} = unsafe {{ {v}::string(CX, \"{n}\", {n}) }}?;"),
+        "tag" | "tag_or_any" => format!("let {n} = {v}::tag(CX.name, \"{n}\", {n}, {})?;", role.kind == "tag_or_any"),
+        "comm" | "intracomm" | "group" | "errhandler" => {
+            format!("let {n} = {v}::{}(l, CX.name, \"{n}\", {n})?;", role.kind)
+        }
+        "info" => format!("let {n} = crate::info::info_arg(CX.name, \"{n}\", {n})?;"),
+        "datatype" | "datatype_committed" => format!("let {n} = {v}::{}(CX.name, \"{n}\", {n})?;", role.kind),
+        "out" if differs => format!("{safety}let {n} = unsafe {{ {v}::count_out(CX.name, \"{n}\", {n}) }}?;"),
+        "out" => format!("{safety}let {n} = unsafe {{ {v}::out(CX.name, \"{n}\", {n}) }}?;"),
+        "nonnull" => format!("let {n} = {v}::nonnull_ptr(CX.name, \"{n}\", {n})?;"),
+        "string" => format!("{safety}let {n} = unsafe {{ {v}::string(CX.name, \"{n}\", {n}) }}?;"),
         "string_out" => format!(
-            "{safety}let {n} = unsafe {{ {v}::string_out(CX, \"{n}\", {n}, c::{} as usize) }}?;",
+            "{safety}let {n} = unsafe {{ {v}::string_out(CX.name, \"{n}\", {n}, c::{} as usize) }}?;",
             role.opt("max").unwrap()
         ),
         "array" => {
             let len = of("len", &["count", "nonneg"])?;
             let f = if differs { "counts" } else { "array" };
-            format!("{safety}let {n} = unsafe {{ {v}::{f}(CX, \"{n}\", {n}, {len}) }}?;")
+            format!("{safety}let {n} = unsafe {{ {v}::{f}(CX.name, \"{n}\", {n}, {len}) }}?;")
         }
         "buf" => {
             let count = of("count", &["count"])?;
             let dt = of("datatype", &["datatype", "datatype_committed"])?;
-            format!("{v}::buf(CX, \"{n}\", {n}, {count}, {dt}.layout())?;")
+            format!("{v}::buf(CX.name, \"{n}\", {n}, {count}, {dt}.layout())?;")
         }
         "rank" | "rank_or_null" | "rank_or_any" => {
             let set = of("in", &["comm", "intracomm", "group"])?;
             let (null_ok, any_ok) = (role.kind != "rank", role.kind == "rank_or_any");
-            format!("let {n} = {v}::rank(CX, \"{n}\", {n}, &{set}, {null_ok}, {any_ok})?;")
+            format!("let {n} = {v}::rank(CX.name, \"{n}\", {n}, &{set}, {null_ok}, {any_ok})?;")
         }
-        "root" => format!("let {n} = {v}::root(CX, {n}, &{})?;", of("in", &["comm", "intracomm"])?),
+        "root" => format!("let {n} = {v}::root(CX.name, {n}, &{})?;", of("in", &["comm", "intracomm"])?),
         other => unreachable!("role {other} is listed in ROLES"),
     };
     Ok(Some(line))
@@ -410,8 +412,8 @@ mod tests {
         assert!(code.contains("fn PMPI_Type_vector_c(count: i64, blocklength: i64"));
         assert!(code.contains("Call::new(\"MPI_Type_vector_c\", true)"));
         assert!(code.contains("let blocklength = crate::validate::wide(blocklength);"));
-        assert!(code.contains("crate::validate::count(CX, \"count\", count)?;"));
-        assert!(code.contains("crate::validate::out(CX, \"newtype\", newtype)"));
+        assert!(code.contains("crate::validate::count(CX.name, \"count\", count)?;"));
+        assert!(code.contains("crate::validate::out(CX.name, \"newtype\", newtype)"));
         assert!(code.contains("crate::datatype::vector(CX, l, count, blocklength, stride, oldtype, newtype)"));
     }
 
@@ -424,8 +426,8 @@ mod tests {
         .unwrap();
         let (code, _) = generate(&fns(), &t).unwrap();
         assert!(code.contains("crate::errors::guard(comm, ||"));
-        assert!(code.contains("count_out(CX, \"size\", size)"));
-        assert!(code.contains("crate::validate::out(CX, \"combiner\", combiner)"));
+        assert!(code.contains("count_out(CX.name, \"size\", size)"));
+        assert!(code.contains("crate::validate::out(CX.name, \"combiner\", combiner)"));
         assert!(code.contains("crate::datatype::envelope(CX, datatype, num_integers, None, combiner)"));
         assert!(
             code.contains("crate::datatype::envelope(CX, datatype, num_integers, Some(num_large_counts), combiner)")

@@ -53,8 +53,8 @@ pub fn info_pairs(call: &str, h: usize) -> Result<Pairs> {
 
 /// Role `info` of `abi/bindings.tsv`: the pairs of info argument `arg` (`MPI_INFO_NULL`
 /// gives none).
-pub(crate) fn info_arg(cx: Call, arg: &str, h: usize) -> Result<Pairs> {
-    pairs_of(cx.name, arg, h)
+pub(crate) fn info_arg(call: &str, arg: &str, h: usize) -> Result<Pairs> {
+    pairs_of(call, arg, h)
 }
 
 fn pairs_of(call: &str, arg: &str, h: usize) -> Result<Pairs> {

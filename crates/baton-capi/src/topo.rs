@@ -397,8 +397,8 @@ pub(crate) fn dist_graph_create(
     let size = comm_old.core.size();
     let share = (|| -> Result<EdgeShare> {
         nonnull_mut(call, "comm_dist_graph", comm_dist_graph)?;
-        crate::info::info_arg(cx, "info", info)?;
-        let n = crate::validate::nonneg(cx, "n", n)?;
+        crate::info::info_arg(call, "info", info)?;
+        let n = crate::validate::nonneg(call, "n", n)?;
         // SAFETY: the standard has `sources` and `degrees` hold `n` ints, and `destinations`
         // and `weights` as many as the degrees add up to.
         unsafe {

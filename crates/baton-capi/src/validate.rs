@@ -105,25 +105,25 @@ pub fn wide<T: Count>(v: T) -> i64 {
 
 /// Role `count`: a number of elements (`MPI_ERR_COUNT` when negative).
 #[inline]
-pub fn count<T: Count>(cx: Call, arg: &str, v: T) -> Result<usize> {
+pub fn count<T: Count>(call: &str, arg: &str, v: T) -> Result<usize> {
     let v = v.wide();
-    usize::try_from(v).map_err(|_| MpiError::negative_count(cx.name, arg, v))
+    usize::try_from(v).map_err(|_| MpiError::negative_count(call, arg, v))
 }
 
 /// Role `nonneg`: a size or length that is not a count of elements (`MPI_ERR_ARG`).
 #[inline]
-pub fn nonneg<T: Count>(cx: Call, arg: &str, v: T) -> Result<usize> {
+pub fn nonneg<T: Count>(call: &str, arg: &str, v: T) -> Result<usize> {
     let v = v.wide();
-    usize::try_from(v).map_err(|_| MpiError::negative(cx.name, arg, v))
+    usize::try_from(v).map_err(|_| MpiError::negative(call, arg, v))
 }
 
 /// Roles `tag` and `tag_or_any`.
 #[inline]
-pub fn tag(cx: Call, arg: &str, t: c_int, any_ok: bool) -> Result<c_int> {
+pub fn tag(call: &str, arg: &str, t: c_int, any_ok: bool) -> Result<c_int> {
     if (0..=TAG_UB).contains(&t) || (any_ok && t == c::MPI_ANY_TAG) {
         return Ok(t);
     }
-    Err(MpiError::bad_tag(cx.name, arg, t, TAG_UB))
+    Err(MpiError::bad_tag(call, arg, t, TAG_UB))
 }
 
 pub fn nonnull<T>(call: &str, arg: &str, p: *const T) -> Result<()> {
@@ -169,15 +169,15 @@ impl<T> Out<T> {
 /// # Safety
 /// `p`, when non-null, must be valid for reads and writes of one `T` for the whole call.
 #[inline]
-pub unsafe fn out<T>(cx: Call, arg: &str, p: *mut T) -> Result<Out<T>> {
-    nonnull_mut(cx.name, arg, p)?;
+pub unsafe fn out<T>(call: &str, arg: &str, p: *mut T) -> Result<Out<T>> {
+    nonnull_mut(call, arg, p)?;
     Ok(Out { p })
 }
 
 /// Role `out` where the forms of a call disagree on the type (`int *` / `MPI_Count *`).
 pub struct CountOut {
     p: CountPtr,
-    cx: Call,
+    call: &'static str,
     arg: &'static str,
 }
 
@@ -197,7 +197,7 @@ impl CountOut {
     pub fn put(&self, v: i64) -> Result<()> {
         match self.p {
             CountPtr::Int(p) => {
-                let v = c_int::try_from(v).map_err(|_| MpiError::does_not_fit(self.cx.name, self.arg, v))?;
+                let v = c_int::try_from(v).map_err(|_| MpiError::does_not_fit(self.call, self.arg, v))?;
                 // SAFETY: as in `get`.
                 unsafe { p.write(v) }
             }
@@ -222,9 +222,9 @@ impl CountOut {
 /// # Safety
 /// As [`out`].
 #[inline]
-pub unsafe fn count_out<T: Count>(cx: Call, arg: &'static str, p: *mut T) -> Result<CountOut> {
-    nonnull_mut(cx.name, arg, p)?;
-    Ok(CountOut { p: T::count_ptr(p), cx, arg })
+pub unsafe fn count_out<T: Count>(call: &'static str, arg: &'static str, p: *mut T) -> Result<CountOut> {
+    nonnull_mut(call, arg, p)?;
+    Ok(CountOut { p: T::count_ptr(p), call, arg })
 }
 
 /// Role `string_out(max=N)`: a `char` buffer of `max` bytes the call writes a string into.
@@ -245,8 +245,8 @@ impl StrOut {
 /// # Safety
 /// `p`, when non-null, must be valid for writes of `max` bytes for the whole call.
 #[inline]
-pub unsafe fn string_out(cx: Call, arg: &str, p: *mut c_char, max: usize) -> Result<StrOut> {
-    nonnull_mut(cx.name, arg, p)?;
+pub unsafe fn string_out(call: &str, arg: &str, p: *mut c_char, max: usize) -> Result<StrOut> {
+    nonnull_mut(call, arg, p)?;
     Ok(StrOut { p, max })
 }
 
@@ -273,8 +273,8 @@ pub unsafe fn cstr_out(text: &str, out: *mut c_char, max: usize, len: *mut c_int
 /// Role `nonnull`: a pointer that must not be null and is passed on as it is (a function
 /// pointer, a `void *` that is really a `void **`).
 #[inline]
-pub fn nonnull_ptr<T>(cx: Call, arg: &str, p: *mut T) -> Result<*mut T> {
-    nonnull_mut(cx.name, arg, p)?;
+pub fn nonnull_ptr<T>(call: &str, arg: &str, p: *mut T) -> Result<*mut T> {
+    nonnull_mut(call, arg, p)?;
     Ok(p)
 }
 
@@ -282,9 +282,9 @@ pub fn nonnull_ptr<T>(cx: Call, arg: &str, p: *mut T) -> Result<*mut T> {
 ///
 /// # Safety
 /// `p`, when non-null, must point to a NUL-terminated string.
-pub unsafe fn string(cx: Call, arg: &str, p: *const c_char) -> Result<String> {
+pub unsafe fn string(call: &str, arg: &str, p: *const c_char) -> Result<String> {
     // SAFETY: forwarded contract.
-    unsafe { cstr_in(cx.name, arg, p) }
+    unsafe { cstr_in(call, arg, p) }
 }
 
 /// Reads a NUL-terminated C string (checked for null).
@@ -302,11 +302,11 @@ pub unsafe fn cstr_in(call: &str, arg: &str, p: *const c_char) -> Result<String>
 /// # Safety
 /// `p`, when non-null, must point to `n` readable values that outlive `'a`.
 #[inline]
-pub unsafe fn array<'a, T>(cx: Call, arg: &str, p: *const T, n: usize) -> Result<&'a [T]> {
+pub unsafe fn array<'a, T>(call: &str, arg: &str, p: *const T, n: usize) -> Result<&'a [T]> {
     if n == 0 {
         return Ok(&[]);
     }
-    nonnull(cx.name, arg, p)?;
+    nonnull(call, arg, p)?;
     // SAFETY: non-null, and `n` values per the caller's contract.
     Ok(unsafe { std::slice::from_raw_parts(p, n) })
 }
@@ -316,9 +316,9 @@ pub unsafe fn array<'a, T>(cx: Call, arg: &str, p: *const T, n: usize) -> Result
 ///
 /// # Safety
 /// As [`array`].
-pub unsafe fn counts<'a, T: Count + 'a>(cx: Call, arg: &str, p: *const T, n: usize) -> Result<Cow<'a, [i64]>> {
+pub unsafe fn counts<'a, T: Count + 'a>(call: &str, arg: &str, p: *const T, n: usize) -> Result<Cow<'a, [i64]>> {
     // SAFETY: forwarded contract.
-    let s: &'a [T] = unsafe { array(cx, arg, p, n) }?;
+    let s: &'a [T] = unsafe { array(call, arg, p, n) }?;
     Ok(T::wide_slice(s))
 }
 
@@ -326,9 +326,9 @@ pub unsafe fn counts<'a, T: Count + 'a>(cx: Call, arg: &str, p: *const T, n: usi
 /// whose data lies at absolute addresses (built from `MPI_Get_address`), never for one that
 /// would touch the first page.
 #[inline]
-pub fn buf(cx: Call, arg: &str, p: *const c_void, n: usize, lay: &Layout) -> Result<()> {
+pub fn buf(call: &str, arg: &str, p: *const c_void, n: usize, lay: &Layout) -> Result<()> {
     if p.is_null() && n > 0 && lay.size > 0 && lay.true_lb < 4096 {
-        return Err(MpiError::null_buffer(cx.name, arg, n, type_name(lay)));
+        return Err(MpiError::null_buffer(call, arg, n, type_name(lay)));
     }
     Ok(())
 }
@@ -346,14 +346,14 @@ pub fn type_name(lay: &Layout) -> &'static str {
 
 /// Role `comm`: a live communicator.
 #[inline]
-pub fn comm(l: &'static Lib, cx: Call, arg: &str, h: usize) -> Result<CommRef<'static>> {
-    l.comm(cx.name, h).map_err(|_| MpiError::invalid_handle(cx.name, arg, HandleKind::Comm, h))
+pub fn comm(l: &'static Lib, call: &str, arg: &str, h: usize) -> Result<CommRef<'static>> {
+    l.comm(call, h).map_err(|_| MpiError::invalid_handle(call, arg, HandleKind::Comm, h))
 }
 
 /// Role `intracomm`: a live intracommunicator.
-pub fn intracomm(l: &'static Lib, cx: Call, arg: &str, h: usize) -> Result<CommRef<'static>> {
-    let cm = comm(l, cx, arg, h)?;
-    require_intra(cx.name, arg, &cm)?;
+pub fn intracomm(l: &'static Lib, call: &str, arg: &str, h: usize) -> Result<CommRef<'static>> {
+    let cm = comm(l, call, arg, h)?;
+    require_intra(call, arg, &cm)?;
     Ok(cm)
 }
 
@@ -366,8 +366,8 @@ pub fn require_intra(call: &str, arg: &str, cm: &CommObj) -> Result<()> {
 }
 
 /// Role `group`: a live group (`MPI_GROUP_EMPTY` included).
-pub fn group(l: &Lib, cx: Call, arg: &str, h: usize) -> Result<Arc<Group>> {
-    l.group(cx.name, h).map_err(|_| MpiError::invalid_handle(cx.name, arg, HandleKind::Group, h))
+pub fn group(l: &Lib, call: &str, arg: &str, h: usize) -> Result<Arc<Group>> {
+    l.group(call, h).map_err(|_| MpiError::invalid_handle(call, arg, HandleKind::Group, h))
 }
 
 /// Whether `h` is a predefined or live user-defined error handler.
@@ -377,9 +377,9 @@ pub fn errhandler_valid(l: &Lib, h: usize) -> bool {
 }
 
 /// Role `errhandler`: a predefined or live user-defined error handler.
-pub fn errhandler(l: &Lib, cx: Call, arg: &str, h: usize) -> Result<usize> {
+pub fn errhandler(l: &Lib, call: &str, arg: &str, h: usize) -> Result<usize> {
     if !errhandler_valid(l, h) {
-        return Err(MpiError::invalid_handle(cx.name, arg, HandleKind::Errhandler, h));
+        return Err(MpiError::invalid_handle(call, arg, HandleKind::Errhandler, h));
     }
     Ok(h)
 }
@@ -420,23 +420,23 @@ impl std::ops::Deref for Dt {
 
 /// Role `datatype`: any valid datatype, committed or not.
 #[inline]
-pub fn datatype(cx: Call, arg: &str, h: usize) -> Result<Dt> {
+pub fn datatype(call: &str, arg: &str, h: usize) -> Result<Dt> {
     if let Some(l) = predefined(h) {
         return Ok(Dt { handle: h, layout: LayoutRef::Predefined(l), committed: true });
     }
     let found = if h == c::MPI_DATATYPE_NULL { None } else { lib_any().and_then(|l| l.t().datatypes.get(h).cloned()) };
     match found {
         Some((lay, committed)) => Ok(Dt { handle: h, layout: LayoutRef::User(lay), committed }),
-        None => Err(MpiError::invalid_handle(cx.name, arg, HandleKind::Datatype, h)),
+        None => Err(MpiError::invalid_handle(call, arg, HandleKind::Datatype, h)),
     }
 }
 
 /// Role `datatype_committed`: a datatype usable for communication.
 #[inline]
-pub fn datatype_committed(cx: Call, arg: &str, h: usize) -> Result<Dt> {
-    let dt = datatype(cx, arg, h)?;
+pub fn datatype_committed(call: &str, arg: &str, h: usize) -> Result<Dt> {
+    let dt = datatype(call, arg, h)?;
     if !dt.committed {
-        return Err(MpiError::not_committed(cx.name, arg, h));
+        return Err(MpiError::not_committed(call, arg, h));
     }
     Ok(dt)
 }
@@ -495,23 +495,23 @@ impl Ranks for Arc<Group> {
 /// Role `rank(in=X)`: a rank of `X`; `rank_or_null` also takes `MPI_PROC_NULL`, `rank_or_any`
 /// `MPI_PROC_NULL` and `MPI_ANY_SOURCE`.
 #[inline]
-pub fn rank<R: Ranks + ?Sized>(cx: Call, arg: &str, r: c_int, set: &R, null_ok: bool, any_ok: bool) -> Result<c_int> {
+pub fn rank<R: Ranks + ?Sized>(call: &str, arg: &str, r: c_int, set: &R, null_ok: bool, any_ok: bool) -> Result<c_int> {
     let (n, _) = set.ranks();
     if (0..n).contains(&r) || (null_ok && r == c::MPI_PROC_NULL) || (any_ok && r == c::MPI_ANY_SOURCE) {
         return Ok(r);
     }
-    Err(MpiError::rank_out_of_range_of(cx.name, arg, r, n, set.of()))
+    Err(MpiError::rank_out_of_range_of(call, arg, r, n, set.of()))
 }
 
 /// Role `root(in=X)`: a rank of `X`; on an intercommunicator also `MPI_ROOT` (this process is
 /// the root) and `MPI_PROC_NULL` (another process of its group is).
 #[inline]
-pub fn root<R: Ranks + ?Sized>(cx: Call, r: c_int, set: &R) -> Result<c_int> {
+pub fn root<R: Ranks + ?Sized>(call: &str, r: c_int, set: &R) -> Result<c_int> {
     let (n, inter) = set.ranks();
     if (0..n).contains(&r) || (inter && (r == c::MPI_ROOT || r == c::MPI_PROC_NULL)) {
         return Ok(r);
     }
-    Err(MpiError::root_out_of_range(cx.name, r, n, set.of()))
+    Err(MpiError::root_out_of_range(call, r, n, set.of()))
 }
 
 #[cfg(test)]
@@ -522,12 +522,12 @@ mod tests {
 
     #[test]
     fn counts_and_tags_name_the_call_and_argument() {
-        assert_eq!(count(CX, "count", 3i64).unwrap(), 3);
-        let e = count(CX, "count", -2).unwrap_err();
+        assert_eq!(count(CX.name, "count", 3i64).unwrap(), 3);
+        let e = count(CX.name, "count", -2).unwrap_err();
         assert_eq!((e.class, e.msg.as_str()), (c::MPI_ERR_COUNT, "MPI_Test_call: count -2 is negative"));
-        assert_eq!(nonneg(CX, "n", -1isize).unwrap_err().class, c::MPI_ERR_ARG);
-        assert_eq!(tag(CX, "tag", c::MPI_ANY_TAG, true).unwrap(), c::MPI_ANY_TAG);
-        let e = tag(CX, "tag", c::MPI_ANY_TAG, false).unwrap_err();
+        assert_eq!(nonneg(CX.name, "n", -1isize).unwrap_err().class, c::MPI_ERR_ARG);
+        assert_eq!(tag(CX.name, "tag", c::MPI_ANY_TAG, true).unwrap(), c::MPI_ANY_TAG);
+        let e = tag(CX.name, "tag", c::MPI_ANY_TAG, false).unwrap_err();
         assert_eq!(e.class, c::MPI_ERR_TAG);
         assert!(e.msg.starts_with("MPI_Test_call: tag "), "{}", e.msg);
     }
@@ -536,7 +536,7 @@ mod tests {
     fn count_outputs_say_when_an_int_cannot_hold_the_value() {
         let mut small: c_int = 0;
         // SAFETY: a live local.
-        let o = unsafe { count_out(CX, "size", &mut small as *mut c_int) }.unwrap();
+        let o = unsafe { count_out(CX.name, "size", &mut small as *mut c_int) }.unwrap();
         o.put(7).unwrap();
         assert_eq!(o.get(), 7);
         let e = o.put(1 << 40).unwrap_err();
@@ -546,39 +546,39 @@ mod tests {
         assert_eq!(small, c::MPI_UNDEFINED);
         let mut big: i64 = 0;
         // SAFETY: a live local.
-        let o = unsafe { count_out(CX, "size", &mut big as *mut i64) }.unwrap();
+        let o = unsafe { count_out(CX.name, "size", &mut big as *mut i64) }.unwrap();
         o.put(1 << 40).unwrap();
         assert_eq!(big, 1 << 40);
         // SAFETY: null is checked before any use.
-        let e = unsafe { count_out(CX, "size", std::ptr::null_mut::<i64>()) }.err().unwrap();
+        let e = unsafe { count_out(CX.name, "size", std::ptr::null_mut::<i64>()) }.err().unwrap();
         assert_eq!(e.msg, "MPI_Test_call: size is a null pointer");
     }
 
     #[test]
     fn arrays_need_a_pointer_only_when_not_empty() {
         // SAFETY: null with length 0 is never read.
-        assert!(unsafe { array::<c_int>(CX, "ranks", std::ptr::null(), 0) }.unwrap().is_empty());
+        assert!(unsafe { array::<c_int>(CX.name, "ranks", std::ptr::null(), 0) }.unwrap().is_empty());
         // SAFETY: null is checked before any read.
-        let e = unsafe { array::<c_int>(CX, "ranks", std::ptr::null(), 2) }.unwrap_err();
+        let e = unsafe { array::<c_int>(CX.name, "ranks", std::ptr::null(), 2) }.unwrap_err();
         assert_eq!(e.class, c::MPI_ERR_ARG);
         let v = [1i64, -2];
         // SAFETY: two live values.
-        let w = unsafe { counts(CX, "displs", v.as_ptr(), 2) }.unwrap();
+        let w = unsafe { counts(CX.name, "displs", v.as_ptr(), 2) }.unwrap();
         assert!(matches!(w, Cow::Borrowed(_)));
         let v = [1 as c_int, -2];
         // SAFETY: two live values.
-        assert_eq!(&*unsafe { counts(CX, "displs", v.as_ptr(), 2) }.unwrap(), &[1i64, -2]);
+        assert_eq!(&*unsafe { counts(CX.name, "displs", v.as_ptr(), 2) }.unwrap(), &[1i64, -2]);
     }
 
     #[test]
     fn datatypes_null_and_garbage_are_type_errors() {
-        let e = datatype(CX, "oldtype", c::MPI_DATATYPE_NULL).err().unwrap();
+        let e = datatype(CX.name, "oldtype", c::MPI_DATATYPE_NULL).err().unwrap();
         assert_eq!((e.class, e.msg.as_str()), (c::MPI_ERR_TYPE, "MPI_Test_call: oldtype is MPI_DATATYPE_NULL"));
-        let e = datatype(CX, "oldtype", 0x1234_5678).err().unwrap();
+        let e = datatype(CX.name, "oldtype", 0x1234_5678).err().unwrap();
         assert!(e.msg.contains("oldtype 0x12345678 is not a valid datatype handle"), "{}", e.msg);
-        let dt = datatype_committed(CX, "datatype", c::MPI_INT).unwrap();
+        let dt = datatype_committed(CX.name, "datatype", c::MPI_INT).unwrap();
         assert!(dt.is_predefined() && dt.size == 4);
-        assert!(buf(CX, "buf", std::ptr::null(), 1, dt.layout()).is_err());
-        assert!(buf(CX, "buf", std::ptr::null(), 0, dt.layout()).is_ok());
+        assert!(buf(CX.name, "buf", std::ptr::null(), 1, dt.layout()).is_err());
+        assert!(buf(CX.name, "buf", std::ptr::null(), 0, dt.layout()).is_ok());
     }
 }

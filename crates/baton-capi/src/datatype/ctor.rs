@@ -218,7 +218,7 @@ pub(crate) fn structure(
     let ts = array_of_types
         .iter()
         .enumerate()
-        .map(|(i, &h)| validate::datatype(cx, &format!("array_of_types[{i}]"), h).map(|dt| type_arg(&dt)))
+        .map(|(i, &h)| validate::datatype(cx.name, &format!("array_of_types[{i}]"), h).map(|dt| type_arg(&dt)))
         .collect::<Result<Vec<_>>>()?;
     let lays: Vec<&Layout> = ts.iter().map(|t| &*t.layout).collect();
     let lay = Layout::structure(bl, &d, &lays).map_err(in_call(cx.name))?;
