@@ -113,6 +113,7 @@ const ROLES: &[(&str, bool, &[&str])] = &[
     ("intracomm", true, &[]),
     ("group", true, &[]),
     ("errhandler", true, &[]),
+    ("op", true, &[]),
     ("info", false, &[]),
     ("datatype", false, &[]),
     ("datatype_committed", false, &[]),
@@ -271,7 +272,7 @@ fn convert(fam: &Family, p: &Param, params: &[Param]) -> Result<Option<String>, 
         "count" | "nonneg" => format!("let {n} = {v}::{}(CX.name, \"{n}\", {n})?;", role.kind),
         "bool" => format!("let {n} = {n} != 0;"),
         "tag" | "tag_or_any" => format!("let {n} = {v}::tag(CX.name, \"{n}\", {n}, {})?;", role.kind == "tag_or_any"),
-        "comm" | "intracomm" | "group" | "errhandler" => {
+        "comm" | "intracomm" | "group" | "errhandler" | "op" => {
             format!("let {n} = {v}::{}(l, CX.name, \"{n}\", {n})?;", role.kind)
         }
         "info" => format!("let {n} = crate::info::info_arg(CX.name, \"{n}\", {n})?;"),

@@ -39,7 +39,6 @@ pub use errors::*;
 pub use init::*;
 pub use misc::*;
 pub use neighbor::*;
-pub use ops::*;
 pub use p2p::*;
 pub use request::*;
 

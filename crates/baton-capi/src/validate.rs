@@ -384,6 +384,14 @@ pub fn errhandler(l: &Lib, call: &str, arg: &str, h: usize) -> Result<usize> {
     Ok(h)
 }
 
+/// Role `op`: a predefined operation or a live user-defined one.
+pub fn op(l: &Lib, call: &str, arg: &str, h: usize) -> Result<usize> {
+    if baton_core::op::Op::from_handle(h).is_some() || l.t().ops.get(h).is_some() {
+        return Ok(h);
+    }
+    Err(MpiError::invalid_handle(call, arg, HandleKind::Op, h))
+}
+
 /// A datatype's layout: predefined ones borrowed, so that no reference count moves.
 enum LayoutRef {
     Predefined(&'static Arc<Layout>),
