@@ -1,7 +1,7 @@
 //! Dynamic processes: spawn, ports, accept/connect, names, join, disconnect, the parent.
 //! The work is in `baton_core::dpm`; this is argument checking and handles.
 
-use crate::comm::{free_comm, out, register};
+use crate::comm::{free_comm, register};
 use crate::errors::guard;
 use crate::state::{lib, Lib};
 use crate::{cstr_in, cstr_out, nonnull_mut};
@@ -12,6 +12,13 @@ use baton_core::error::{MpiError, Result};
 use std::ffi::{c_char, c_int};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+fn out<T: Copy>(call: &str, arg: &str, p: *mut T, v: T) -> Result<()> {
+    nonnull_mut(call, arg, p)?;
+    // SAFETY: checked non-null; the caller owns the location.
+    unsafe { *p = v };
+    Ok(())
+}
 
 /// Registers an intercommunicator to another job; it takes the error handler of the
 /// communicator it was created over.
