@@ -190,15 +190,16 @@ pub(crate) fn close_port(_cx: Call, l: &Lib, port_name: String) -> Result<()> {
     l.mpi.dpm.close_port(&port_name)
 }
 
-/// Accept or connect: the port name and info matter at the root only.
-fn accept_or_connect(
+/// `MPI_Comm_accept` and, without `ACCEPT`, `MPI_Comm_connect`: the port name and info matter
+/// at the root only.
+pub(crate) fn accept<const ACCEPT: bool>(
     cx: Call,
     l: &Lib,
-    (port_name, info): (*mut c_char, usize),
+    port_name: *mut c_char,
+    info: usize,
     root: c_int,
     comm: CommRef,
     newcomm: Out<usize>,
-    accepting: bool,
 ) -> Result<()> {
     let call = cx.name;
     let port = if comm.core.rank == root {
@@ -208,36 +209,12 @@ fn accept_or_connect(
     } else {
         None
     };
-    let core = if accepting {
+    let core = if ACCEPT {
         dpm::accept(&l.mpi, port.as_deref(), root, &comm.core, None)
     } else {
         dpm::connect(&l.mpi, port.as_deref(), root, &comm.core)
     };
     finish(l, &comm, core, newcomm)
-}
-
-pub(crate) fn accept(
-    cx: Call,
-    l: &Lib,
-    port_name: *mut c_char,
-    info: usize,
-    root: c_int,
-    comm: CommRef,
-    newcomm: Out<usize>,
-) -> Result<()> {
-    accept_or_connect(cx, l, (port_name, info), root, comm, newcomm, true)
-}
-
-pub(crate) fn connect(
-    cx: Call,
-    l: &Lib,
-    port_name: *mut c_char,
-    info: usize,
-    root: c_int,
-    comm: CommRef,
-    newcomm: Out<usize>,
-) -> Result<()> {
-    accept_or_connect(cx, l, (port_name, info), root, comm, newcomm, false)
 }
 
 /// # Safety
@@ -276,24 +253,19 @@ pub(crate) fn join(_cx: Call, l: &Lib, fd: c_int, intercomm: Out<usize>) -> Resu
     Ok(())
 }
 
-pub(crate) fn publish_name(
+/// `MPI_Publish_name` and, without `PUBLISH`, `MPI_Unpublish_name`.
+pub(crate) fn publish_name<const PUBLISH: bool>(
     _cx: Call,
     _l: &Lib,
     service_name: String,
     _info: Vec<(String, String)>,
     port_name: String,
 ) -> Result<()> {
-    baton_core::names::publish(&service_name, &port_name)
-}
-
-pub(crate) fn unpublish_name(
-    _cx: Call,
-    _l: &Lib,
-    service_name: String,
-    _info: Vec<(String, String)>,
-    port_name: String,
-) -> Result<()> {
-    baton_core::names::unpublish(&service_name, &port_name)
+    if PUBLISH {
+        baton_core::names::publish(&service_name, &port_name)
+    } else {
+        baton_core::names::unpublish(&service_name, &port_name)
+    }
 }
 
 pub(crate) fn lookup_name(

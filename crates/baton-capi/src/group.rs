@@ -27,7 +27,7 @@ fn check_ranks(call: &str, g: &Group, ranks: &[c_int]) -> Result<()> {
     Ok(())
 }
 
-/// The ranks `(first, last, stride)` triplets name, checked.
+/// The ranks `(first, last, stride)` triplets name, their ends and strides checked.
 fn expand(call: &str, g: &Group, ranges: &[[c_int; 3]]) -> Result<Vec<c_int>> {
     for &[first, last, stride] in ranges {
         if stride == 0 {
@@ -37,9 +37,8 @@ fn expand(call: &str, g: &Group, ranges: &[[c_int; 3]]) -> Result<Vec<c_int>> {
             return Err(out_of_range(call, v, g, "a group"));
         }
     }
-    let ranks = Group::expand_ranges(ranges);
-    check_ranks(call, g, &ranks)?;
-    Ok(ranks)
+    // The ranks are checked (range, duplicates) with those of MPI_Group_incl.
+    Ok(Group::expand_ranges(ranges))
 }
 
 fn new(l: &Lib, newgroup: Out<usize>, g: Group) -> Result<()> {
@@ -57,7 +56,8 @@ pub(crate) fn rank(_cx: Call, l: &Lib, group: Arc<Group>, rank: Out<c_int>) -> R
     Ok(())
 }
 
-pub(crate) fn incl(
+/// `MPI_Group_incl` and, with `EXCL`, `MPI_Group_excl`.
+pub(crate) fn incl<const EXCL: bool>(
     cx: Call,
     l: &Lib,
     group: Arc<Group>,
@@ -66,43 +66,20 @@ pub(crate) fn incl(
     newgroup: Out<usize>,
 ) -> Result<()> {
     check_ranks(cx.name, &group, ranks)?;
-    new(l, newgroup, group.incl(ranks))
+    new(l, newgroup, if EXCL { group.excl(ranks) } else { group.incl(ranks) })
 }
 
-pub(crate) fn excl(
+/// `MPI_Group_range_incl` and, with `EXCL`, `MPI_Group_range_excl`.
+pub(crate) fn range_incl<const EXCL: bool>(
     cx: Call,
     l: &Lib,
     group: Arc<Group>,
-    _n: usize,
-    ranks: &[c_int],
-    newgroup: Out<usize>,
-) -> Result<()> {
-    check_ranks(cx.name, &group, ranks)?;
-    new(l, newgroup, group.excl(ranks))
-}
-
-pub(crate) fn range_incl(
-    cx: Call,
-    l: &Lib,
-    group: Arc<Group>,
-    _n: usize,
+    n: usize,
     ranges: &[[c_int; 3]],
     newgroup: Out<usize>,
 ) -> Result<()> {
     let ranks = expand(cx.name, &group, ranges)?;
-    new(l, newgroup, group.incl(&ranks))
-}
-
-pub(crate) fn range_excl(
-    cx: Call,
-    l: &Lib,
-    group: Arc<Group>,
-    _n: usize,
-    ranges: &[[c_int; 3]],
-    newgroup: Out<usize>,
-) -> Result<()> {
-    let ranks = expand(cx.name, &group, ranges)?;
-    new(l, newgroup, group.excl(&ranks))
+    incl::<EXCL>(cx, l, group, n, &ranks, newgroup)
 }
 
 pub(crate) fn translate_ranks(
@@ -131,28 +108,16 @@ pub(crate) fn compare(_cx: Call, _l: &Lib, group1: Arc<Group>, group2: Arc<Group
     Ok(())
 }
 
-pub(crate) fn union(_cx: Call, l: &Lib, group1: Arc<Group>, group2: Arc<Group>, newgroup: Out<usize>) -> Result<()> {
-    new(l, newgroup, group1.union(&group2))
+pub(crate) fn union(_cx: Call, l: &Lib, a: Arc<Group>, b: Arc<Group>, newgroup: Out<usize>) -> Result<()> {
+    new(l, newgroup, a.union(&b))
 }
 
-pub(crate) fn intersection(
-    _cx: Call,
-    l: &Lib,
-    group1: Arc<Group>,
-    group2: Arc<Group>,
-    newgroup: Out<usize>,
-) -> Result<()> {
-    new(l, newgroup, group1.intersection(&group2))
+pub(crate) fn intersection(_cx: Call, l: &Lib, a: Arc<Group>, b: Arc<Group>, newgroup: Out<usize>) -> Result<()> {
+    new(l, newgroup, a.intersection(&b))
 }
 
-pub(crate) fn difference(
-    _cx: Call,
-    l: &Lib,
-    group1: Arc<Group>,
-    group2: Arc<Group>,
-    newgroup: Out<usize>,
-) -> Result<()> {
-    new(l, newgroup, group1.difference(&group2))
+pub(crate) fn difference(_cx: Call, l: &Lib, a: Arc<Group>, b: Arc<Group>, newgroup: Out<usize>) -> Result<()> {
+    new(l, newgroup, a.difference(&b))
 }
 
 pub(crate) fn free(cx: Call, l: &Lib, group: Out<usize>) -> Result<()> {

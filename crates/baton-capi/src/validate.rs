@@ -58,31 +58,26 @@ pub trait Count: Copy {
     fn wide_slice(s: &[Self]) -> Cow<'_, [i64]>;
 }
 
-impl Count for c_int {
-    #[inline]
-    fn wide(self) -> i64 {
-        self as i64
-    }
-    fn count_ptr(p: *mut Self) -> CountPtr {
-        CountPtr::Int(p)
-    }
-    fn wide_slice(s: &[Self]) -> Cow<'_, [i64]> {
-        Cow::Owned(s.iter().map(|&v| v as i64).collect())
-    }
+/// The narrower count types, widened on reading.
+macro_rules! narrow_count {
+    ($t:ty, $variant:ident) => {
+        impl Count for $t {
+            #[inline]
+            fn wide(self) -> i64 {
+                self as i64
+            }
+            fn count_ptr(p: *mut Self) -> CountPtr {
+                CountPtr::$variant(p)
+            }
+            fn wide_slice(s: &[Self]) -> Cow<'_, [i64]> {
+                Cow::Owned(s.iter().map(|&v| v as i64).collect())
+            }
+        }
+    };
 }
 
-impl Count for isize {
-    #[inline]
-    fn wide(self) -> i64 {
-        self as i64
-    }
-    fn count_ptr(p: *mut Self) -> CountPtr {
-        CountPtr::Aint(p)
-    }
-    fn wide_slice(s: &[Self]) -> Cow<'_, [i64]> {
-        Cow::Owned(s.iter().map(|&v| v as i64).collect())
-    }
-}
+narrow_count!(c_int, Int);
+narrow_count!(isize, Aint);
 
 impl Count for i64 {
     #[inline]

@@ -85,7 +85,9 @@ pub(crate) fn contiguous(cx: Call, l: &Lib, count: usize, oldtype: Dt, newtype: 
     register(l, newtype, lay.with_envelope(env))
 }
 
-pub(crate) fn vector(
+/// `MPI_Type_vector` (stride in extents) and, with `BYTES`, `MPI_Type_create_hvector` (stride
+/// in bytes).
+pub(crate) fn vector<const BYTES: bool>(
     cx: Call,
     l: &Lib,
     count: usize,
@@ -96,30 +98,21 @@ pub(crate) fn vector(
 ) -> Result<()> {
     let t = type_arg(&oldtype);
     let (n, bl) = (count as i64, blocklength as i64);
-    let lay = Layout::vector(n, bl, stride, &t.layout).map_err(in_call(cx.name))?;
-    let env = Args::new(cx).int(&[n, bl, stride]).envelope(c::MPI_COMBINER_VECTOR, vec![t]);
-    register(l, newtype, lay.with_envelope(env))
-}
-
-pub(crate) fn hvector(
-    cx: Call,
-    l: &Lib,
-    count: usize,
-    blocklength: usize,
-    stride: i64,
-    oldtype: Dt,
-    newtype: Out<usize>,
-) -> Result<()> {
-    let t = type_arg(&oldtype);
-    let (n, bl) = (count as i64, blocklength as i64);
-    let lay = Layout::hvector(n, bl, stride as isize, &t.layout).map_err(in_call(cx.name))?;
-    let env = Args::new(cx).int(&[n, bl]).addr(&[stride]).envelope(c::MPI_COMBINER_HVECTOR, vec![t]);
-    register(l, newtype, lay.with_envelope(env))
+    let mut a = Args::new(cx);
+    let (lay, comb) = if BYTES {
+        a.int(&[n, bl]).addr(&[stride]);
+        (Layout::hvector(n, bl, stride as isize, &t.layout), c::MPI_COMBINER_HVECTOR)
+    } else {
+        a.int(&[n, bl, stride]);
+        (Layout::vector(n, bl, stride, &t.layout), c::MPI_COMBINER_VECTOR)
+    };
+    let lay = lay.map_err(in_call(cx.name))?;
+    register(l, newtype, lay.with_envelope(a.envelope(comb, vec![t])))
 }
 
 /// The four indexed constructors: displacements in extents or bytes; `block` when one
 /// blocklength serves every block.
-fn indexed(
+fn any_indexed(
     cx: Call,
     l: &Lib,
     (bytes, block): (bool, bool),
@@ -155,7 +148,8 @@ fn indexed(
     register(l, newtype, lay.with_envelope(a.envelope(comb, vec![t])))
 }
 
-pub(crate) fn type_indexed(
+/// `MPI_Type_indexed` and, with `BYTES`, `MPI_Type_create_hindexed`.
+pub(crate) fn indexed<const BYTES: bool>(
     cx: Call,
     l: &Lib,
     _count: usize,
@@ -164,22 +158,11 @@ pub(crate) fn type_indexed(
     oldtype: Dt,
     newtype: Out<usize>,
 ) -> Result<()> {
-    indexed(cx, l, (false, false), &array_of_blocklengths, &array_of_displacements, oldtype, newtype)
+    any_indexed(cx, l, (BYTES, false), &array_of_blocklengths, &array_of_displacements, oldtype, newtype)
 }
 
-pub(crate) fn hindexed(
-    cx: Call,
-    l: &Lib,
-    _count: usize,
-    array_of_blocklengths: Cow<[i64]>,
-    array_of_displacements: Cow<[i64]>,
-    oldtype: Dt,
-    newtype: Out<usize>,
-) -> Result<()> {
-    indexed(cx, l, (true, false), &array_of_blocklengths, &array_of_displacements, oldtype, newtype)
-}
-
-pub(crate) fn indexed_block(
+/// `MPI_Type_create_indexed_block` and, with `BYTES`, `MPI_Type_create_hindexed_block`.
+pub(crate) fn indexed_block<const BYTES: bool>(
     cx: Call,
     l: &Lib,
     _count: usize,
@@ -188,19 +171,7 @@ pub(crate) fn indexed_block(
     oldtype: Dt,
     newtype: Out<usize>,
 ) -> Result<()> {
-    indexed(cx, l, (false, true), &[blocklength as i64], &array_of_displacements, oldtype, newtype)
-}
-
-pub(crate) fn hindexed_block(
-    cx: Call,
-    l: &Lib,
-    _count: usize,
-    blocklength: usize,
-    array_of_displacements: Cow<[i64]>,
-    oldtype: Dt,
-    newtype: Out<usize>,
-) -> Result<()> {
-    indexed(cx, l, (true, true), &[blocklength as i64], &array_of_displacements, oldtype, newtype)
+    any_indexed(cx, l, (BYTES, true), &[blocklength as i64], &array_of_displacements, oldtype, newtype)
 }
 
 pub(crate) fn structure(
@@ -469,12 +440,10 @@ fn f90_type(cx: Call, l: &Lib, combiner: c_int, p: c_int, r: c_int, newtype: Out
     Ok(())
 }
 
-pub(crate) fn f90_real(cx: Call, l: &Lib, p: c_int, r: c_int, newtype: Out<usize>) -> Result<()> {
-    f90_type(cx, l, c::MPI_COMBINER_F90_REAL, p, r, newtype)
-}
-
-pub(crate) fn f90_complex(cx: Call, l: &Lib, p: c_int, r: c_int, newtype: Out<usize>) -> Result<()> {
-    f90_type(cx, l, c::MPI_COMBINER_F90_COMPLEX, p, r, newtype)
+/// `MPI_Type_create_f90_real` and, with `COMPLEX`, `MPI_Type_create_f90_complex`.
+pub(crate) fn f90_real<const COMPLEX: bool>(cx: Call, l: &Lib, p: c_int, r: c_int, newtype: Out<usize>) -> Result<()> {
+    let combiner = if COMPLEX { c::MPI_COMBINER_F90_COMPLEX } else { c::MPI_COMBINER_F90_REAL };
+    f90_type(cx, l, combiner, p, r, newtype)
 }
 
 pub(crate) fn f90_integer(cx: Call, l: &Lib, r: c_int, newtype: Out<usize>) -> Result<()> {
