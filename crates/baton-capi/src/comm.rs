@@ -18,11 +18,13 @@ use std::sync::Arc;
 
 pub(crate) use crate::validate::require_intra;
 
+#[inline]
 pub(crate) fn size(_cx: Call, _l: &Lib, comm: CommRef, size: Out<c_int>) -> Result<()> {
     size.put(comm.core.size());
     Ok(())
 }
 
+#[inline]
 pub(crate) fn rank(_cx: Call, _l: &Lib, comm: CommRef, rank: Out<c_int>) -> Result<()> {
     rank.put(comm.core.rank);
     Ok(())
@@ -255,6 +257,7 @@ pub unsafe extern "C" fn PMPI_Comm_free(comm: *mut usize) -> c_int {
     })
 }
 
+#[inline]
 pub(crate) fn compare(_cx: Call, _l: &Lib, comm1: CommRef, comm2: CommRef, result: Out<c_int>) -> Result<()> {
     let (ca, cb) = (&comm1, &comm2);
     let r = if Arc::ptr_eq(ca, cb) {
@@ -278,6 +281,7 @@ pub(crate) fn compare(_cx: Call, _l: &Lib, comm1: CommRef, comm2: CommRef, resul
     Ok(())
 }
 
+#[inline]
 pub(crate) fn test_inter(_cx: Call, _l: &Lib, comm: CommRef, flag: Out<c_int>) -> Result<()> {
     flag.put(comm.core.is_inter() as c_int);
     Ok(())

@@ -46,11 +46,13 @@ fn new(l: &Lib, newgroup: Out<usize>, g: Group) -> Result<()> {
     Ok(())
 }
 
+#[inline]
 pub(crate) fn size(_cx: Call, _l: &Lib, group: Arc<Group>, size: Out<c_int>) -> Result<()> {
     size.put(group.size());
     Ok(())
 }
 
+#[inline]
 pub(crate) fn rank(_cx: Call, l: &Lib, group: Arc<Group>, rank: Out<c_int>) -> Result<()> {
     rank.put(group.rank_of(l.mpi.me));
     Ok(())
@@ -103,6 +105,7 @@ pub(crate) fn translate_ranks(
     Ok(())
 }
 
+#[inline]
 pub(crate) fn compare(_cx: Call, _l: &Lib, group1: Arc<Group>, group2: Arc<Group>, result: Out<c_int>) -> Result<()> {
     result.put(group1.compare(&group2));
     Ok(())

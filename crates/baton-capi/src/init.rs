@@ -95,11 +95,13 @@ pub unsafe extern "C" fn PMPI_Init_thread(
     }
 }
 
+#[inline]
 pub(crate) fn initialized(_cx: Call, flag: Out<c_int>) -> Result<()> {
     flag.put((phase() >= 1) as c_int);
     Ok(())
 }
 
+#[inline]
 pub(crate) fn finalized(_cx: Call, flag: Out<c_int>) -> Result<()> {
     flag.put((phase() == 2) as c_int);
     Ok(())
@@ -115,11 +117,13 @@ pub(crate) fn finalize(_cx: Call, l: &Lib) -> Result<()> {
     Ok(())
 }
 
+#[inline]
 pub(crate) fn query_thread(_cx: Call, l: &Lib, provided: Out<c_int>) -> Result<()> {
     provided.put(l.thread_level);
     Ok(())
 }
 
+#[inline]
 pub(crate) fn is_thread_main(_cx: Call, l: &Lib, flag: Out<c_int>) -> Result<()> {
     flag.put((std::thread::current().id() == l.main_thread) as c_int);
     Ok(())

@@ -1,10 +1,12 @@
 //! `libmpi_abi.so.1`: the MPI 5.0 standard ABI on top of `baton-core`.
 //!
 //! This crate is the C boundary: it turns handles into objects ([`handles`], [`state`]), checks
-//! every argument the standard lets it check, turns `MpiError`s into error codes and runs error
-//! handlers ([`errors`]). Each family of functions has a module; the build script adds the
-//! `MPI_` entry points (which forward to `PMPI_`, for profiling tools) and a stub raising
-//! `MPI_ERR_UNSUPPORTED_OPERATION` for every function not implemented here yet.
+//! every argument the standard lets it check ([`validate`]), turns `MpiError`s into error codes
+//! and runs error handlers ([`errors`]). Each family of functions has a module. The build script
+//! adds the `MPI_` entry points (which forward to `PMPI_`, for profiling tools), the `PMPI_`
+//! entry points of the families annotated in `abi/bindings.tsv` (argument checks, then one call
+//! into the family's module), and a stub raising `MPI_ERR_UNSUPPORTED_OPERATION` for every
+//! function not implemented here yet.
 #![allow(non_snake_case, clippy::missing_safety_doc, clippy::too_many_arguments)]
 
 use baton_abi::consts as c;
@@ -91,6 +93,7 @@ pub fn empty_status() -> Status {
     Status { source: c::MPI_ANY_SOURCE, tag: c::MPI_ANY_TAG, error: 0, bytes: 0, cancelled: false }
 }
 
+/// The checks most hand-written entry points use, under their old names.
 pub use validate::{cstr_in, cstr_out, nonnull, nonnull_mut};
 
 /// Number of functions still answered by the generated "not implemented" stub.

@@ -60,6 +60,7 @@ pub unsafe extern "C" fn PMPI_Aint_diff(a: isize, b: isize) -> isize {
     a.wrapping_sub(b)
 }
 
+#[inline]
 pub(crate) fn get_address(_cx: Call, location: *mut c_void, address: Out<isize>) -> Result<()> {
     address.put(location as isize);
     Ok(())

@@ -194,7 +194,7 @@ pub(crate) fn reducer(call: &str, oph: usize, dt: usize) -> Result<Reducer> {
 }
 
 fn build_reducer(call: &str, oph: usize, dt: usize) -> Result<Reducer> {
-    let lay: Arc<Layout> = Arc::clone(&*validate::datatype_committed(call, "datatype", dt)?);
+    let lay: Arc<Layout> = validate::datatype_committed(call, "datatype", dt)?.arc();
     let unit = lay.size.max(1);
     Ok(match resolve(call, oph, dt, &lay)? {
         Resolved::Predefined(o, k) => {
@@ -305,7 +305,7 @@ pub(crate) fn reduce_local(
     op: usize,
 ) -> Result<()> {
     let call = cx.name;
-    let (dt, lay) = (datatype.handle, &**datatype);
+    let (dt, lay) = (datatype.handle, datatype.layout());
     let how = resolve(call, op, dt, lay)?;
     let bytes = count
         .checked_mul(lay.size)

@@ -465,6 +465,7 @@ pub(crate) fn dist_graph_neighbors(
     Ok(())
 }
 
+#[inline]
 pub(crate) fn topo_test(_cx: Call, _l: &Lib, comm: CommRef, status: Out<c_int>) -> Result<()> {
     status.put(comm.topo.as_ref().map_or(c::MPI_UNDEFINED, |t| t.kind()));
     Ok(())

@@ -102,14 +102,30 @@ pub fn wide<T: Count>(v: T) -> i64 {
 #[inline]
 pub fn count<T: Count>(call: &str, arg: &str, v: T) -> Result<usize> {
     let v = v.wide();
-    usize::try_from(v).map_err(|_| MpiError::negative_count(call, arg, v))
+    if v < 0 {
+        return Err(negative(call, arg, v, true));
+    }
+    Ok(v as usize)
 }
 
 /// Role `nonneg`: a size or length that is not a count of elements (`MPI_ERR_ARG`).
 #[inline]
 pub fn nonneg<T: Count>(call: &str, arg: &str, v: T) -> Result<usize> {
     let v = v.wide();
-    usize::try_from(v).map_err(|_| MpiError::negative(call, arg, v))
+    if v < 0 {
+        return Err(negative(call, arg, v, false));
+    }
+    Ok(v as usize)
+}
+
+#[cold]
+#[inline(never)]
+fn negative(call: &str, arg: &str, v: i64, count: bool) -> MpiError {
+    if count {
+        MpiError::negative_count(call, arg, v)
+    } else {
+        MpiError::negative(call, arg, v)
+    }
 }
 
 /// Roles `tag` and `tag_or_any`.
@@ -121,13 +137,21 @@ pub fn tag(call: &str, arg: &str, t: c_int, any_ok: bool) -> Result<c_int> {
     Err(MpiError::bad_tag(call, arg, t, TAG_UB))
 }
 
+#[inline]
 pub fn nonnull<T>(call: &str, arg: &str, p: *const T) -> Result<()> {
     if p.is_null() {
-        return Err(MpiError::null_pointer(call, arg));
+        return Err(null_pointer(call, arg));
     }
     Ok(())
 }
 
+#[cold]
+#[inline(never)]
+fn null_pointer(call: &str, arg: &str) -> MpiError {
+    MpiError::null_pointer(call, arg)
+}
+
+#[inline]
 pub fn nonnull_mut<T>(call: &str, arg: &str, p: *mut T) -> Result<()> {
     nonnull(call, arg, p as *const T)
 }
@@ -177,6 +201,7 @@ pub struct CountOut {
 }
 
 impl CountOut {
+    #[inline]
     pub fn get(&self) -> i64 {
         // SAFETY: non-null and valid for one value (`count_out`'s contract).
         unsafe {
@@ -189,10 +214,11 @@ impl CountOut {
     }
 
     /// Writes `v`; an `int` that cannot hold it is an error pointing at the `_c` form.
+    #[inline]
     pub fn put(&self, v: i64) -> Result<()> {
         match self.p {
             CountPtr::Int(p) => {
-                let v = c_int::try_from(v).map_err(|_| MpiError::does_not_fit(self.call, self.arg, v))?;
+                let Ok(v) = c_int::try_from(v) else { return Err(does_not_fit(self.call, self.arg, v)) };
                 // SAFETY: as in `get`.
                 unsafe { p.write(v) }
             }
@@ -210,6 +236,12 @@ impl CountOut {
         let v = if matches!(self.p, CountPtr::Int(_)) && v > c_int::MAX as i64 { c::MPI_UNDEFINED as i64 } else { v };
         let _ = self.put(v);
     }
+}
+
+#[cold]
+#[inline(never)]
+fn does_not_fit(call: &str, arg: &str, v: i64) -> MpiError {
+    MpiError::does_not_fit(call, arg, v)
 }
 
 /// Role `out` on a count whose type differs between the forms of a call.
@@ -387,61 +419,85 @@ pub fn op(l: &Lib, call: &str, arg: &str, h: usize) -> Result<usize> {
     Err(MpiError::invalid_handle(call, arg, HandleKind::Op, h))
 }
 
-/// A datatype's layout: predefined ones borrowed, so that no reference count moves.
-enum LayoutRef {
-    Predefined(&'static Arc<Layout>),
-    User(Arc<Layout>),
-}
-
-/// A datatype argument.
+/// A datatype argument. The layout is borrowed from the predefined table, or kept alive by
+/// `owner` for a user-defined type; plain words, so that it passes in registers.
 pub struct Dt {
     pub handle: usize,
-    layout: LayoutRef,
-    /// Predefined, or user-defined and committed: usable for communication.
-    pub committed: bool,
+    layout: std::ptr::NonNull<Layout>,
+    owner: Option<Arc<Layout>>,
+    /// 1: predefined, or user-defined and committed (usable for communication). A word, not a
+    /// `bool`: a `Result<Dt>` then moves as whole words, never byte by byte.
+    committed: usize,
 }
 
 impl Dt {
+    fn predefined(h: usize, lay: &'static Arc<Layout>) -> Dt {
+        Dt { handle: h, layout: std::ptr::NonNull::from(&**lay), owner: None, committed: 1 }
+    }
+
+    fn user(h: usize, lay: Arc<Layout>, committed: bool) -> Dt {
+        Dt { handle: h, layout: std::ptr::NonNull::from(&*lay), owner: Some(lay), committed: committed as usize }
+    }
+
     pub fn layout(&self) -> &Layout {
         self
     }
 
     pub fn is_predefined(&self) -> bool {
-        matches!(self.layout, LayoutRef::Predefined(_))
+        self.owner.is_none()
+    }
+
+    /// Predefined, or user-defined and committed: usable for communication.
+    pub fn committed(&self) -> bool {
+        self.committed != 0
+    }
+
+    /// The layout as a counted reference (to keep beyond the call).
+    pub fn arc(&self) -> Arc<Layout> {
+        match &self.owner {
+            Some(a) => a.clone(),
+            None => predefined(self.handle).expect("a predefined handle").clone(),
+        }
     }
 }
 
 impl std::ops::Deref for Dt {
-    type Target = Arc<Layout>;
-    fn deref(&self) -> &Arc<Layout> {
-        match &self.layout {
-            LayoutRef::Predefined(a) => a,
-            LayoutRef::User(a) => a,
-        }
+    type Target = Layout;
+    fn deref(&self) -> &Layout {
+        // SAFETY: `layout` points into a predefined layout (static) or into `owner`'s
+        // allocation, which lives as long as `self`.
+        unsafe { self.layout.as_ref() }
     }
 }
 
 /// Role `datatype`: any valid datatype, committed or not.
 #[inline]
 pub fn datatype(call: &str, arg: &str, h: usize) -> Result<Dt> {
-    if let Some(l) = predefined(h) {
-        return Ok(Dt { handle: h, layout: LayoutRef::Predefined(l), committed: true });
-    }
-    let found = if h == c::MPI_DATATYPE_NULL { None } else { lib_any().and_then(|l| l.t().datatypes.get(h).cloned()) };
-    match found {
-        Some((lay, committed)) => Ok(Dt { handle: h, layout: LayoutRef::User(lay), committed }),
-        None => Err(MpiError::invalid_handle(call, arg, HandleKind::Datatype, h)),
+    match predefined(h) {
+        Some(l) => Ok(Dt::predefined(h, l)),
+        None => user_datatype(call, arg, h, false),
     }
 }
 
 /// Role `datatype_committed`: a datatype usable for communication.
 #[inline]
 pub fn datatype_committed(call: &str, arg: &str, h: usize) -> Result<Dt> {
-    let dt = datatype(call, arg, h)?;
-    if !dt.committed {
-        return Err(MpiError::not_committed(call, arg, h));
+    match predefined(h) {
+        Some(l) => Ok(Dt::predefined(h, l)),
+        None => user_datatype(call, arg, h, true),
     }
-    Ok(dt)
+}
+
+/// The user-defined datatypes' path of [`datatype`] and [`datatype_committed`], kept out of
+/// line so that the predefined path inlines into every entry point.
+#[inline(never)]
+fn user_datatype(call: &str, arg: &str, h: usize, need_commit: bool) -> Result<Dt> {
+    let found = if h == c::MPI_DATATYPE_NULL { None } else { lib_any().and_then(|l| l.t().datatypes.get(h).cloned()) };
+    match found {
+        Some((_, false)) if need_commit => Err(MpiError::not_committed(call, arg, h)),
+        Some((lay, committed)) => Ok(Dt::user(h, lay, committed)),
+        None => Err(MpiError::invalid_handle(call, arg, HandleKind::Datatype, h)),
+    }
 }
 
 // ----- ranks -----

@@ -20,9 +20,5 @@ use baton_core::datatype::TypeArg;
 
 /// A datatype argument of a constructor, recorded for `MPI_Type_get_contents`.
 fn type_arg(dt: &Dt) -> TypeArg {
-    TypeArg {
-        predefined: if dt.is_predefined() { dt.handle } else { 0 },
-        layout: std::sync::Arc::clone(dt),
-        committed: dt.committed,
-    }
+    TypeArg { predefined: if dt.is_predefined() { dt.handle } else { 0 }, layout: dt.arc(), committed: dt.committed() }
 }

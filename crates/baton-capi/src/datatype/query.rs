@@ -9,16 +9,19 @@ use baton_core::datatype::Envelope;
 use baton_core::error::{MpiError, Result};
 use std::ffi::c_int;
 
+#[inline]
 pub(crate) fn size(_cx: Call, datatype: Dt, size: CountOut) -> Result<()> {
     size.put_or_undefined(datatype.size as i64);
     Ok(())
 }
 
+#[inline]
 pub(crate) fn extent(_cx: Call, datatype: Dt, lb: CountOut, extent: CountOut) -> Result<()> {
     lb.put(datatype.lb as i64)?;
     extent.put(datatype.extent as i64)
 }
 
+#[inline]
 pub(crate) fn true_extent(_cx: Call, datatype: Dt, true_lb: CountOut, true_extent: CountOut) -> Result<()> {
     true_lb.put(datatype.true_lb as i64)?;
     true_extent.put(datatype.true_extent as i64)
