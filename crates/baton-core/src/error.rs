@@ -223,3 +223,28 @@ pub fn class_text(class: i32) -> &'static str {
         _ => "error",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalogue_names_call_argument_and_reason() {
+        let e = MpiError::invalid_handle("MPI_Send", "comm", HandleKind::Comm, c::MPI_COMM_NULL);
+        assert_eq!((e.class, e.msg.as_str()), (c::MPI_ERR_COMM, "MPI_Send: comm is MPI_COMM_NULL"));
+        let e = MpiError::invalid_handle("MPI_Type_commit", "datatype", HandleKind::Datatype, 0x1234);
+        assert_eq!(e.msg, "MPI_Type_commit: datatype 0x1234 is not a valid datatype handle");
+        let e = MpiError::rank_out_of_range("MPI_Send", "dest", 4, 2, true);
+        assert_eq!(e.class, c::MPI_ERR_RANK);
+        assert_eq!(e.msg, "MPI_Send: dest 4 is out of range for the remote group of an intercommunicator of size 2");
+        let e = MpiError::root_out_of_range("MPI_Comm_spawn", 3, 2, "a communicator");
+        assert_eq!(
+            (e.class, e.msg.as_str()),
+            (c::MPI_ERR_ROOT, "MPI_Comm_spawn: root 3 is out of range for a communicator of size 2")
+        );
+        assert_eq!(
+            MpiError::does_not_fit("MPI_Pack_size", "size", 1 << 40).msg,
+            "MPI_Pack_size: size 1099511627776 does not fit in an int; use MPI_Pack_size_c"
+        );
+    }
+}
