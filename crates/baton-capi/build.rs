@@ -1,62 +1,14 @@
 //! Generates the 664 `MPI_` entry points (each forwards to its `PMPI_` twin, so a profiling tool
-//! may replace `MPI_X` and call `PMPI_X`) and a `PMPI_` stub for every function that `src/` does
-//! not implement yet. A function counts as implemented when `src/` defines `fn PMPI_<name>(`.
+//! may replace `MPI_X` and call `PMPI_X`), the `PMPI_` entry points of the families annotated in
+//! `abi/bindings.tsv` (`baton_abi::bindings`), and a `PMPI_` stub for every function that is
+//! neither generated nor implemented in `src/`. A function counts as implemented when `src/`
+//! mentions `PMPI_<name>` (macros define several at once).
 
+use baton_abi::bindings::{self, rust_type};
 use baton_abi::data::{self, Function};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::path::Path;
-
-const HANDLES: &[&str] = &[
-    "MPI_Comm",
-    "MPI_Group",
-    "MPI_Datatype",
-    "MPI_Op",
-    "MPI_Info",
-    "MPI_Errhandler",
-    "MPI_Request",
-    "MPI_Message",
-    "MPI_Win",
-    "MPI_File",
-    "MPI_Session",
-    "MPI_T_enum",
-    "MPI_T_cvar_handle",
-    "MPI_T_pvar_handle",
-    "MPI_T_pvar_session",
-    "MPI_T_event_registration",
-    "MPI_T_event_instance",
-];
-
-/// The Rust spelling of one C type (parameter name removed).
-fn rust_type(ctype: &str) -> String {
-    let t = ctype.replace("const ", "").replace("const", "");
-    let arrays = t.matches("[]").count();
-    let fixed = t.contains("[3]");
-    let stars = t.matches('*').count() + arrays;
-    let base = t.replace(['*', '[', ']'], " ").replace('3', " ");
-    let base = base.split_whitespace().next().unwrap_or("");
-    let mut r = match base {
-        "int" => "c_int".to_string(),
-        "char" => "c_char".to_string(),
-        "void" => "c_void".to_string(),
-        "double" => "f64".to_string(),
-        "MPI_Aint" => "isize".to_string(),
-        "MPI_Count" | "MPI_Offset" => "i64".to_string(),
-        "MPI_Status" => "MPI_Status".to_string(),
-        "MPI_T_cb_safety" | "MPI_T_source_order" => "c_int".to_string(),
-        b if HANDLES.contains(&b) => "usize".to_string(),
-        // Callback types are passed as opaque function pointers.
-        b if b.ends_with("_function") || b.ends_with("_fn") || b.ends_with("_function_c") => "c_void".to_string(),
-        other => panic!("unmapped C type {other:?} in {ctype:?}"),
-    };
-    if fixed {
-        r = format!("[{r}; 3]");
-    }
-    for _ in 0..stars {
-        r = format!("*mut {r}");
-    }
-    r
-}
 
 fn is_implemented(f: &Function, implemented: &BTreeSet<String>) -> bool {
     implemented.contains(f.name.trim_start_matches("MPI_"))
@@ -86,9 +38,14 @@ fn main() {
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libmpi_abi.so.1");
     let dir = data::abi_dir();
     println!("cargo:rerun-if-changed={}", dir.join("functions.tsv").display());
+    println!("cargo:rerun-if-changed={}", dir.join("bindings.tsv").display());
     println!("cargo:rerun-if-changed=src");
     let abi = data::load(&dir).expect("read abi tables");
-    let mut implemented = BTreeSet::new();
+    let table = std::fs::read_to_string(dir.join("bindings.tsv")).expect("read abi/bindings.tsv");
+    let table = bindings::parse_table(&table).unwrap_or_else(|e| panic!("abi/bindings.tsv: {e}"));
+    let (generated, names) =
+        bindings::generate(&abi.functions, &table).unwrap_or_else(|e| panic!("abi/bindings.tsv: {e}"));
+    let mut implemented: BTreeSet<String> = names.iter().map(|n| n.trim_start_matches("MPI_").to_string()).collect();
     scan(Path::new("src"), &mut implemented);
 
     let mut out = String::new();
@@ -128,7 +85,8 @@ fn main() {
             .unwrap();
         }
     }
-    let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("entry_points.rs");
-    std::fs::write(dest, out).unwrap();
+    let out_dir = std::env::var("OUT_DIR").unwrap();
+    std::fs::write(Path::new(&out_dir).join("entry_points.rs"), out).unwrap();
+    std::fs::write(Path::new(&out_dir).join("bindings.rs"), generated).unwrap();
     println!("cargo:rustc-env=BATON_STUB_COUNT={stubs}");
 }

@@ -5,7 +5,10 @@
 //! - [`data`]: the parser for the tables, used by the header generator and by `baton-capi`'s
 //!   build script to emit the 664 `MPI_` and `PMPI_` entry points.
 //! - [`header`]: writes `mpi.h`.
+//! - [`bindings`]: the `PMPI_` entry points of the families annotated in `abi/bindings.tsv`,
+//!   generated for `baton-capi`'s build script.
 
+pub mod bindings;
 pub mod data;
 pub mod header;
 

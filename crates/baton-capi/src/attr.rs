@@ -1,11 +1,11 @@
 //! Attribute caching on communicators: keyvals, copy callbacks on dup, delete callbacks on
-//! delete, overwrite and free, and the predefined attributes of `MPI_COMM_WORLD`.
+//! delete, overwrite and free, and the predefined attributes of `MPI_COMM_WORLD`. The callback
+//! runners ([`run_copy`], [`run_delete`]) serve datatype attributes too (`datatype::names`).
 //!
 //! Callbacks are application code that may call MPI, so they run with no lock held.
 
-use crate::errors::guard;
-use crate::nonnull_mut;
-use crate::state::{lib, CommObj, Keyval, Lib};
+use crate::state::{lib, CommObj, CommRef, Keyval, Lib};
+use crate::validate::{Call, Out, TAG_UB as TAG_UB_VALUE};
 use baton_abi::consts as c;
 use baton_core::error::{MpiError, Result};
 use std::ffi::{c_int, c_void};
@@ -14,11 +14,63 @@ use std::sync::atomic::{AtomicI32, Ordering};
 type CopyFn = unsafe extern "C" fn(usize, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
 type DeleteFn = unsafe extern "C" fn(usize, c_int, *mut c_void, *mut c_void) -> c_int;
 
+/// `MPI_*_NULL_COPY_FN` / `MPI_*_NULL_DELETE_FN` and `MPI_*_DUP_FN` in the ABI.
 const NULL_FN: usize = 0;
 const DUP_FN: usize = 1;
 
+/// A keyval made from the application's callbacks (uses: attributes set with it).
+pub(crate) fn new_keyval(copy_fn: *mut c_void, delete_fn: *mut c_void, extra: *mut c_void, uses: usize) -> Keyval {
+    Keyval { copy_fn: copy_fn as usize, delete_fn: delete_fn as usize, extra: extra as usize, freed: false, uses }
+}
+
+/// Runs the delete callback of keyval `k` on value `val` of object `obj` (a communicator or
+/// datatype handle; `of` names the kind).
+pub(crate) fn run_delete(of: &str, obj: usize, k: c_int, kv: &Keyval, val: usize) -> Result<()> {
+    if kv.delete_fn == NULL_FN {
+        return Ok(());
+    }
+    // SAFETY: registered by the application as an MPI_Comm/Type_delete_attr_function, which
+    // have this signature.
+    let f: DeleteFn = unsafe { std::mem::transmute::<usize, DeleteFn>(kv.delete_fn) };
+    // SAFETY: calling application code with the values it gave us; no lock is held.
+    let rc = unsafe { f(obj, k, val as *mut c_void, kv.extra as *mut c_void) };
+    if rc != c::MPI_SUCCESS {
+        return Err(MpiError::new(
+            crate::errors::class_of(rc).unwrap_or(c::MPI_ERR_OTHER),
+            format!("attribute delete callback for {of} keyval {k} returned error {rc}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Runs the copy callback of keyval `k` on value `v` of `old` being duplicated by `call`: the
+/// value the duplicate gets, if any.
+pub(crate) fn run_copy(call: &str, old: usize, k: c_int, kv: &Keyval, v: usize) -> Result<Option<usize>> {
+    match kv.copy_fn {
+        NULL_FN => Ok(None),
+        DUP_FN => Ok(Some(v)),
+        f => {
+            // SAFETY: registered by the application as an MPI_Comm/Type_copy_attr_function.
+            let f: CopyFn = unsafe { std::mem::transmute::<usize, CopyFn>(f) };
+            let mut out: usize = 0;
+            let mut flag: c_int = 0;
+            let (extra, val, out_p) =
+                (kv.extra as *mut c_void, v as *mut c_void, &mut out as *mut usize as *mut c_void);
+            // SAFETY: application callback with valid pointers to locals; no lock is held.
+            let rc = unsafe { f(old, k, extra, val, out_p, &mut flag) };
+            if rc != c::MPI_SUCCESS {
+                return Err(MpiError::new(
+                    crate::errors::class_of(rc).unwrap_or(c::MPI_ERR_OTHER),
+                    format!("{call}: attribute copy callback for keyval {k} returned error {rc}"),
+                ));
+            }
+            Ok((flag != 0).then_some(out))
+        }
+    }
+}
+
 /// Values of the predefined attributes; the application receives pointers to them.
-static TAG_UB: AtomicI32 = AtomicI32::new(crate::p2p::TAG_UB);
+static TAG_UB: AtomicI32 = AtomicI32::new(TAG_UB_VALUE);
 static UNIVERSE: AtomicI32 = AtomicI32::new(1);
 static APPNUM: AtomicI32 = AtomicI32::new(0);
 static WTIME_GLOBAL: AtomicI32 = AtomicI32::new(0);
@@ -63,26 +115,7 @@ fn is_predefined_key(k: c_int) -> bool {
 }
 
 fn keyval(l: &Lib, call: &str, k: c_int) -> Result<Keyval> {
-    l.t().keyvals.get(&k).copied().ok_or_else(|| {
-        MpiError::new(c::MPI_ERR_KEYVAL, format!("{call}: keyval {k} is not a valid communicator keyval"))
-    })
-}
-
-fn call_delete(comm: usize, k: c_int, kv: &Keyval, val: usize) -> Result<()> {
-    if kv.delete_fn == NULL_FN {
-        return Ok(());
-    }
-    // SAFETY: registered by the application as an MPI_Comm_delete_attr_function.
-    let f: DeleteFn = unsafe { std::mem::transmute::<usize, DeleteFn>(kv.delete_fn) };
-    // SAFETY: calling application code with the values it gave us.
-    let rc = unsafe { f(comm, k, val as *mut c_void, kv.extra as *mut c_void) };
-    if rc != c::MPI_SUCCESS {
-        return Err(MpiError::new(
-            crate::errors::class_of(rc).unwrap_or(c::MPI_ERR_OTHER),
-            format!("attribute delete callback for keyval {k} returned error {rc}"),
-        ));
-    }
-    Ok(())
+    l.t().keyvals.get(&k).copied().ok_or_else(|| MpiError::invalid_keyval(call, k, "communicator"))
 }
 
 fn release_keyval(l: &Lib, k: c_int) {
@@ -101,35 +134,7 @@ pub fn copy_attrs_on_dup(old_h: usize, old: &CommObj, _new_h: usize, new: &CommO
     let attrs: Vec<(c_int, usize)> = old.attrs.lock().unwrap().iter().map(|(&k, &v)| (k, v)).collect();
     for (k, v) in attrs {
         let Ok(kv) = keyval(l, "MPI_Comm_dup", k) else { continue };
-        let copied = match kv.copy_fn {
-            NULL_FN => None,
-            DUP_FN => Some(v),
-            f => {
-                // SAFETY: registered by the application as an MPI_Comm_copy_attr_function.
-                let f: CopyFn = unsafe { std::mem::transmute::<usize, CopyFn>(f) };
-                let mut out: usize = 0;
-                let mut flag: c_int = 0;
-                // SAFETY: application callback with valid pointers to locals.
-                let rc = unsafe {
-                    f(
-                        old_h,
-                        k,
-                        kv.extra as *mut c_void,
-                        v as *mut c_void,
-                        &mut out as *mut usize as *mut c_void,
-                        &mut flag,
-                    )
-                };
-                if rc != c::MPI_SUCCESS {
-                    return Err(MpiError::new(
-                        crate::errors::class_of(rc).unwrap_or(c::MPI_ERR_OTHER),
-                        format!("MPI_Comm_dup: attribute copy callback for keyval {k} returned error {rc}"),
-                    ));
-                }
-                (flag != 0).then_some(out)
-            }
-        };
-        if let Some(v) = copied {
+        if let Some(v) = run_copy("MPI_Comm_dup", old_h, k, &kv, v)? {
             new.attrs.lock().unwrap().insert(k, v);
             if let Some(kv) = l.t().keyvals.get_mut(&k) {
                 kv.uses += 1;
@@ -144,138 +149,100 @@ pub fn delete_all_attrs(l: &Lib, h: usize, obj: &CommObj) -> Result<()> {
     let attrs: Vec<(c_int, usize)> = std::mem::take(&mut *obj.attrs.lock().unwrap()).into_iter().collect();
     for (k, v) in attrs {
         if let Ok(kv) = keyval(l, "MPI_Comm_free", k) {
-            call_delete(h, k, &kv, v)?;
+            run_delete("communicator", h, k, &kv, v)?;
             release_keyval(l, k);
         }
     }
     Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_create_keyval(
-    copy_fn: *mut c_void,
-    delete_fn: *mut c_void,
-    keyval: *mut c_int,
-    extra: *mut c_void,
-) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        let call = "MPI_Comm_create_keyval";
-        let l = lib(call)?;
-        nonnull_mut(call, "comm_keyval", keyval)?;
-        let mut t = l.t();
-        t.next_keyval += 1;
-        let k = t.next_keyval;
-        t.keyvals.insert(
-            k,
-            Keyval {
-                copy_fn: copy_fn as usize,
-                delete_fn: delete_fn as usize,
-                extra: extra as usize,
-                freed: false,
-                uses: 1,
-            },
-        );
-        // SAFETY: checked non-null.
-        unsafe { *keyval = k };
-        Ok(())
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_free_keyval(keyval: *mut c_int) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        let call = "MPI_Comm_free_keyval";
-        let l = lib(call)?;
-        nonnull_mut(call, "comm_keyval", keyval)?;
-        // SAFETY: checked non-null.
-        let k = unsafe { *keyval };
-        if is_predefined_key(k) {
-            return Err(MpiError::new(c::MPI_ERR_KEYVAL, format!("{call}: predefined keyval {k} cannot be freed")));
-        }
-        keyval_mut_free(l, call, k)?;
-        release_keyval(l, k);
-        // SAFETY: checked non-null.
-        unsafe { *keyval = c::MPI_KEYVAL_INVALID };
-        Ok(())
-    })
-}
-
-fn keyval_mut_free(l: &Lib, call: &str, k: c_int) -> Result<()> {
+pub(crate) fn create_keyval(
+    _cx: Call,
+    l: &Lib,
+    comm_copy_attr_fn: *mut c_void,
+    comm_delete_attr_fn: *mut c_void,
+    comm_keyval: Out<c_int>,
+    extra_state: *mut c_void,
+) -> Result<()> {
     let mut t = l.t();
-    match t.keyvals.get_mut(&k) {
-        Some(kv) if !kv.freed => {
-            kv.freed = true;
-            Ok(())
-        }
-        _ => Err(MpiError::new(c::MPI_ERR_KEYVAL, format!("{call}: keyval {k} is not a valid communicator keyval"))),
+    t.next_keyval += 1;
+    let k = t.next_keyval;
+    t.keyvals.insert(k, new_keyval(comm_copy_attr_fn, comm_delete_attr_fn, extra_state, 1));
+    comm_keyval.put(k);
+    Ok(())
+}
+
+pub(crate) fn free_keyval(cx: Call, l: &Lib, comm_keyval: Out<c_int>) -> Result<()> {
+    let k = comm_keyval.get();
+    if is_predefined_key(k) {
+        return Err(MpiError::new(c::MPI_ERR_KEYVAL, format!("{}: predefined keyval {k} cannot be freed", cx.name)));
     }
+    match l.t().keyvals.get_mut(&k) {
+        Some(kv) if !kv.freed => kv.freed = true,
+        _ => return Err(MpiError::invalid_keyval(cx.name, k, "communicator")),
+    }
+    release_keyval(l, k);
+    comm_keyval.put(c::MPI_KEYVAL_INVALID);
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_set_attr(comm: usize, k: c_int, val: *mut c_void) -> c_int {
-    guard(comm, || {
-        let call = "MPI_Comm_set_attr";
-        let l = lib(call)?;
-        let obj = l.comm(call, comm)?;
-        if is_predefined_key(k) {
-            return Err(MpiError::new(c::MPI_ERR_KEYVAL, format!("{call}: predefined attribute {k} is read-only")));
-        }
-        let kv = keyval(l, call, k)?;
-        let old = obj.attrs.lock().unwrap().insert(k, val as usize);
-        match old {
-            Some(v) => call_delete(comm, k, &kv, v)?,
-            None => {
-                if let Some(kv) = l.t().keyvals.get_mut(&k) {
-                    kv.uses += 1;
-                }
-            }
-        }
-        Ok(())
-    })
+fn handle_of(cm: &CommObj) -> usize {
+    cm.handle.load(Ordering::Relaxed)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_get_attr(comm: usize, k: c_int, val: *mut c_void, flag: *mut c_int) -> c_int {
-    guard(comm, || {
-        let call = "MPI_Comm_get_attr";
-        let l = lib(call)?;
-        let obj = l.comm(call, comm)?;
-        nonnull_mut(call, "flag", flag)?;
-        nonnull_mut(call, "attribute_val", val)?;
-        let found = if is_predefined_key(k) {
-            if comm == c::MPI_COMM_WORLD {
-                predefined(l, k).map(|p| p as usize)
-            } else {
-                None
+pub(crate) fn set_attr(cx: Call, l: &Lib, comm: CommRef, comm_keyval: c_int, attribute_val: *mut c_void) -> Result<()> {
+    let k = comm_keyval;
+    if is_predefined_key(k) {
+        return Err(MpiError::new(c::MPI_ERR_KEYVAL, format!("{}: predefined attribute {k} is read-only", cx.name)));
+    }
+    let kv = keyval(l, cx.name, k)?;
+    let old = comm.attrs.lock().unwrap().insert(k, attribute_val as usize);
+    match old {
+        Some(v) => run_delete("communicator", handle_of(&comm), k, &kv, v)?,
+        None => {
+            if let Some(kv) = l.t().keyvals.get_mut(&k) {
+                kv.uses += 1;
             }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn get_attr(
+    cx: Call,
+    l: &Lib,
+    comm: CommRef,
+    comm_keyval: c_int,
+    attribute_val: *mut c_void,
+    flag: Out<c_int>,
+) -> Result<()> {
+    let k = comm_keyval;
+    let found = if is_predefined_key(k) {
+        if handle_of(&comm) == c::MPI_COMM_WORLD {
+            predefined(l, k).map(|p| p as usize)
         } else {
-            keyval(l, call, k)?;
-            obj.attrs.lock().unwrap().get(&k).copied()
-        };
-        // SAFETY: `val` is really a `void **` (the standard's C binding); both checked non-null.
-        unsafe {
-            *flag = found.is_some() as c_int;
-            if let Some(v) = found {
-                *(val as *mut usize) = v;
-            }
+            None
         }
-        Ok(())
-    })
+    } else {
+        keyval(l, cx.name, k)?;
+        comm.attrs.lock().unwrap().get(&k).copied()
+    };
+    flag.put(found.is_some() as c_int);
+    if let Some(v) = found {
+        // SAFETY: `attribute_val` is really a `void **` (the standard's C binding), checked
+        // non-null by its role.
+        unsafe { *(attribute_val as *mut usize) = v };
+    }
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Comm_delete_attr(comm: usize, k: c_int) -> c_int {
-    guard(comm, || {
-        let call = "MPI_Comm_delete_attr";
-        let l = lib(call)?;
-        let obj = l.comm(call, comm)?;
-        let kv = keyval(l, call, k)?;
-        let old = obj.attrs.lock().unwrap().remove(&k);
-        let Some(v) = old else {
-            return Err(MpiError::new(c::MPI_ERR_KEYVAL, format!("{call}: no attribute is set for keyval {k}")));
-        };
-        call_delete(comm, k, &kv, v)?;
-        release_keyval(l, k);
-        Ok(())
-    })
+pub(crate) fn delete_attr(cx: Call, l: &Lib, comm: CommRef, comm_keyval: c_int) -> Result<()> {
+    let k = comm_keyval;
+    let kv = keyval(l, cx.name, k)?;
+    let Some(v) = comm.attrs.lock().unwrap().remove(&k) else {
+        return Err(MpiError::new(c::MPI_ERR_KEYVAL, format!("{}: no attribute is set for keyval {k}", cx.name)));
+    };
+    run_delete("communicator", handle_of(&comm), k, &kv, v)?;
+    release_keyval(l, k);
+    Ok(())
 }

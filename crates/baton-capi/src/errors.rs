@@ -6,12 +6,13 @@
 //! class`, slot in a ring of recent messages. Classes and codes added by the application are
 //! small numbers above the predefined classes, tracked in `MPI_LASTUSEDCODE`.
 
-use crate::state::{self, lib_any};
-use crate::{cstr_out, MPI_Status};
+use crate::state::{self, lib_any, Lib};
+use crate::validate::{Call, Out, StrOut};
+use crate::MPI_Status;
 use baton_abi::consts as c;
 use baton_core::error::{class_text, MpiError, Result};
 use std::collections::HashMap;
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::c_int;
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
@@ -181,104 +182,67 @@ pub fn unsupported(name: &str, comm: usize) -> c_int {
     )
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Error_string(code: c_int, s: *mut c_char, len: *mut c_int) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        let text = string_of(code).ok_or_else(|| {
-            MpiError::new(c::MPI_ERR_ARG, format!("MPI_Error_string: {code} is not a valid error code"))
-        })?;
-        crate::nonnull("MPI_Error_string", "string", s)?;
-        // SAFETY: the caller provides MPI_MAX_ERROR_STRING bytes at `s` and an int at `len`.
-        unsafe { cstr_out(&text, s, c::MPI_MAX_ERROR_STRING as usize, len) };
-        Ok(())
+fn not_a_code(call: &str, code: c_int) -> MpiError {
+    MpiError::new(c::MPI_ERR_ARG, format!("{call}: {code} is not a valid error code"))
+}
+
+pub(crate) fn error_string(cx: Call, errorcode: c_int, string: StrOut, resultlen: Out<c_int>) -> Result<()> {
+    let text = string_of(errorcode).ok_or_else(|| not_a_code(cx.name, errorcode))?;
+    string.write(&text, Some(&resultlen));
+    Ok(())
+}
+
+pub(crate) fn error_class(cx: Call, errorcode: c_int, errorclass: Out<c_int>) -> Result<()> {
+    errorclass.put(class_of(errorcode).ok_or_else(|| not_a_code(cx.name, errorcode))?);
+    Ok(())
+}
+
+/// A new code (or class, when `class` is None) of the application's.
+fn add(class: Option<c_int>) -> c_int {
+    codes(|cs| {
+        cs.last_used += 1;
+        let v = cs.last_used;
+        cs.user_class_of.insert(v, class.unwrap_or(v));
+        v
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Error_class(code: c_int, class: *mut c_int) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        let cl = class_of(code).ok_or_else(|| {
-            MpiError::new(c::MPI_ERR_ARG, format!("MPI_Error_class: {code} is not a valid error code"))
-        })?;
-        crate::nonnull("MPI_Error_class", "errorclass", class)?;
-        // SAFETY: non-null out pointer supplied by the caller.
-        unsafe { *class = cl };
-        Ok(())
-    })
+pub(crate) fn add_error_class(_cx: Call, _l: &Lib, errorclass: Out<c_int>) -> Result<()> {
+    errorclass.put(add(None));
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Add_error_class(class: *mut c_int) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        state::lib("MPI_Add_error_class")?;
-        crate::nonnull("MPI_Add_error_class", "errorclass", class)?;
-        let v = codes(|cs| {
-            cs.last_used += 1;
-            let v = cs.last_used;
-            cs.user_class_of.insert(v, v);
-            v
-        });
-        // SAFETY: non-null out pointer.
-        unsafe { *class = v };
-        Ok(())
-    })
+pub(crate) fn add_error_code(cx: Call, _l: &Lib, errorclass: c_int, errorcode: Out<c_int>) -> Result<()> {
+    let valid = (0..=c::MPI_ERR_ABI).contains(&errorclass)
+        || codes(|cs| cs.user_class_of.get(&errorclass) == Some(&errorclass));
+    if !valid {
+        return Err(MpiError::new(c::MPI_ERR_ARG, format!("{}: {errorclass} is not an error class", cx.name)));
+    }
+    errorcode.put(add(Some(errorclass)));
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Add_error_code(class: c_int, code: *mut c_int) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        state::lib("MPI_Add_error_code")?;
-        crate::nonnull("MPI_Add_error_code", "errorcode", code)?;
-        let valid = (0..=c::MPI_ERR_ABI).contains(&class) || codes(|cs| cs.user_class_of.get(&class) == Some(&class));
-        if !valid {
-            return Err(MpiError::new(c::MPI_ERR_ARG, format!("MPI_Add_error_code: {class} is not an error class")));
+pub(crate) fn add_error_string(cx: Call, _l: &Lib, errorcode: c_int, string: String) -> Result<()> {
+    if string.len() >= c::MPI_MAX_ERROR_STRING as usize {
+        return Err(MpiError::new(c::MPI_ERR_ARG, format!("{}: string longer than MPI_MAX_ERROR_STRING", cx.name)));
+    }
+    let known = codes(|cs| {
+        let known = cs.user_class_of.contains_key(&errorcode);
+        if known {
+            cs.user_strings.insert(errorcode, string);
         }
-        let v = codes(|cs| {
-            cs.last_used += 1;
-            cs.user_class_of.insert(cs.last_used, class);
-            cs.last_used
-        });
-        // SAFETY: non-null out pointer.
-        unsafe { *code = v };
-        Ok(())
-    })
+        known
+    });
+    if !known {
+        return Err(MpiError::new(
+            c::MPI_ERR_ARG,
+            format!("{}: {errorcode} is not a code or class added by the application", cx.name),
+        ));
+    }
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Add_error_string(code: c_int, s: *const c_char) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        state::lib("MPI_Add_error_string")?;
-        crate::nonnull("MPI_Add_error_string", "string", s)?;
-        // SAFETY: non-null NUL-terminated string from the caller.
-        let text = unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned();
-        if text.len() >= c::MPI_MAX_ERROR_STRING as usize {
-            return Err(MpiError::new(c::MPI_ERR_ARG, "MPI_Add_error_string: string longer than MPI_MAX_ERROR_STRING"));
-        }
-        let ok = codes(|cs| {
-            if cs.user_class_of.contains_key(&code) {
-                cs.user_strings.insert(code, text);
-                true
-            } else {
-                false
-            }
-        });
-        if !ok {
-            return Err(MpiError::new(
-                c::MPI_ERR_ARG,
-                format!("MPI_Add_error_string: {code} is not a code or class added by the application"),
-            ));
-        }
-        Ok(())
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Status_get_error(status: *const MPI_Status, err: *mut c_int) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        crate::nonnull("MPI_Status_get_error", "status", status)?;
-        crate::nonnull("MPI_Status_get_error", "error", err)?;
-        // SAFETY: both pointers checked non-null; caller-owned.
-        unsafe { *err = (*status).MPI_ERROR };
-        Ok(())
-    })
+pub(crate) fn status_get_error(_cx: Call, status: Out<MPI_Status>, error: Out<c_int>) -> Result<()> {
+    error.put(status.get().MPI_ERROR);
+    Ok(())
 }

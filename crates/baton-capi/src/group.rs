@@ -1,33 +1,16 @@
-//! Groups: the standard's constructors and queries over `baton_core::group::Group`.
+//! Groups: the standard's constructors and queries over `baton_core::group::Group`. The entry
+//! points are generated (`abi/bindings.tsv`); handles, counts and arrays arrive checked.
 
-use crate::errors::guard;
-use crate::nonnull_mut;
-use crate::state::{lib, Lib};
+use crate::state::Lib;
+use crate::validate::{Call, Out};
 use baton_abi::consts as c;
-use baton_core::error::{MpiError, Result};
+use baton_core::error::{HandleKind, MpiError, Result};
 use baton_core::group::Group;
 use std::ffi::c_int;
 use std::sync::Arc;
 
-const W: usize = c::MPI_COMM_WORLD;
-
-fn out<T: Copy>(call: &str, arg: &str, p: *mut T, v: T) -> Result<()> {
-    nonnull_mut(call, arg, p)?;
-    // SAFETY: checked non-null.
-    unsafe { *p = v };
-    Ok(())
-}
-
-unsafe fn int_array<'a>(call: &str, arg: &str, n: c_int, p: *const c_int) -> Result<&'a [c_int]> {
-    if n < 0 {
-        return Err(MpiError::new(c::MPI_ERR_ARG, format!("{call}: n {n} is negative")));
-    }
-    if n == 0 {
-        return Ok(&[]);
-    }
-    crate::nonnull(call, arg, p)?;
-    // SAFETY: the caller passes `n` ints.
-    Ok(unsafe { std::slice::from_raw_parts(p, n as usize) })
+fn out_of_range(call: &str, r: c_int, g: &Group, of: &str) -> MpiError {
+    MpiError::rank_out_of_range_of(call, "rank", r, g.size(), of)
 }
 
 /// Ranks must be valid for `g` and distinct.
@@ -35,10 +18,7 @@ fn check_ranks(call: &str, g: &Group, ranks: &[c_int]) -> Result<()> {
     let mut seen = vec![false; g.procs.len()];
     for &r in ranks {
         if r < 0 || r >= g.size() {
-            return Err(MpiError::new(
-                c::MPI_ERR_RANK,
-                format!("{call}: rank {r} is out of range for a group of size {}", g.size()),
-            ));
+            return Err(out_of_range(call, r, g, "a group"));
         }
         if std::mem::replace(&mut seen[r as usize], true) {
             return Err(MpiError::new(c::MPI_ERR_RANK, format!("{call}: rank {r} appears twice")));
@@ -47,191 +27,107 @@ fn check_ranks(call: &str, g: &Group, ranks: &[c_int]) -> Result<()> {
     Ok(())
 }
 
-fn ranges(call: &str, g: &Group, n: c_int, r: *mut [c_int; 3]) -> Result<Vec<c_int>> {
-    if n < 0 {
-        return Err(MpiError::new(c::MPI_ERR_ARG, format!("{call}: n {n} is negative")));
-    }
-    let rs: &[[c_int; 3]] = if n == 0 {
-        &[]
-    } else {
-        crate::nonnull_mut(call, "ranges", r)?;
-        // SAFETY: the caller passes `n` triplets.
-        unsafe { std::slice::from_raw_parts(r, n as usize) }
-    };
-    for &[first, last, stride] in rs {
+/// The ranks `(first, last, stride)` triplets name, their ends and strides checked.
+fn expand(call: &str, g: &Group, ranges: &[[c_int; 3]]) -> Result<Vec<c_int>> {
+    for &[first, last, stride] in ranges {
         if stride == 0 {
             return Err(MpiError::new(c::MPI_ERR_ARG, format!("{call}: a range has stride 0")));
         }
-        for v in [first, last] {
-            if v < 0 || v >= g.size() {
-                return Err(MpiError::new(
-                    c::MPI_ERR_RANK,
-                    format!("{call}: rank {v} is out of range for a group of size {}", g.size()),
-                ));
-            }
+        if let Some(v) = [first, last].into_iter().find(|&v| v < 0 || v >= g.size()) {
+            return Err(out_of_range(call, v, g, "a group"));
         }
     }
-    let ranks = Group::expand_ranges(rs);
-    check_ranks(call, g, &ranks)?;
-    Ok(ranks)
+    // The ranks are checked (range, duplicates) with those of MPI_Group_incl.
+    Ok(Group::expand_ranges(ranges))
 }
 
-fn new(l: &Lib, call: &str, out_p: *mut usize, g: Group) -> Result<()> {
-    let h = l.new_group(g);
-    out(call, "newgroup", out_p, h)
+fn new(l: &Lib, newgroup: Out<usize>, g: Group) -> Result<()> {
+    newgroup.put(l.new_group(g));
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_size(group: usize, size: *mut c_int) -> c_int {
-    guard(W, || {
-        let g = lib("MPI_Group_size")?.group("MPI_Group_size", group)?;
-        out("MPI_Group_size", "size", size, g.size())
-    })
+#[inline]
+pub(crate) fn size(_cx: Call, _l: &Lib, group: Arc<Group>, size: Out<c_int>) -> Result<()> {
+    size.put(group.size());
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_rank(group: usize, rank: *mut c_int) -> c_int {
-    guard(W, || {
-        let l = lib("MPI_Group_rank")?;
-        let g = l.group("MPI_Group_rank", group)?;
-        out("MPI_Group_rank", "rank", rank, g.rank_of(l.mpi.me))
-    })
+#[inline]
+pub(crate) fn rank(_cx: Call, l: &Lib, group: Arc<Group>, rank: Out<c_int>) -> Result<()> {
+    rank.put(group.rank_of(l.mpi.me));
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_incl(group: usize, n: c_int, ranks: *const c_int, newgroup: *mut usize) -> c_int {
-    guard(W, || {
-        let call = "MPI_Group_incl";
-        let l = lib(call)?;
-        let g = l.group(call, group)?;
-        // SAFETY: `n` ints per the MPI contract.
-        let r = unsafe { int_array(call, "ranks", n, ranks)? };
-        check_ranks(call, &g, r)?;
-        new(l, call, newgroup, g.incl(r))
-    })
+/// `MPI_Group_incl` and, with `EXCL`, `MPI_Group_excl`.
+pub(crate) fn incl<const EXCL: bool>(
+    cx: Call,
+    l: &Lib,
+    group: Arc<Group>,
+    _n: usize,
+    ranks: &[c_int],
+    newgroup: Out<usize>,
+) -> Result<()> {
+    check_ranks(cx.name, &group, ranks)?;
+    new(l, newgroup, if EXCL { group.excl(ranks) } else { group.incl(ranks) })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_excl(group: usize, n: c_int, ranks: *const c_int, newgroup: *mut usize) -> c_int {
-    guard(W, || {
-        let call = "MPI_Group_excl";
-        let l = lib(call)?;
-        let g = l.group(call, group)?;
-        // SAFETY: `n` ints per the MPI contract.
-        let r = unsafe { int_array(call, "ranks", n, ranks)? };
-        check_ranks(call, &g, r)?;
-        new(l, call, newgroup, g.excl(r))
-    })
+/// `MPI_Group_range_incl` and, with `EXCL`, `MPI_Group_range_excl`.
+pub(crate) fn range_incl<const EXCL: bool>(
+    cx: Call,
+    l: &Lib,
+    group: Arc<Group>,
+    n: usize,
+    ranges: &[[c_int; 3]],
+    newgroup: Out<usize>,
+) -> Result<()> {
+    let ranks = expand(cx.name, &group, ranges)?;
+    incl::<EXCL>(cx, l, group, n, &ranks, newgroup)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_range_incl(
-    group: usize,
-    n: c_int,
-    r: *mut [c_int; 3],
-    newgroup: *mut usize,
-) -> c_int {
-    guard(W, || {
-        let call = "MPI_Group_range_incl";
-        let l = lib(call)?;
-        let g = l.group(call, group)?;
-        let ranks = ranges(call, &g, n, r)?;
-        new(l, call, newgroup, g.incl(&ranks))
-    })
+pub(crate) fn translate_ranks(
+    cx: Call,
+    _l: &Lib,
+    group1: Arc<Group>,
+    _n: usize,
+    ranks1: &[c_int],
+    group2: Arc<Group>,
+    ranks2: *mut c_int,
+) -> Result<()> {
+    if let Some(&x) = ranks1.iter().find(|&&x| x != c::MPI_PROC_NULL && (x < 0 || x >= group1.size())) {
+        return Err(out_of_range(cx.name, x, &group1, "group1"));
+    }
+    let t = group1.translate(ranks1, &group2);
+    if !t.is_empty() {
+        crate::nonnull_mut(cx.name, "ranks2", ranks2)?;
+        // SAFETY: the caller provides `n` ints, as many as `ranks1` has.
+        unsafe { std::ptr::copy_nonoverlapping(t.as_ptr(), ranks2, t.len()) };
+    }
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_range_excl(
-    group: usize,
-    n: c_int,
-    r: *mut [c_int; 3],
-    newgroup: *mut usize,
-) -> c_int {
-    guard(W, || {
-        let call = "MPI_Group_range_excl";
-        let l = lib(call)?;
-        let g = l.group(call, group)?;
-        let ranks = ranges(call, &g, n, r)?;
-        new(l, call, newgroup, g.excl(&ranks))
-    })
+#[inline]
+pub(crate) fn compare(_cx: Call, _l: &Lib, group1: Arc<Group>, group2: Arc<Group>, result: Out<c_int>) -> Result<()> {
+    result.put(group1.compare(&group2));
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_translate_ranks(
-    a: usize,
-    n: c_int,
-    ranks: *const c_int,
-    b: usize,
-    out_ranks: *mut c_int,
-) -> c_int {
-    guard(W, || {
-        let call = "MPI_Group_translate_ranks";
-        let l = lib(call)?;
-        let (ga, gb) = (l.group(call, a)?, l.group(call, b)?);
-        // SAFETY: `n` ints per the MPI contract.
-        let r = unsafe { int_array(call, "ranks1", n, ranks)? };
-        for &x in r {
-            if x != c::MPI_PROC_NULL && (x < 0 || x >= ga.size()) {
-                return Err(MpiError::new(
-                    c::MPI_ERR_RANK,
-                    format!("{call}: rank {x} is out of range for group1 of size {}", ga.size()),
-                ));
-            }
-        }
-        let t = ga.translate(r, &gb);
-        if !t.is_empty() {
-            nonnull_mut(call, "ranks2", out_ranks)?;
-            // SAFETY: the caller provides `n` ints.
-            unsafe { std::ptr::copy_nonoverlapping(t.as_ptr(), out_ranks, t.len()) };
-        }
-        Ok(())
-    })
+pub(crate) fn union(_cx: Call, l: &Lib, a: Arc<Group>, b: Arc<Group>, newgroup: Out<usize>) -> Result<()> {
+    new(l, newgroup, a.union(&b))
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_compare(a: usize, b: usize, result: *mut c_int) -> c_int {
-    guard(W, || {
-        let call = "MPI_Group_compare";
-        let l = lib(call)?;
-        let (ga, gb) = (l.group(call, a)?, l.group(call, b)?);
-        out(call, "result", result, ga.compare(&gb))
-    })
+pub(crate) fn intersection(_cx: Call, l: &Lib, a: Arc<Group>, b: Arc<Group>, newgroup: Out<usize>) -> Result<()> {
+    new(l, newgroup, a.intersection(&b))
 }
 
-fn binop(call: &str, a: usize, b: usize, newgroup: *mut usize, f: impl Fn(&Group, &Group) -> Group) -> c_int {
-    guard(W, || {
-        let l = lib(call)?;
-        let (ga, gb): (Arc<Group>, Arc<Group>) = (l.group(call, a)?, l.group(call, b)?);
-        new(l, call, newgroup, f(&ga, &gb))
-    })
+pub(crate) fn difference(_cx: Call, l: &Lib, a: Arc<Group>, b: Arc<Group>, newgroup: Out<usize>) -> Result<()> {
+    new(l, newgroup, a.difference(&b))
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_union(a: usize, b: usize, newgroup: *mut usize) -> c_int {
-    binop("MPI_Group_union", a, b, newgroup, Group::union)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_intersection(a: usize, b: usize, newgroup: *mut usize) -> c_int {
-    binop("MPI_Group_intersection", a, b, newgroup, Group::intersection)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_difference(a: usize, b: usize, newgroup: *mut usize) -> c_int {
-    binop("MPI_Group_difference", a, b, newgroup, Group::difference)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Group_free(group: *mut usize) -> c_int {
-    guard(W, || {
-        let call = "MPI_Group_free";
-        let l = lib(call)?;
-        nonnull_mut(call, "group", group)?;
-        // SAFETY: checked non-null.
-        let h = unsafe { *group };
-        if h != c::MPI_GROUP_EMPTY && l.t().groups.remove(h).is_none() {
-            return Err(MpiError::new(c::MPI_ERR_GROUP, format!("{call}: group {h:#x} is not a valid group handle")));
-        }
-        out(call, "group", group, c::MPI_GROUP_NULL)
-    })
+pub(crate) fn free(cx: Call, l: &Lib, group: Out<usize>) -> Result<()> {
+    let h = group.get();
+    if h != c::MPI_GROUP_EMPTY && l.t().groups.remove(h).is_none() {
+        return Err(MpiError::invalid_handle(cx.name, "group", HandleKind::Group, h));
+    }
+    group.put(c::MPI_GROUP_NULL);
+    Ok(())
 }

@@ -1,10 +1,11 @@
-//! Start-up, shutdown and facts about the library and the process.
+//! Start-up, shutdown and facts about the library and the process. `MPI_Init`,
+//! `MPI_Init_thread` (whose errors are fatal: there is no handler yet) and `MPI_Abort` are
+//! written here; the other entry points are generated (`abi/bindings.tsv`).
 
-use crate::errors::guard;
 use crate::state::{self, install, lib, lib_any, new_tables, phase, Lib};
-use crate::{cstr_out, nonnull_mut};
+use crate::validate::{Call, Out, StrOut};
 use baton_abi::consts as c;
-use baton_core::error::MpiError;
+use baton_core::error::{MpiError, Result};
 use baton_core::runtime::Mpi;
 use std::ffi::{c_char, c_int};
 use std::sync::Mutex;
@@ -94,60 +95,38 @@ pub unsafe extern "C" fn PMPI_Init_thread(
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Initialized(flag: *mut c_int) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        nonnull_mut("MPI_Initialized", "flag", flag)?;
-        // SAFETY: non-null out pointer.
-        unsafe { *flag = (phase() >= 1) as c_int };
-        Ok(())
-    })
+#[inline]
+pub(crate) fn initialized(_cx: Call, flag: Out<c_int>) -> Result<()> {
+    flag.put((phase() >= 1) as c_int);
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Finalized(flag: *mut c_int) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        nonnull_mut("MPI_Finalized", "flag", flag)?;
-        // SAFETY: non-null out pointer.
-        unsafe { *flag = (phase() == 2) as c_int };
-        Ok(())
-    })
+#[inline]
+pub(crate) fn finalized(_cx: Call, flag: Out<c_int>) -> Result<()> {
+    flag.put((phase() == 2) as c_int);
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Finalize() -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        let l = lib("MPI_Finalize")?;
-        // Attributes on MPI_COMM_SELF are deleted first, as the standard requires.
-        let self_comm = l.t().self_comm.clone();
-        crate::attr::delete_all_attrs(l, c::MPI_COMM_SELF, &self_comm)?;
-        crate::p2p::bsend_flush(l);
-        l.mpi.finalize();
-        state::PHASE.store(2, std::sync::atomic::Ordering::SeqCst);
-        Ok(())
-    })
+pub(crate) fn finalize(_cx: Call, l: &Lib) -> Result<()> {
+    // Attributes on MPI_COMM_SELF are deleted first, as the standard requires.
+    let self_comm = l.t().self_comm.clone();
+    crate::attr::delete_all_attrs(l, c::MPI_COMM_SELF, &self_comm)?;
+    crate::p2p::bsend_flush(l);
+    l.mpi.finalize();
+    state::PHASE.store(2, std::sync::atomic::Ordering::SeqCst);
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Query_thread(provided: *mut c_int) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        let l = lib("MPI_Query_thread")?;
-        nonnull_mut("MPI_Query_thread", "provided", provided)?;
-        // SAFETY: non-null out pointer.
-        unsafe { *provided = l.thread_level };
-        Ok(())
-    })
+#[inline]
+pub(crate) fn query_thread(_cx: Call, l: &Lib, provided: Out<c_int>) -> Result<()> {
+    provided.put(l.thread_level);
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Is_thread_main(flag: *mut c_int) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        let l = lib("MPI_Is_thread_main")?;
-        nonnull_mut("MPI_Is_thread_main", "flag", flag)?;
-        // SAFETY: non-null out pointer.
-        unsafe { *flag = (std::thread::current().id() == l.main_thread) as c_int };
-        Ok(())
-    })
+#[inline]
+pub(crate) fn is_thread_main(_cx: Call, l: &Lib, flag: Out<c_int>) -> Result<()> {
+    flag.put((std::thread::current().id() == l.main_thread) as c_int);
+    Ok(())
 }
 
 #[no_mangle]
@@ -163,75 +142,39 @@ pub unsafe extern "C" fn PMPI_Abort(comm: usize, code: c_int) -> c_int {
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        nonnull_mut("MPI_Get_version", "version", version)?;
-        nonnull_mut("MPI_Get_version", "subversion", subversion)?;
-        // SAFETY: non-null out pointers.
-        unsafe {
-            *version = c::MPI_VERSION;
-            *subversion = c::MPI_SUBVERSION;
-        }
-        Ok(())
-    })
+pub(crate) fn get_version(_cx: Call, version: Out<c_int>, subversion: Out<c_int>) -> Result<()> {
+    version.put(c::MPI_VERSION);
+    subversion.put(c::MPI_SUBVERSION);
+    Ok(())
 }
 
 pub const LIBRARY_VERSION: &str = concat!("Baton ", env!("CARGO_PKG_VERSION"), " (MPI 5.0 standard ABI 1.0)");
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Get_library_version(version: *mut c_char, len: *mut c_int) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        nonnull_mut("MPI_Get_library_version", "version", version)?;
-        nonnull_mut("MPI_Get_library_version", "resultlen", len)?;
-        // SAFETY: the caller provides MPI_MAX_LIBRARY_VERSION_STRING bytes.
-        unsafe { cstr_out(LIBRARY_VERSION, version, c::MPI_MAX_LIBRARY_VERSION_STRING as usize, len) };
-        Ok(())
-    })
+pub(crate) fn get_library_version(_cx: Call, version: StrOut, resultlen: Out<c_int>) -> Result<()> {
+    version.write(LIBRARY_VERSION, Some(&resultlen));
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Get_processor_name(name: *mut c_char, len: *mut c_int) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        nonnull_mut("MPI_Get_processor_name", "name", name)?;
-        nonnull_mut("MPI_Get_processor_name", "resultlen", len)?;
-        let host = baton_transport::sys::hostname();
-        // SAFETY: the caller provides MPI_MAX_PROCESSOR_NAME bytes.
-        unsafe { cstr_out(&host, name, c::MPI_MAX_PROCESSOR_NAME as usize, len) };
-        Ok(())
-    })
+pub(crate) fn get_processor_name(_cx: Call, name: StrOut, resultlen: Out<c_int>) -> Result<()> {
+    name.write(&baton_transport::sys::hostname(), Some(&resultlen));
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Abi_get_version(major: *mut c_int, minor: *mut c_int) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        nonnull_mut("MPI_Abi_get_version", "abi_major", major)?;
-        nonnull_mut("MPI_Abi_get_version", "abi_minor", minor)?;
-        // SAFETY: non-null out pointers.
-        unsafe {
-            *major = c::MPI_ABI_VERSION;
-            *minor = c::MPI_ABI_SUBVERSION;
-        }
-        Ok(())
-    })
+pub(crate) fn abi_get_version(_cx: Call, abi_major: Out<c_int>, abi_minor: Out<c_int>) -> Result<()> {
+    abi_major.put(c::MPI_ABI_VERSION);
+    abi_minor.put(c::MPI_ABI_SUBVERSION);
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Abi_get_info(info: *mut usize) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        lib("MPI_Abi_get_info")?;
-        nonnull_mut("MPI_Abi_get_info", "info", info)?;
-        let size = |n: usize| n.to_string();
-        let kv = vec![
-            ("mpi_aint_size".to_string(), size(std::mem::size_of::<isize>())),
-            ("mpi_count_size".to_string(), size(8)),
-            ("mpi_offset_size".to_string(), size(8)),
-            ("mpi_abi_version".to_string(), "1.0".to_string()),
-            ("mpi_library_version".to_string(), LIBRARY_VERSION.to_string()),
-        ];
-        let h = crate::info::infos().insert(kv);
-        // SAFETY: non-null out pointer.
-        unsafe { *info = h };
-        Ok(())
-    })
+pub(crate) fn abi_get_info(_cx: Call, _l: &Lib, info: Out<usize>) -> Result<()> {
+    let size = |n: usize| n.to_string();
+    let kv = vec![
+        ("mpi_aint_size".to_string(), size(std::mem::size_of::<isize>())),
+        ("mpi_count_size".to_string(), size(8)),
+        ("mpi_offset_size".to_string(), size(8)),
+        ("mpi_abi_version".to_string(), "1.0".to_string()),
+        ("mpi_library_version".to_string(), LIBRARY_VERSION.to_string()),
+    ];
+    info.put(crate::info::infos().insert(kv));
+    Ok(())
 }

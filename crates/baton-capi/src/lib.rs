@@ -1,15 +1,16 @@
 //! `libmpi_abi.so.1`: the MPI 5.0 standard ABI on top of `baton-core`.
 //!
 //! This crate is the C boundary: it turns handles into objects ([`handles`], [`state`]), checks
-//! every argument the standard lets it check, turns `MpiError`s into error codes and runs error
-//! handlers ([`errors`]). Each family of functions has a module; the build script adds the
-//! `MPI_` entry points (which forward to `PMPI_`, for profiling tools) and a stub raising
-//! `MPI_ERR_UNSUPPORTED_OPERATION` for every function not implemented here yet.
+//! every argument the standard lets it check ([`validate`]), turns `MpiError`s into error codes
+//! and runs error handlers ([`errors`]). Each family of functions has a module. The build script
+//! adds the `MPI_` entry points (which forward to `PMPI_`, for profiling tools), the `PMPI_`
+//! entry points of the families annotated in `abi/bindings.tsv` (argument checks, then one call
+//! into the family's module), and a stub raising `MPI_ERR_UNSUPPORTED_OPERATION` for every
+//! function not implemented here yet.
 #![allow(non_snake_case, clippy::missing_safety_doc, clippy::too_many_arguments)]
 
 use baton_abi::consts as c;
 use baton_core::engine::Status;
-use baton_core::error::{MpiError, Result};
 #[allow(unused_imports)]
 use std::ffi::{c_char, c_int, c_void};
 
@@ -30,22 +31,18 @@ pub mod p2p;
 pub mod request;
 pub mod state;
 pub mod topo;
+pub mod validate;
 
 pub use attr::*;
 pub use coll::*;
 pub use comm::*;
-pub use datatype::*;
 pub use dpm::*;
 pub use errors::*;
-pub use group::*;
-pub use info::*;
 pub use init::*;
 pub use misc::*;
 pub use neighbor::*;
-pub use ops::*;
 pub use p2p::*;
 pub use request::*;
-pub use topo::*;
 
 /// `MPI_Status` of the standard ABI: three public fields and five internal ints. Baton keeps
 /// the received byte count (64 bits, byte-copied because the ints are only 4-aligned) in
@@ -96,41 +93,21 @@ pub fn empty_status() -> Status {
     Status { source: c::MPI_ANY_SOURCE, tag: c::MPI_ANY_TAG, error: 0, bytes: 0, cancelled: false }
 }
 
-pub fn nonnull<T>(call: &str, arg: &str, p: *const T) -> Result<()> {
-    if p.is_null() {
-        Err(MpiError::new(c::MPI_ERR_ARG, format!("{call}: {arg} is a null pointer")))
-    } else {
-        Ok(())
-    }
-}
-
-pub fn nonnull_mut<T>(call: &str, arg: &str, p: *mut T) -> Result<()> {
-    nonnull(call, arg, p as *const T)
-}
-
-/// Copies `text` as a NUL-terminated string of at most `max` bytes (terminator included) to `out`
-/// and its length to `len` (when non-null).
-pub unsafe fn cstr_out(text: &str, out: *mut c_char, max: usize, len: *mut c_int) {
-    let bytes = text.as_bytes();
-    let n = bytes.len().min(max.saturating_sub(1));
-    // SAFETY: the caller guarantees `max` writable bytes at `out`.
-    unsafe {
-        std::ptr::copy_nonoverlapping(bytes.as_ptr(), out as *mut u8, n);
-        *out.add(n) = 0;
-        if !len.is_null() {
-            *len = n as c_int;
-        }
-    }
-}
-
-/// Reads a NUL-terminated C string (checked for null).
-pub unsafe fn cstr_in(call: &str, arg: &str, p: *const c_char) -> Result<String> {
-    nonnull(call, arg, p)?;
-    // SAFETY: non-null, NUL-terminated per the MPI contract.
-    Ok(unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned())
-}
+/// The checks most hand-written entry points use, under their old names.
+pub use validate::{cstr_in, cstr_out, nonnull, nonnull_mut};
 
 /// Number of functions still answered by the generated "not implemented" stub.
 pub const STUB_COUNT: &str = env!("BATON_STUB_COUNT");
 
 include!(concat!(env!("OUT_DIR"), "/entry_points.rs"));
+
+/// The `PMPI_` entry points generated from `abi/bindings.tsv`: argument checks
+/// ([`validate`]), then the family's implementation.
+mod generated {
+    #[allow(unused_imports)]
+    use super::{c, MPI_Status};
+    #[allow(unused_imports)]
+    use std::ffi::{c_char, c_int, c_void};
+    include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
+}
+pub use generated::*;

@@ -1,67 +1,13 @@
-//! Small functions: datatype size and extent queries, handle conversion, clocks, address
-//! arithmetic, memory allocation, profiling control.
+//! Small functions: handle conversion, clocks, address arithmetic, memory allocation, profiling
+//! control. Those returning an error code are generated (`abi/bindings.tsv`).
 
-use crate::errors::guard;
-use crate::nonnull_mut;
-use crate::p2p::dtype_any;
-
-fn dtype(call: &str, h: usize) -> Result<std::sync::Arc<baton_core::datatype::Layout>> {
-    dtype_any(call, h).map(|(l, _)| l)
-}
-use crate::state::lib;
+use crate::state::Lib;
+use crate::validate::{Call, Out};
 use baton_abi::consts as c;
 use baton_core::error::{MpiError, Result};
 use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
 use std::time::Instant;
-
-const W: usize = c::MPI_COMM_WORLD;
-
-fn out<T: Copy>(call: &str, arg: &str, p: *mut T, v: T) -> Result<()> {
-    nonnull_mut(call, arg, p)?;
-    // SAFETY: checked non-null.
-    unsafe { *p = v };
-    Ok(())
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_size(dt: usize, size: *mut c_int) -> c_int {
-    guard(W, || {
-        let lay = dtype("MPI_Type_size", dt)?;
-        let v = if lay.size > c_int::MAX as usize { c::MPI_UNDEFINED } else { lay.size as c_int };
-        out("MPI_Type_size", "size", size, v)
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_size_c(dt: usize, size: *mut i64) -> c_int {
-    guard(W, || out("MPI_Type_size_c", "size", size, dtype("MPI_Type_size_c", dt)?.size as i64))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Type_size_x(dt: usize, size: *mut i64) -> c_int {
-    guard(W, || out("MPI_Type_size_x", "size", size, dtype("MPI_Type_size_x", dt)?.size as i64))
-}
-
-macro_rules! extent_fns {
-    ($name:ident, $call:expr, $t:ty, $lb:ident, $ext:ident) => {
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(dt: usize, lb: *mut $t, extent: *mut $t) -> c_int {
-            guard(W, || {
-                let lay = dtype($call, dt)?;
-                out($call, "lb", lb, lay.$lb as $t)?;
-                out($call, "extent", extent, lay.$ext as $t)
-            })
-        }
-    };
-}
-
-extent_fns!(PMPI_Type_get_extent, "MPI_Type_get_extent", isize, lb, extent);
-extent_fns!(PMPI_Type_get_extent_c, "MPI_Type_get_extent_c", i64, lb, extent);
-extent_fns!(PMPI_Type_get_extent_x, "MPI_Type_get_extent_x", i64, lb, extent);
-extent_fns!(PMPI_Type_get_true_extent, "MPI_Type_get_true_extent", isize, true_lb, true_extent);
-extent_fns!(PMPI_Type_get_true_extent_c, "MPI_Type_get_true_extent_c", i64, true_lb, true_extent);
-extent_fns!(PMPI_Type_get_true_extent_x, "MPI_Type_get_true_extent_x", i64, true_lb, true_extent);
 
 // Handles are below 2^31 by construction (see `handles`), so conversion to `int` is exact.
 macro_rules! int_conv {
@@ -114,9 +60,10 @@ pub unsafe extern "C" fn PMPI_Aint_diff(a: isize, b: isize) -> isize {
     a.wrapping_sub(b)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Get_address(location: *mut c_void, address: *mut isize) -> c_int {
-    guard(W, || out("MPI_Get_address", "address", address, location as isize))
+#[inline]
+pub(crate) fn get_address(_cx: Call, location: *mut c_void, address: Out<isize>) -> Result<()> {
+    address.put(location as isize);
+    Ok(())
 }
 
 #[no_mangle]
@@ -125,32 +72,23 @@ pub unsafe extern "C" fn PMPI_Pcontrol(_level: c_int) -> c_int {
     c::MPI_SUCCESS
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Alloc_mem(size: isize, _info: usize, baseptr: *mut c_void) -> c_int {
-    guard(W, || {
-        lib("MPI_Alloc_mem")?;
-        nonnull_mut("MPI_Alloc_mem", "baseptr", baseptr)?;
-        if size < 0 {
-            return Err(MpiError::new(c::MPI_ERR_SIZE, format!("MPI_Alloc_mem: size {size} is negative")));
-        }
-        // SAFETY: plain allocation; 64-byte alignment suits every datatype and the transports.
-        let mut p: *mut c_void = std::ptr::null_mut();
-        let rc = unsafe { libc::posix_memalign(&mut p, 64, size.max(1) as usize) };
-        if rc != 0 {
-            return Err(MpiError::new(c::MPI_ERR_NO_MEM, format!("MPI_Alloc_mem: cannot allocate {size} bytes")));
-        }
-        // SAFETY: `baseptr` is really a `void **` (standard C binding); checked non-null.
-        unsafe { *(baseptr as *mut *mut c_void) = p };
-        Ok(())
-    })
+pub(crate) fn alloc_mem(cx: Call, _l: &Lib, size: isize, _info: usize, baseptr: *mut c_void) -> Result<()> {
+    if size < 0 {
+        return Err(MpiError::new(c::MPI_ERR_SIZE, format!("{}: size {size} is negative", cx.name)));
+    }
+    let mut p: *mut c_void = std::ptr::null_mut();
+    // SAFETY: plain allocation; 64-byte alignment suits every datatype and the transports.
+    let rc = unsafe { libc::posix_memalign(&mut p, 64, size.max(1) as usize) };
+    if rc != 0 {
+        return Err(MpiError::new(c::MPI_ERR_NO_MEM, format!("{}: cannot allocate {size} bytes", cx.name)));
+    }
+    // SAFETY: `baseptr` is really a `void **` (standard C binding), checked non-null by its role.
+    unsafe { *(baseptr as *mut *mut c_void) = p };
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Free_mem(base: *mut c_void) -> c_int {
-    guard(W, || {
-        lib("MPI_Free_mem")?;
-        // SAFETY: `base` came from MPI_Alloc_mem (posix_memalign) or is NULL.
-        unsafe { libc::free(base) };
-        Ok(())
-    })
+pub(crate) fn free_mem(_cx: Call, _l: &Lib, base: *mut c_void) -> Result<()> {
+    // SAFETY: `base` came from MPI_Alloc_mem (posix_memalign) or is NULL.
+    unsafe { libc::free(base) };
+    Ok(())
 }

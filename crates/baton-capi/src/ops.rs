@@ -8,20 +8,16 @@
 //! out as its datatype describes (and aligned as C requires), so packed data is laid out in
 //! scratch memory first unless it already is in that form.
 
-use crate::errors::guard;
-use crate::p2p::{check_buf, dtype};
-use crate::state::lib;
-use crate::{nonnull, nonnull_mut};
+use crate::state::{lib, Lib};
+use crate::validate::{self, Call, Dt, Out};
 use baton_abi::consts as c;
 use baton_core::coll::Reducer;
 use baton_core::datatype::{predefined, Layout};
-use baton_core::error::{MpiError, Result};
+use baton_core::error::{HandleKind, MpiError, Result};
 use baton_core::op::{self, Kind, Op};
 use baton_transport::mem::UserBuf;
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
-
-const W: usize = c::MPI_COMM_WORLD;
 
 type UserFnInt = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut usize);
 type UserFnLarge = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut i64, *mut usize);
@@ -72,12 +68,8 @@ impl UserOp {
     }
 }
 
-fn op_null(call: &str) -> MpiError {
-    MpiError::new(c::MPI_ERR_OP, format!("{call}: op is MPI_OP_NULL"))
-}
-
 fn bad_op(call: &str, h: usize) -> MpiError {
-    MpiError::new(c::MPI_ERR_OP, format!("{call}: op {h:#x} is not a valid operation handle (never created, or freed)"))
+    MpiError::invalid_handle(call, "op", HandleKind::Op, h)
 }
 
 fn user_op(call: &str, h: usize) -> Result<UserOp> {
@@ -163,9 +155,6 @@ enum Resolved {
 }
 
 fn resolve(call: &str, oph: usize, dt: usize, lay: &Layout) -> Result<Resolved> {
-    if oph == c::MPI_OP_NULL {
-        return Err(op_null(call));
-    }
     match Op::from_handle(oph) {
         Some(o @ (Op::Replace | Op::NoOp)) => Err(MpiError::new(
             c::MPI_ERR_OP,
@@ -205,7 +194,7 @@ pub(crate) fn reducer(call: &str, oph: usize, dt: usize) -> Result<Reducer> {
 }
 
 fn build_reducer(call: &str, oph: usize, dt: usize) -> Result<Reducer> {
-    let lay: Arc<Layout> = dtype(call, dt)?.clone();
+    let lay: Arc<Layout> = validate::datatype_committed(call, "datatype", dt)?.arc();
     let unit = lay.size.max(1);
     Ok(match resolve(call, oph, dt, &lay)? {
         Resolved::Predefined(o, k) => {
@@ -266,79 +255,39 @@ fn laid_out(u: &UserOp, dt: usize, lay: &Layout, input: &[u8], inout: &mut [u8],
 
 // ----- MPI_Op_create, MPI_Op_free, MPI_Op_commutative -----
 
-unsafe fn op_create(call: &str, f: *mut c_void, commute: c_int, op: *mut usize, large: bool) -> c_int {
-    guard(W, || {
-        let l = lib(call)?;
-        nonnull(call, "user_fn", f as *const c_void)?;
-        nonnull_mut(call, "op", op)?;
-        let func = if large {
-            // SAFETY: non-null; MPI_Op_create_c takes a pointer to an MPI_User_function_c, which
-            // has this signature (MPI_Datatype is a pointer-sized handle in the standard ABI).
-            UserFn::Large(unsafe { std::mem::transmute::<*mut c_void, UserFnLarge>(f) })
-        } else {
-            // SAFETY: as above, for MPI_Op_create's MPI_User_function.
-            UserFn::Int(unsafe { std::mem::transmute::<*mut c_void, UserFnInt>(f) })
-        };
-        let h = l.t().ops.insert(UserOp { func, commutative: commute != 0 });
-        // SAFETY: checked non-null; the caller provides an MPI_Op to write.
-        unsafe { *op = h };
-        Ok(())
-    })
+/// `MPI_Op_create` and `MPI_Op_create_c`: the function takes `int` or `MPI_Count` lengths.
+pub(crate) fn op_create(cx: Call, l: &Lib, user_fn: *mut c_void, commute: bool, op: Out<usize>) -> Result<()> {
+    let func = if cx.large {
+        // SAFETY: non-null; MPI_Op_create_c takes a pointer to an MPI_User_function_c, which
+        // has this signature (MPI_Datatype is a pointer-sized handle in the standard ABI).
+        UserFn::Large(unsafe { std::mem::transmute::<*mut c_void, UserFnLarge>(user_fn) })
+    } else {
+        // SAFETY: as above, for MPI_Op_create's MPI_User_function.
+        UserFn::Int(unsafe { std::mem::transmute::<*mut c_void, UserFnInt>(user_fn) })
+    };
+    op.put(l.t().ops.insert(UserOp { func, commutative: commute }));
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Op_create(user_fn: *mut c_void, commute: c_int, op: *mut usize) -> c_int {
-    op_create("MPI_Op_create", user_fn, commute, op, false)
+pub(crate) fn op_free(cx: Call, l: &Lib, op: Out<usize>) -> Result<()> {
+    let h = op.get();
+    if let Some(o) = Op::from_handle(h) {
+        return Err(MpiError::new(
+            c::MPI_ERR_OP,
+            format!("{}: {} is predefined and cannot be freed", cx.name, o.name()),
+        ));
+    }
+    // Reducers of operations still in flight hold their own copy of the function.
+    l.t().ops.remove(h).ok_or_else(|| bad_op(cx.name, h))?;
+    op.put(c::MPI_OP_NULL);
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Op_create_c(user_fn: *mut c_void, commute: c_int, op: *mut usize) -> c_int {
-    op_create("MPI_Op_create_c", user_fn, commute, op, true)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Op_free(op: *mut usize) -> c_int {
-    guard(W, || {
-        let call = "MPI_Op_free";
-        let l = lib(call)?;
-        nonnull_mut(call, "op", op)?;
-        // SAFETY: checked non-null; the caller provides an MPI_Op.
-        let h = unsafe { *op };
-        if h == c::MPI_OP_NULL {
-            return Err(op_null(call));
-        }
-        if let Some(o) = Op::from_handle(h) {
-            return Err(MpiError::new(
-                c::MPI_ERR_OP,
-                format!("{call}: {} is predefined and cannot be freed", o.name()),
-            ));
-        }
-        // Reducers of operations still in flight hold their own copy of the function.
-        l.t().ops.remove(h).ok_or_else(|| bad_op(call, h))?;
-        // SAFETY: as above.
-        unsafe { *op = c::MPI_OP_NULL };
-        Ok(())
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Op_commutative(op: usize, commute: *mut c_int) -> c_int {
-    guard(W, || {
-        let call = "MPI_Op_commutative";
-        lib(call)?;
-        nonnull_mut(call, "commute", commute)?;
-        let v = if op == c::MPI_OP_NULL {
-            return Err(op_null(call));
-        } else if Op::from_handle(op).is_some() {
-            // Every predefined operation is commutative.
-            true
-        } else {
-            user_op(call, op)?.commutative
-        };
-        // SAFETY: checked non-null; the caller provides an int to write.
-        unsafe { *commute = v as c_int };
-        Ok(())
-    })
+pub(crate) fn commutative(cx: Call, _l: &Lib, op: usize, commute: Out<c_int>) -> Result<()> {
+    // Every predefined operation is commutative.
+    let v = Op::from_handle(op).is_some() || user_op(cx.name, op)?.commutative;
+    commute.put(v as c_int);
+    Ok(())
 }
 
 // ----- MPI_Reduce_local -----
@@ -346,24 +295,22 @@ pub unsafe extern "C" fn PMPI_Op_commutative(op: usize, commute: *mut c_int) -> 
 /// `inoutbuf = inbuf op inoutbuf` over `count` elements of `dt`, between the application's
 /// buffers: a predefined op on a contiguous type works in place, other types are packed; a user
 /// function is called on the buffers themselves.
-fn reduce_local(
-    call: &str,
+pub(crate) fn reduce_local(
+    cx: Call,
+    _l: &Lib,
     inbuf: *const c_void,
     inoutbuf: *mut c_void,
-    count: i64,
-    dt: usize,
-    oph: usize,
+    count: usize,
+    datatype: Dt,
+    op: usize,
 ) -> Result<()> {
-    lib(call)?;
-    let lay: Arc<Layout> = dtype(call, dt)?.clone();
-    let how = resolve(call, oph, dt, &lay)?;
-    if count < 0 {
-        return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: count {count} is negative")));
-    }
-    let count = count as usize;
-    let bytes = count.checked_mul(lay.size).filter(|&n| n <= isize::MAX as usize).ok_or_else(|| {
-        MpiError::new(c::MPI_ERR_COUNT, format!("{call}: count {count} of {} overflows", type_name(dt, &lay)))
-    })?;
+    let call = cx.name;
+    let (dt, lay) = (datatype.handle, datatype.layout());
+    let how = resolve(call, op, dt, lay)?;
+    let bytes = count
+        .checked_mul(lay.size)
+        .filter(|&n| n <= isize::MAX as usize)
+        .ok_or_else(|| MpiError::count_overflow(call, "count", count, type_name(dt, lay)))?;
     for (p, what) in [(inbuf as usize, "inbuf"), (inoutbuf as usize, "inoutbuf")] {
         if p == c::MPI_IN_PLACE {
             return Err(MpiError::new(
@@ -371,7 +318,6 @@ fn reduce_local(
                 format!("{call}: {what} is MPI_IN_PLACE, which it does not accept"),
             ));
         }
-        check_buf(call, p, count, &lay).map_err(|e| MpiError::new(e.class, format!("{} ({what})", e.msg)))?;
     }
     if bytes == 0 {
         return Ok(());
@@ -412,28 +358,6 @@ fn reduce_local(
         }
     }
     Ok(())
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Reduce_local(
-    inbuf: *mut c_void,
-    inoutbuf: *mut c_void,
-    count: c_int,
-    dt: usize,
-    op: usize,
-) -> c_int {
-    guard(W, || reduce_local("MPI_Reduce_local", inbuf, inoutbuf, count as i64, dt, op))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Reduce_local_c(
-    inbuf: *mut c_void,
-    inoutbuf: *mut c_void,
-    count: i64,
-    dt: usize,
-    op: usize,
-) -> c_int {
-    guard(W, || reduce_local("MPI_Reduce_local_c", inbuf, inoutbuf, count, dt, op))
 }
 
 #[cfg(test)]

@@ -11,26 +11,23 @@
 //! what is written. A grid query with fewer than `ndims` entries is an error (partial
 //! coordinates mean nothing); a graph query writes the first entries that fit, as Open MPI
 //! does (MPICH reports an error instead).
+//!
+//! The entry points are generated (`abi/bindings.tsv`): communicators, lengths and the arrays
+//! whose length is an argument arrive checked; arrays sized by the topology are read here.
 
 use crate::comm::register_topo;
-use crate::errors::guard;
-use crate::state::{lib, CommObj, Lib};
+use crate::info::Pairs;
+use crate::state::{CommObj, CommRef, Lib};
+use crate::validate::{Call, Out};
 use crate::{nonnull, nonnull_mut};
 use baton_abi::consts as c;
 use baton_core::comm::{hash_words, Comm};
 use baton_core::err;
 use baton_core::error::Result;
 use baton_core::group::Group;
-use baton_core::topo::{dims_create, Cart, DistGraph, EdgeShare, Graph, Topology, Weighting};
+use baton_core::topo::{dims_create as dims_create_core, Cart, DistGraph, EdgeShare, Graph, Topology, Weighting};
 use std::ffi::c_int;
 use std::sync::Arc;
-
-fn put<T: Copy>(call: &str, arg: &str, p: *mut T, v: T) -> Result<()> {
-    nonnull_mut(call, arg, p)?;
-    // SAFETY: checked non-null; the caller owns the location.
-    unsafe { *p = v };
-    Ok(())
-}
 
 /// Copies `n` ints from the application (none, and no pointer check, when `n` is 0).
 unsafe fn read_ints(call: &str, arg: &str, p: *const c_int, n: usize) -> Result<Vec<i32>> {
@@ -52,10 +49,6 @@ unsafe fn write_ints(call: &str, arg: &str, p: *mut c_int, vals: &[i32]) -> Resu
     // never write more than the length the application gave).
     unsafe { std::ptr::copy_nonoverlapping(vals.as_ptr(), p, vals.len()) };
     Ok(())
-}
-
-fn non_negative(call: &str, arg: &str, n: c_int) -> Result<usize> {
-    usize::try_from(n).map_err(|_| err!(MPI_ERR_ARG, "{call}: {arg} is {n}, must be non-negative"))
 }
 
 /// What a weights argument of length `n` says (`MPI_UNWEIGHTED`, `MPI_WEIGHTS_EMPTY`, an array,
@@ -131,85 +124,49 @@ fn create_first(l: &Lib, parent: &CommObj, n: i32, disc: u64, topo: Topology) ->
 
 // ----- Cartesian -----
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        let call = "MPI_Dims_create";
-        let n = non_negative(call, "ndims", ndims)?;
-        // SAFETY: `dims` holds `ndims` ints (in/out), per the standard.
-        let given = unsafe { read_ints(call, "dims", dims, n)? };
-        let filled = dims_create(nnodes, &given)?;
-        // SAFETY: same array, same length.
-        unsafe { write_ints(call, "dims", dims, &filled) }
-    })
+pub(crate) fn dims_create(cx: Call, nnodes: c_int, ndims: usize, dims: *mut c_int) -> Result<()> {
+    // SAFETY: `dims` holds `ndims` ints (in/out), per the standard.
+    let given = unsafe { read_ints(cx.name, "dims", dims, ndims)? };
+    let filled = dims_create_core(nnodes, &given)?;
+    // SAFETY: same array, same length.
+    unsafe { write_ints(cx.name, "dims", dims, &filled) }
 }
 
-/// Reads the `dims` and `periods` arguments of a grid of `ndims` dimensions.
-unsafe fn grid_args(
-    call: &str,
-    ndims: c_int,
-    dims: *const c_int,
-    periods: *const c_int,
-) -> Result<(Vec<i32>, Vec<bool>)> {
-    let n = non_negative(call, "ndims", ndims)?;
-    // SAFETY: the standard has both arrays hold `ndims` ints.
-    let (dims, periods) = unsafe { (read_ints(call, "dims", dims, n)?, read_ints(call, "periods", periods, n)?) };
-    Ok((dims, periods.iter().map(|&p| p != 0).collect()))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Cart_create(
-    comm_old: usize,
-    ndims: c_int,
-    dims: *const c_int,
-    periods: *const c_int,
+pub(crate) fn cart_create(
+    cx: Call,
+    l: &Lib,
+    comm_old: CommRef,
+    _ndims: usize,
+    dims: &[c_int],
+    periods: &[c_int],
     _reorder: c_int,
-    comm_cart: *mut usize,
-) -> c_int {
-    guard(comm_old, || {
-        let call = "MPI_Cart_create";
-        let l = lib(call)?;
-        let parent = l.comm(call, comm_old)?;
-        crate::comm::require_intra(call, "comm_old", &parent)?;
-        nonnull_mut(call, "comm_cart", comm_cart)?;
-        // SAFETY: forwarded array contracts of MPI_Cart_create.
-        let (dims, periods) = unsafe { grid_args(call, ndims, dims, periods)? };
-        let cart = Cart::new(call, &dims, &periods, parent.core.size())?;
-        let disc = hash_words(&[DISC_CART, hash_words(&dims.iter().map(|&d| d as u64).collect::<Vec<_>>())]);
-        let h = create_first(l, &parent, cart.size(), disc, Topology::Cart(cart));
-        put(call, "comm_cart", comm_cart, h)
-    })
+    comm_cart: Out<usize>,
+) -> Result<()> {
+    let periods: Vec<bool> = periods.iter().map(|&p| p != 0).collect();
+    let cart = Cart::new(cx.name, dims, &periods, comm_old.core.size())?;
+    let disc = hash_words(&[DISC_CART, hash_words(&dims.iter().map(|&d| d as u64).collect::<Vec<_>>())]);
+    comm_cart.put(create_first(l, &comm_old, cart.size(), disc, Topology::Cart(cart)));
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Cart_map(
-    comm: usize,
-    ndims: c_int,
-    dims: *const c_int,
-    periods: *const c_int,
-    newrank: *mut c_int,
-) -> c_int {
-    guard(comm, || {
-        let call = "MPI_Cart_map";
-        let l = lib(call)?;
-        let cm = l.comm(call, comm)?;
-        // SAFETY: forwarded array contracts of MPI_Cart_map.
-        let (dims, periods) = unsafe { grid_args(call, ndims, dims, periods)? };
-        let cart = Cart::new(call, &dims, &periods, cm.core.size())?;
-        let r = if cm.core.rank < cart.size() { cm.core.rank } else { c::MPI_UNDEFINED };
-        put(call, "newrank", newrank, r)
-    })
+pub(crate) fn cart_map(
+    cx: Call,
+    _l: &Lib,
+    comm: CommRef,
+    _ndims: usize,
+    dims: &[c_int],
+    periods: &[c_int],
+    newrank: Out<c_int>,
+) -> Result<()> {
+    let periods: Vec<bool> = periods.iter().map(|&p| p != 0).collect();
+    let cart = Cart::new(cx.name, dims, &periods, comm.core.size())?;
+    newrank.put(if comm.core.rank < cart.size() { comm.core.rank } else { c::MPI_UNDEFINED });
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Cartdim_get(comm: usize, ndims: *mut c_int) -> c_int {
-    guard(comm, || {
-        let call = "MPI_Cartdim_get";
-        let l = lib(call)?;
-        let cm = l.comm(call, comm)?;
-        let cart = cart_of(call, &cm)?;
-        put(call, "ndims", ndims, cart.ndims() as c_int)
-    })
+pub(crate) fn cartdim_get(cx: Call, _l: &Lib, comm: CommRef, ndims: Out<c_int>) -> Result<()> {
+    ndims.put(cart_of(cx.name, &comm)?.ndims() as c_int);
+    Ok(())
 }
 
 fn maxdims_arg(call: &str, maxdims: c_int, cart: &Cart) -> Result<()> {
@@ -223,380 +180,293 @@ fn maxdims_arg(call: &str, maxdims: c_int, cart: &Cart) -> Result<()> {
     Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Cart_get(
-    comm: usize,
+pub(crate) fn cart_get(
+    cx: Call,
+    _l: &Lib,
+    comm: CommRef,
     maxdims: c_int,
     dims: *mut c_int,
     periods: *mut c_int,
     coords: *mut c_int,
-) -> c_int {
-    guard(comm, || {
-        let call = "MPI_Cart_get";
-        let l = lib(call)?;
-        let cm = l.comm(call, comm)?;
-        let cart = cart_of(call, &cm)?;
-        maxdims_arg(call, maxdims, cart)?;
-        let periodic: Vec<i32> = cart.periods.iter().map(|&p| p as i32).collect();
-        // SAFETY: each array holds `maxdims` ints, at least the `ndims` written.
-        unsafe {
-            write_ints(call, "dims", dims, &cart.dims)?;
-            write_ints(call, "periods", periods, &periodic)?;
-            write_ints(call, "coords", coords, &cart.coords(cm.core.rank))
-        }
-    })
+) -> Result<()> {
+    let call = cx.name;
+    let cart = cart_of(call, &comm)?;
+    maxdims_arg(call, maxdims, cart)?;
+    let periodic: Vec<i32> = cart.periods.iter().map(|&p| p as i32).collect();
+    // SAFETY: each array holds `maxdims` ints, at least the `ndims` written.
+    unsafe {
+        write_ints(call, "dims", dims, &cart.dims)?;
+        write_ints(call, "periods", periods, &periodic)?;
+        write_ints(call, "coords", coords, &cart.coords(comm.core.rank))
+    }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Cart_rank(comm: usize, coords: *const c_int, rank: *mut c_int) -> c_int {
-    guard(comm, || {
-        let call = "MPI_Cart_rank";
-        let l = lib(call)?;
-        let cm = l.comm(call, comm)?;
-        let cart = cart_of(call, &cm)?;
-        // SAFETY: `coords` holds one int per dimension of the grid.
-        let at = unsafe { read_ints(call, "coords", coords, cart.ndims())? };
-        put(call, "rank", rank, cart.rank_of(call, &at)?)
-    })
+pub(crate) fn cart_rank(cx: Call, _l: &Lib, comm: CommRef, coords: *mut c_int, rank: Out<c_int>) -> Result<()> {
+    let cart = cart_of(cx.name, &comm)?;
+    // SAFETY: `coords` holds one int per dimension of the grid.
+    let at = unsafe { read_ints(cx.name, "coords", coords, cart.ndims())? };
+    rank.put(cart.rank_of(cx.name, &at)?);
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Cart_coords(comm: usize, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
-    guard(comm, || {
-        let call = "MPI_Cart_coords";
-        let l = lib(call)?;
-        let cm = l.comm(call, comm)?;
-        let cart = cart_of(call, &cm)?;
-        if !(0..cart.size()).contains(&rank) {
-            return Err(err!(MPI_ERR_RANK, "{call}: rank {rank} is not a rank of comm (0..{})", cart.size() - 1));
-        }
-        maxdims_arg(call, maxdims, cart)?;
-        // SAFETY: `coords` holds `maxdims` ints, at least the `ndims` written.
-        unsafe { write_ints(call, "coords", coords, &cart.coords(rank)) }
-    })
+pub(crate) fn cart_coords(
+    cx: Call,
+    _l: &Lib,
+    comm: CommRef,
+    rank: c_int,
+    maxdims: c_int,
+    coords: *mut c_int,
+) -> Result<()> {
+    let cart = cart_of(cx.name, &comm)?;
+    maxdims_arg(cx.name, maxdims, cart)?;
+    // SAFETY: `coords` holds `maxdims` ints, at least the `ndims` written.
+    unsafe { write_ints(cx.name, "coords", coords, &cart.coords(rank)) }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Cart_shift(
-    comm: usize,
+pub(crate) fn cart_shift(
+    cx: Call,
+    _l: &Lib,
+    comm: CommRef,
     direction: c_int,
     disp: c_int,
-    rank_source: *mut c_int,
-    rank_dest: *mut c_int,
-) -> c_int {
-    guard(comm, || {
-        let call = "MPI_Cart_shift";
-        let l = lib(call)?;
-        let cm = l.comm(call, comm)?;
-        let cart = cart_of(call, &cm)?;
-        let dir = usize::try_from(direction).ok().filter(|&d| d < cart.ndims()).ok_or_else(|| {
-            err!(MPI_ERR_ARG, "{call}: direction is {direction}, not a dimension of the grid (0..{})", cart.ndims())
-        })?;
-        nonnull_mut(call, "rank_source", rank_source)?;
-        nonnull_mut(call, "rank_dest", rank_dest)?;
-        let (src, dst) = cart.shift(cm.core.rank, dir, disp);
-        put(call, "rank_source", rank_source, src)?;
-        put(call, "rank_dest", rank_dest, dst)
-    })
+    rank_source: Out<c_int>,
+    rank_dest: Out<c_int>,
+) -> Result<()> {
+    let cart = cart_of(cx.name, &comm)?;
+    let dir = usize::try_from(direction).ok().filter(|&d| d < cart.ndims()).ok_or_else(|| {
+        err!(MPI_ERR_ARG, "{}: direction is {direction}, not a dimension of the grid (0..{})", cx.name, cart.ndims())
+    })?;
+    let (src, dst) = cart.shift(comm.core.rank, dir, disp);
+    rank_source.put(src);
+    rank_dest.put(dst);
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Cart_sub(comm: usize, remain_dims: *const c_int, newcomm: *mut usize) -> c_int {
-    guard(comm, || {
-        let call = "MPI_Cart_sub";
-        let l = lib(call)?;
-        let cm = l.comm(call, comm)?;
-        let cart = cart_of(call, &cm)?;
-        nonnull_mut(call, "newcomm", newcomm)?;
-        // SAFETY: `remain_dims` holds one int per dimension of the grid.
-        let remain = unsafe { read_ints(call, "remain_dims", remain_dims, cart.ndims())? };
-        let remain: Vec<bool> = remain.iter().map(|&r| r != 0).collect();
-        let sub = cart.sub(cm.core.rank, &remain);
-        // Every sub-grid is computed locally; its members agree on the context id because they
-        // share the color, and every process of comm derives exactly once.
-        let ctx = cm.core.derive_ctx(hash_words(&[DISC_CART_SUB, sub.color as u64]));
-        let procs = sub.members.iter().map(|&r| cm.core.local_proc(r)).collect();
-        let core = Comm::new(ctx, Arc::new(Group::new(procs)), sub.rank);
-        let h = register_topo(l, &cm, core, Some(Arc::new(Topology::Cart(sub.cart))));
-        put(call, "newcomm", newcomm, h)
-    })
+pub(crate) fn cart_sub(cx: Call, l: &Lib, comm: CommRef, remain_dims: *mut c_int, newcomm: Out<usize>) -> Result<()> {
+    let cart = cart_of(cx.name, &comm)?;
+    // SAFETY: `remain_dims` holds one int per dimension of the grid.
+    let remain = unsafe { read_ints(cx.name, "remain_dims", remain_dims, cart.ndims())? };
+    let remain: Vec<bool> = remain.iter().map(|&r| r != 0).collect();
+    let sub = cart.sub(comm.core.rank, &remain);
+    // Every sub-grid is computed locally; its members agree on the context id because they
+    // share the color, and every process of comm derives exactly once.
+    let ctx = comm.core.derive_ctx(hash_words(&[DISC_CART_SUB, sub.color as u64]));
+    let procs = sub.members.iter().map(|&r| comm.core.local_proc(r)).collect();
+    let core = Comm::new(ctx, Arc::new(Group::new(procs)), sub.rank);
+    newcomm.put(register_topo(l, &comm, core, Some(Arc::new(Topology::Cart(sub.cart)))));
+    Ok(())
 }
 
 // ----- graphs -----
 
-/// Reads the `index` and `edges` arguments of a graph of `nnodes` nodes and checks them.
-unsafe fn graph_args(
-    call: &str,
-    nnodes: c_int,
-    index: *const c_int,
-    edges: *const c_int,
-    comm_size: i32,
-) -> Result<Graph> {
-    let n = non_negative(call, "nnodes", nnodes)?;
-    // SAFETY: the standard has `index` hold `nnodes` ints.
-    let index = unsafe { read_ints(call, "index", index, n)? };
-    let m = Graph::edge_count(call, &index)?;
+/// The graph of `index` (already read) and `edges` (as many as `index` counts), checked.
+fn graph_args(call: &str, index: &[c_int], edges: *const c_int, comm_size: i32) -> Result<Graph> {
+    let m = Graph::edge_count(call, index)?;
     // SAFETY: `edges` holds as many ints as `index` counts.
     let edges = unsafe { read_ints(call, "edges", edges, m)? };
-    Graph::new(call, index, edges, comm_size)
+    Graph::new(call, index.to_vec(), edges, comm_size)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Graph_create(
-    comm_old: usize,
-    nnodes: c_int,
-    index: *const c_int,
-    edges: *const c_int,
-    _reorder: c_int,
-    comm_graph: *mut usize,
-) -> c_int {
-    guard(comm_old, || {
-        let call = "MPI_Graph_create";
-        let l = lib(call)?;
-        let parent = l.comm(call, comm_old)?;
-        crate::comm::require_intra(call, "comm_old", &parent)?;
-        nonnull_mut(call, "comm_graph", comm_graph)?;
-        // SAFETY: forwarded array contracts of MPI_Graph_create.
-        let g = unsafe { graph_args(call, nnodes, index, edges, parent.core.size())? };
-        let h = create_first(l, &parent, g.nnodes(), DISC_GRAPH, Topology::Graph(g));
-        put(call, "comm_graph", comm_graph, h)
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Graph_map(
-    comm: usize,
-    nnodes: c_int,
-    index: *const c_int,
-    edges: *const c_int,
-    newrank: *mut c_int,
-) -> c_int {
-    guard(comm, || {
-        let call = "MPI_Graph_map";
-        let l = lib(call)?;
-        let cm = l.comm(call, comm)?;
-        // SAFETY: forwarded array contracts of MPI_Graph_map.
-        let g = unsafe { graph_args(call, nnodes, index, edges, cm.core.size())? };
-        let r = if cm.core.rank < g.nnodes() { cm.core.rank } else { c::MPI_UNDEFINED };
-        put(call, "newrank", newrank, r)
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Graphdims_get(comm: usize, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
-    guard(comm, || {
-        let call = "MPI_Graphdims_get";
-        let l = lib(call)?;
-        let cm = l.comm(call, comm)?;
-        let g = graph_of(call, &cm)?;
-        put(call, "nnodes", nnodes, g.nnodes())?;
-        put(call, "nedges", nedges, g.edges.len() as c_int)
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Graph_get(
-    comm: usize,
-    maxindex: c_int,
-    maxedges: c_int,
-    index: *mut c_int,
+pub(crate) fn graph_create(
+    cx: Call,
+    l: &Lib,
+    comm_old: CommRef,
+    _nnodes: usize,
+    indx: &[c_int],
     edges: *mut c_int,
-) -> c_int {
-    guard(comm, || {
-        let call = "MPI_Graph_get";
-        let l = lib(call)?;
-        let cm = l.comm(call, comm)?;
-        let g = graph_of(call, &cm)?;
-        let ni = non_negative(call, "maxindex", maxindex)?.min(g.index.len());
-        let ne = non_negative(call, "maxedges", maxedges)?.min(g.edges.len());
-        // SAFETY: the application's arrays hold `maxindex` and `maxedges` ints; no more is written.
-        unsafe {
-            write_ints(call, "index", index, &g.index[..ni])?;
-            write_ints(call, "edges", edges, &g.edges[..ne])
-        }
-    })
-}
-
-fn node_arg(call: &str, g: &Graph, rank: c_int) -> Result<()> {
-    if !(0..g.nnodes()).contains(&rank) {
-        return Err(err!(MPI_ERR_RANK, "{call}: rank {rank} is not a node of the graph (0..{})", g.nnodes() - 1));
-    }
+    _reorder: c_int,
+    comm_graph: Out<usize>,
+) -> Result<()> {
+    let g = graph_args(cx.name, indx, edges, comm_old.core.size())?;
+    comm_graph.put(create_first(l, &comm_old, g.nnodes(), DISC_GRAPH, Topology::Graph(g)));
     Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Graph_neighbors_count(comm: usize, rank: c_int, nneighbors: *mut c_int) -> c_int {
-    guard(comm, || {
-        let call = "MPI_Graph_neighbors_count";
-        let l = lib(call)?;
-        let cm = l.comm(call, comm)?;
-        let g = graph_of(call, &cm)?;
-        node_arg(call, g, rank)?;
-        put(call, "nneighbors", nneighbors, g.neighbors(rank).len() as c_int)
-    })
+pub(crate) fn graph_map(
+    cx: Call,
+    _l: &Lib,
+    comm: CommRef,
+    _nnodes: usize,
+    indx: &[c_int],
+    edges: *mut c_int,
+    newrank: Out<c_int>,
+) -> Result<()> {
+    let g = graph_args(cx.name, indx, edges, comm.core.size())?;
+    newrank.put(if comm.core.rank < g.nnodes() { comm.core.rank } else { c::MPI_UNDEFINED });
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Graph_neighbors(
-    comm: usize,
+pub(crate) fn graphdims_get(cx: Call, _l: &Lib, comm: CommRef, nnodes: Out<c_int>, nedges: Out<c_int>) -> Result<()> {
+    let g = graph_of(cx.name, &comm)?;
+    nnodes.put(g.nnodes());
+    nedges.put(g.edges.len() as c_int);
+    Ok(())
+}
+
+pub(crate) fn graph_get(
+    cx: Call,
+    _l: &Lib,
+    comm: CommRef,
+    maxindex: usize,
+    maxedges: usize,
+    indx: *mut c_int,
+    edges: *mut c_int,
+) -> Result<()> {
+    let g = graph_of(cx.name, &comm)?;
+    let (ni, ne) = (maxindex.min(g.index.len()), maxedges.min(g.edges.len()));
+    // SAFETY: the application's arrays hold `maxindex` and `maxedges` ints; no more is written.
+    unsafe {
+        write_ints(cx.name, "indx", indx, &g.index[..ni])?;
+        write_ints(cx.name, "edges", edges, &g.edges[..ne])
+    }
+}
+
+pub(crate) fn graph_neighbors_count(
+    cx: Call,
+    _l: &Lib,
+    comm: CommRef,
     rank: c_int,
-    maxneighbors: c_int,
+    nneighbors: Out<c_int>,
+) -> Result<()> {
+    nneighbors.put(graph_of(cx.name, &comm)?.neighbors(rank).len() as c_int);
+    Ok(())
+}
+
+pub(crate) fn graph_neighbors(
+    cx: Call,
+    _l: &Lib,
+    comm: CommRef,
+    rank: c_int,
+    maxneighbors: usize,
     neighbors: *mut c_int,
-) -> c_int {
-    guard(comm, || {
-        let call = "MPI_Graph_neighbors";
-        let l = lib(call)?;
-        let cm = l.comm(call, comm)?;
-        let g = graph_of(call, &cm)?;
-        node_arg(call, g, rank)?;
-        let list = g.neighbors(rank);
-        let n = non_negative(call, "maxneighbors", maxneighbors)?.min(list.len());
-        // SAFETY: the application's array holds `maxneighbors` ints; no more is written.
-        unsafe { write_ints(call, "neighbors", neighbors, &list[..n]) }
-    })
+) -> Result<()> {
+    let list = graph_of(cx.name, &comm)?.neighbors(rank);
+    let n = maxneighbors.min(list.len());
+    // SAFETY: the application's array holds `maxneighbors` ints; no more is written.
+    unsafe { write_ints(cx.name, "neighbors", neighbors, &list[..n]) }
 }
 
 // ----- distributed graphs -----
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Dist_graph_create_adjacent(
-    comm_old: usize,
-    indegree: c_int,
-    sources: *const c_int,
-    sourceweights: *const c_int,
-    outdegree: c_int,
-    destinations: *const c_int,
-    destweights: *const c_int,
-    info: usize,
+pub(crate) fn dist_graph_create_adjacent(
+    cx: Call,
+    l: &Lib,
+    comm_old: CommRef,
+    indegree: usize,
+    sources: &[c_int],
+    sourceweights: *mut c_int,
+    outdegree: usize,
+    destinations: &[c_int],
+    destweights: *mut c_int,
+    _info: Pairs,
     _reorder: c_int,
-    comm_dist_graph: *mut usize,
-) -> c_int {
-    guard(comm_old, || {
-        let call = "MPI_Dist_graph_create_adjacent";
-        let l = lib(call)?;
-        let parent = l.comm(call, comm_old)?;
-        crate::comm::require_intra(call, "comm_old", &parent)?;
-        nonnull_mut(call, "comm_dist_graph", comm_dist_graph)?;
-        crate::info::info_pairs(call, info)?;
-        let nin = non_negative(call, "indegree", indegree)?;
-        let nout = non_negative(call, "outdegree", outdegree)?;
-        // SAFETY: the standard has the sources and destinations arrays and their weights hold
-        // `indegree` and `outdegree` ints.
-        let (ins, outs) = unsafe {
-            let src = read_ints(call, "sources", sources, nin)?;
-            let (sw, swk) = weights_arg(call, "sourceweights", sourceweights, nin)?;
-            let dst = read_ints(call, "destinations", destinations, nout)?;
-            let (dw, dwk) = weights_arg(call, "destweights", destweights, nout)?;
-            ((src, sw, swk), (dst, dw, dwk))
-        };
-        let g = DistGraph::adjacent(call, parent.core.size(), ins, outs)?;
-        let h = create_first(l, &parent, parent.core.size(), DISC_DIST_GRAPH, Topology::DistGraph(g));
-        put(call, "comm_dist_graph", comm_dist_graph, h)
-    })
+    comm_dist_graph: Out<usize>,
+) -> Result<()> {
+    let call = cx.name;
+    // SAFETY: the standard has the weights hold `indegree` and `outdegree` ints.
+    let ((sw, swk), (dw, dwk)) = unsafe {
+        (
+            weights_arg(call, "sourceweights", sourceweights, indegree)?,
+            weights_arg(call, "destweights", destweights, outdegree)?,
+        )
+    };
+    let (ins, outs) = ((sources.to_vec(), sw, swk), (destinations.to_vec(), dw, dwk));
+    let size = comm_old.core.size();
+    let g = DistGraph::adjacent(call, size, ins, outs)?;
+    comm_dist_graph.put(create_first(l, &comm_old, size, DISC_DIST_GRAPH, Topology::DistGraph(g)));
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Dist_graph_create(
-    comm_old: usize,
+/// `MPI_Dist_graph_create`: only `comm_old` is checked before the call, since a process whose
+/// own arguments fail still takes part in the allgather, so that the others fail too instead of
+/// waiting for it.
+pub(crate) fn dist_graph_create(
+    cx: Call,
+    l: &Lib,
+    comm_old: CommRef,
     n: c_int,
-    sources: *const c_int,
-    degrees: *const c_int,
-    destinations: *const c_int,
-    weights: *const c_int,
+    sources: *mut c_int,
+    degrees: *mut c_int,
+    destinations: *mut c_int,
+    weights: *mut c_int,
     info: usize,
     _reorder: c_int,
     comm_dist_graph: *mut usize,
-) -> c_int {
-    guard(comm_old, || {
-        let call = "MPI_Dist_graph_create";
-        let l = lib(call)?;
-        let parent = l.comm(call, comm_old)?;
-        crate::comm::require_intra(call, "comm_old", &parent)?;
-        let size = parent.core.size();
-        let share = (|| -> Result<EdgeShare> {
-            nonnull_mut(call, "comm_dist_graph", comm_dist_graph)?;
-            crate::info::info_pairs(call, info)?;
-            let n = non_negative(call, "n", n)?;
-            // SAFETY: the standard has `sources` and `degrees` hold `n` ints, and
-            // `destinations` and `weights` as many as the degrees add up to.
-            unsafe {
-                let src = read_ints(call, "sources", sources, n)?;
-                let deg = read_ints(call, "degrees", degrees, n)?;
-                let m = EdgeShare::edge_count(call, &deg)?;
-                let dst = read_ints(call, "destinations", destinations, m)?;
-                let (w, wk) = weights_arg(call, "weights", weights, m)?;
-                EdgeShare::new(call, size, &src, &deg, &dst, &w, wk)
-            }
-        })();
-        // A process whose own arguments failed still takes part, so that the others fail too
-        // instead of waiting for it.
-        let shares = l.mpi.allgather(&parent.core, EdgeShare::encode(share.as_ref().ok()));
-        share?;
-        let g = DistGraph::from_shares(call, parent.core.rank, &shares)?;
-        let h = create_first(l, &parent, size, DISC_DIST_GRAPH, Topology::DistGraph(g));
-        put(call, "comm_dist_graph", comm_dist_graph, h)
-    })
+) -> Result<()> {
+    let call = cx.name;
+    let size = comm_old.core.size();
+    let share = (|| -> Result<EdgeShare> {
+        nonnull_mut(call, "comm_dist_graph", comm_dist_graph)?;
+        crate::info::info_arg(call, "info", info)?;
+        let n = crate::validate::nonneg(call, "n", n)?;
+        // SAFETY: the standard has `sources` and `degrees` hold `n` ints, and `destinations`
+        // and `weights` as many as the degrees add up to.
+        unsafe {
+            let src = read_ints(call, "sources", sources, n)?;
+            let deg = read_ints(call, "degrees", degrees, n)?;
+            let m = EdgeShare::edge_count(call, &deg)?;
+            let dst = read_ints(call, "destinations", destinations, m)?;
+            let (w, wk) = weights_arg(call, "weights", weights, m)?;
+            EdgeShare::new(call, size, &src, &deg, &dst, &w, wk)
+        }
+    })();
+    let shares = l.mpi.allgather(&comm_old.core, EdgeShare::encode(share.as_ref().ok()));
+    share?;
+    let g = DistGraph::from_shares(call, comm_old.core.rank, &shares)?;
+    let h = create_first(l, &comm_old, size, DISC_DIST_GRAPH, Topology::DistGraph(g));
+    // SAFETY: checked non-null above (the share would have failed otherwise).
+    unsafe { *comm_dist_graph = h };
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Dist_graph_neighbors_count(
-    comm: usize,
-    indegree: *mut c_int,
-    outdegree: *mut c_int,
-    weighted: *mut c_int,
-) -> c_int {
-    guard(comm, || {
-        let call = "MPI_Dist_graph_neighbors_count";
-        let l = lib(call)?;
-        let cm = l.comm(call, comm)?;
-        let g = dist_graph_of(call, &cm)?;
-        put(call, "indegree", indegree, g.sources.len() as c_int)?;
-        put(call, "outdegree", outdegree, g.destinations.len() as c_int)?;
-        put(call, "weighted", weighted, g.weighted as c_int)
-    })
+pub(crate) fn dist_graph_neighbors_count(
+    cx: Call,
+    _l: &Lib,
+    comm: CommRef,
+    indegree: Out<c_int>,
+    outdegree: Out<c_int>,
+    weighted: Out<c_int>,
+) -> Result<()> {
+    let g = dist_graph_of(cx.name, &comm)?;
+    indegree.put(g.sources.len() as c_int);
+    outdegree.put(g.destinations.len() as c_int);
+    weighted.put(g.weighted as c_int);
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Dist_graph_neighbors(
-    comm: usize,
-    maxindegree: c_int,
+pub(crate) fn dist_graph_neighbors(
+    cx: Call,
+    _l: &Lib,
+    comm: CommRef,
+    maxindegree: usize,
     sources: *mut c_int,
     sourceweights: *mut c_int,
-    maxoutdegree: c_int,
+    maxoutdegree: usize,
     destinations: *mut c_int,
     destweights: *mut c_int,
-) -> c_int {
-    guard(comm, || {
-        let call = "MPI_Dist_graph_neighbors";
-        let l = lib(call)?;
-        let cm = l.comm(call, comm)?;
-        let g = dist_graph_of(call, &cm)?;
-        let nin = non_negative(call, "maxindegree", maxindegree)?.min(g.sources.len());
-        let nout = non_negative(call, "maxoutdegree", maxoutdegree)?.min(g.destinations.len());
-        // Weights are written only for a weighted graph, and never through the special values.
-        let wanted = |p: *mut c_int| g.weighted && !matches!(p as usize, c::MPI_UNWEIGHTED | c::MPI_WEIGHTS_EMPTY);
-        // SAFETY: the application's arrays hold `maxindegree` and `maxoutdegree` ints; no more
-        // is written.
-        unsafe {
-            write_ints(call, "sources", sources, &g.sources[..nin])?;
-            write_ints(call, "destinations", destinations, &g.destinations[..nout])?;
-            if wanted(sourceweights) {
-                write_ints(call, "sourceweights", sourceweights, &g.source_weights[..nin])?;
-            }
-            if wanted(destweights) {
-                write_ints(call, "destweights", destweights, &g.dest_weights[..nout])?;
-            }
+) -> Result<()> {
+    let call = cx.name;
+    let g = dist_graph_of(call, &comm)?;
+    let (nin, nout) = (maxindegree.min(g.sources.len()), maxoutdegree.min(g.destinations.len()));
+    // Weights are written only for a weighted graph, and never through the special values.
+    let wanted = |p: *mut c_int| g.weighted && !matches!(p as usize, c::MPI_UNWEIGHTED | c::MPI_WEIGHTS_EMPTY);
+    // SAFETY: the application's arrays hold `maxindegree` and `maxoutdegree` ints; no more is
+    // written.
+    unsafe {
+        write_ints(call, "sources", sources, &g.sources[..nin])?;
+        write_ints(call, "destinations", destinations, &g.destinations[..nout])?;
+        if wanted(sourceweights) {
+            write_ints(call, "sourceweights", sourceweights, &g.source_weights[..nin])?;
         }
-        Ok(())
-    })
+        if wanted(destweights) {
+            write_ints(call, "destweights", destweights, &g.dest_weights[..nout])?;
+        }
+    }
+    Ok(())
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Topo_test(comm: usize, status: *mut c_int) -> c_int {
-    guard(comm, || {
-        let call = "MPI_Topo_test";
-        let l = lib(call)?;
-        let cm = l.comm(call, comm)?;
-        put(call, "status", status, cm.topo.as_ref().map_or(c::MPI_UNDEFINED, |t| t.kind()))
-    })
+#[inline]
+pub(crate) fn topo_test(_cx: Call, _l: &Lib, comm: CommRef, status: Out<c_int>) -> Result<()> {
+    status.put(comm.topo.as_ref().map_or(c::MPI_UNDEFINED, |t| t.kind()));
+    Ok(())
 }

@@ -175,16 +175,10 @@ fn finish(mpi: &Mpi, call: &str, comm: &Comm, root: i32, outcome: Option<Outcome
 /// The communicator of spawn, accept and connect must be an intracommunicator holding `root`.
 pub fn check_root(call: &str, root: i32, comm: &Comm) -> Result<()> {
     if comm.is_inter() {
-        return Err(MpiError::new(
-            c::MPI_ERR_COMM,
-            format!("{call}: comm is an intercommunicator; this call needs an intracommunicator"),
-        ));
+        return Err(MpiError::not_intracomm(call, "comm"));
     }
     if !(0..comm.size()).contains(&root) {
-        return Err(MpiError::new(
-            c::MPI_ERR_ROOT,
-            format!("{call}: root {root} is out of range for comm of size {}", comm.size()),
-        ));
+        return Err(MpiError::root_out_of_range(call, root, comm.size(), "a communicator"));
     }
     Ok(())
 }

@@ -15,6 +15,152 @@ impl MpiError {
     }
 }
 
+/// The kinds of MPI handles, for the messages about bad ones: each has its error class, its
+/// null handle and the noun a message uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandleKind {
+    Comm,
+    Group,
+    Datatype,
+    Op,
+    Info,
+    Errhandler,
+    Request,
+    Message,
+}
+
+impl HandleKind {
+    pub fn class(self) -> i32 {
+        match self {
+            HandleKind::Comm => c::MPI_ERR_COMM,
+            HandleKind::Group => c::MPI_ERR_GROUP,
+            HandleKind::Datatype => c::MPI_ERR_TYPE,
+            HandleKind::Op => c::MPI_ERR_OP,
+            HandleKind::Info => c::MPI_ERR_INFO,
+            HandleKind::Errhandler => c::MPI_ERR_ERRHANDLER,
+            HandleKind::Request | HandleKind::Message => c::MPI_ERR_REQUEST,
+        }
+    }
+
+    /// The null handle of this kind and its name.
+    pub fn null(self) -> (usize, &'static str) {
+        match self {
+            HandleKind::Comm => (c::MPI_COMM_NULL, "MPI_COMM_NULL"),
+            HandleKind::Group => (c::MPI_GROUP_NULL, "MPI_GROUP_NULL"),
+            HandleKind::Datatype => (c::MPI_DATATYPE_NULL, "MPI_DATATYPE_NULL"),
+            HandleKind::Op => (c::MPI_OP_NULL, "MPI_OP_NULL"),
+            HandleKind::Info => (c::MPI_INFO_NULL, "MPI_INFO_NULL"),
+            HandleKind::Errhandler => (c::MPI_ERRHANDLER_NULL, "MPI_ERRHANDLER_NULL"),
+            HandleKind::Request => (c::MPI_REQUEST_NULL, "MPI_REQUEST_NULL"),
+            HandleKind::Message => (c::MPI_MESSAGE_NULL, "MPI_MESSAGE_NULL"),
+        }
+    }
+
+    pub fn noun(self) -> &'static str {
+        match self {
+            HandleKind::Comm => "communicator",
+            HandleKind::Group => "group",
+            HandleKind::Datatype => "datatype",
+            HandleKind::Op => "operation",
+            HandleKind::Info => "info",
+            HandleKind::Errhandler => "error handler",
+            HandleKind::Request => "request",
+            HandleKind::Message => "message",
+        }
+    }
+}
+
+/// The catalogue of recurring messages. Each names the call, the argument and the reason, so
+/// that the C boundary and core word the same failure the same way.
+impl MpiError {
+    /// A count that must not be negative (`MPI_ERR_COUNT`).
+    pub fn negative_count(call: &str, arg: &str, n: i64) -> MpiError {
+        MpiError::new(c::MPI_ERR_COUNT, format!("{call}: {arg} {n} is negative"))
+    }
+
+    /// Any other argument that must not be negative (`MPI_ERR_ARG`).
+    pub fn negative(call: &str, arg: &str, n: i64) -> MpiError {
+        MpiError::new(c::MPI_ERR_ARG, format!("{call}: {arg} {n} is negative"))
+    }
+
+    /// `n` elements of `of` (a type name, "8-byte elements"...) take more bytes than an address
+    /// space holds.
+    pub fn count_overflow(call: &str, arg: &str, n: impl fmt::Display, of: impl fmt::Display) -> MpiError {
+        MpiError::new(c::MPI_ERR_COUNT, format!("{call}: {arg} {n} of {of} overflows"))
+    }
+
+    /// A result that the `int` form of a call cannot return; its large-count twin can.
+    pub fn does_not_fit(call: &str, arg: &str, v: i64) -> MpiError {
+        MpiError::new(c::MPI_ERR_COUNT, format!("{call}: {arg} {v} does not fit in an int; use {call}_c"))
+    }
+
+    pub fn null_pointer(call: &str, arg: &str) -> MpiError {
+        MpiError::new(c::MPI_ERR_ARG, format!("{call}: {arg} is a null pointer"))
+    }
+
+    /// A NULL buffer that would be read or written (`MPI_ERR_BUFFER`).
+    pub fn null_buffer(call: &str, arg: &str, count: usize, of: &str) -> MpiError {
+        MpiError::new(c::MPI_ERR_BUFFER, format!("{call}: {arg} is NULL but count is {count} of {of}"))
+    }
+
+    /// A handle that is the kind's null handle, or names no live object of the kind.
+    pub fn invalid_handle(call: &str, arg: &str, kind: HandleKind, h: usize) -> MpiError {
+        let (null, null_name) = kind.null();
+        if h == null {
+            return MpiError::new(kind.class(), format!("{call}: {arg} is {null_name}"));
+        }
+        MpiError::new(kind.class(), format!("{call}: {arg} {h:#x} is not a valid {} handle", kind.noun()))
+    }
+
+    /// A keyval that was never created for objects of kind `of` ("communicator", "datatype"), or
+    /// was freed.
+    pub fn invalid_keyval(call: &str, k: i32, of: &str) -> MpiError {
+        MpiError::new(c::MPI_ERR_KEYVAL, format!("{call}: keyval {k} is not a valid {of} keyval"))
+    }
+
+    /// A user-defined datatype used for communication before `MPI_Type_commit`.
+    pub fn not_committed(call: &str, arg: &str, h: usize) -> MpiError {
+        MpiError::new(c::MPI_ERR_TYPE, format!("{call}: {arg} {h:#x} has not been committed (MPI_Type_commit)"))
+    }
+
+    /// A tag outside `0..=ub` (and not `MPI_ANY_TAG` where that is allowed).
+    pub fn bad_tag(call: &str, arg: &str, tag: i32, ub: i32) -> MpiError {
+        MpiError::new(c::MPI_ERR_TAG, format!("{call}: {arg} {tag} is invalid (valid tags are 0..={ub})"))
+    }
+
+    /// A rank outside a communicator: on an intercommunicator ranks name the remote group.
+    pub fn rank_out_of_range(call: &str, arg: &str, r: i32, size: i32, inter: bool) -> MpiError {
+        let of = if inter { "the remote group of an intercommunicator" } else { "a communicator" };
+        MpiError::rank_out_of_range_of(call, arg, r, size, of)
+    }
+
+    /// A rank outside a named set of processes ("a group", "local_comm", "the graph").
+    pub fn rank_out_of_range_of(call: &str, arg: &str, r: i32, size: i32, of: &str) -> MpiError {
+        MpiError::new(c::MPI_ERR_RANK, format!("{call}: {arg} {r} is out of range for {of} of size {size}"))
+    }
+
+    /// A root outside the communicator `of` names.
+    pub fn root_out_of_range(call: &str, root: i32, size: i32, of: &str) -> MpiError {
+        MpiError::new(c::MPI_ERR_ROOT, format!("{call}: root {root} is out of range for {of} of size {size}"))
+    }
+
+    /// An intercommunicator where the call needs an intracommunicator.
+    pub fn not_intracomm(call: &str, arg: &str) -> MpiError {
+        MpiError::new(
+            c::MPI_ERR_COMM,
+            format!("{call}: {arg} is an intercommunicator; this call needs an intracommunicator"),
+        )
+    }
+
+    /// An intracommunicator where the call needs an intercommunicator.
+    pub fn not_intercomm(call: &str, arg: &str) -> MpiError {
+        MpiError::new(
+            c::MPI_ERR_COMM,
+            format!("{call}: {arg} is an intracommunicator; this call needs an intercommunicator"),
+        )
+    }
+}
+
 impl fmt::Display for MpiError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.msg)
@@ -75,5 +221,30 @@ pub fn class_text(class: i32) -> &'static str {
         c::MPI_ERR_SERVICE => "invalid service",
         c::MPI_ERR_NOT_SAME => "arguments differ between processes",
         _ => "error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalogue_names_call_argument_and_reason() {
+        let e = MpiError::invalid_handle("MPI_Send", "comm", HandleKind::Comm, c::MPI_COMM_NULL);
+        assert_eq!((e.class, e.msg.as_str()), (c::MPI_ERR_COMM, "MPI_Send: comm is MPI_COMM_NULL"));
+        let e = MpiError::invalid_handle("MPI_Type_commit", "datatype", HandleKind::Datatype, 0x1234);
+        assert_eq!(e.msg, "MPI_Type_commit: datatype 0x1234 is not a valid datatype handle");
+        let e = MpiError::rank_out_of_range("MPI_Send", "dest", 4, 2, true);
+        assert_eq!(e.class, c::MPI_ERR_RANK);
+        assert_eq!(e.msg, "MPI_Send: dest 4 is out of range for the remote group of an intercommunicator of size 2");
+        let e = MpiError::root_out_of_range("MPI_Comm_spawn", 3, 2, "a communicator");
+        assert_eq!(
+            (e.class, e.msg.as_str()),
+            (c::MPI_ERR_ROOT, "MPI_Comm_spawn: root 3 is out of range for a communicator of size 2")
+        );
+        assert_eq!(
+            MpiError::does_not_fit("MPI_Pack_size", "size", 1 << 40).msg,
+            "MPI_Pack_size: size 1099511627776 does not fit in an int; use MPI_Pack_size_c"
+        );
     }
 }

@@ -111,10 +111,7 @@ pub fn create(mpi: &Mpi, local: &Comm, leader: i32, peer: Option<LeaderArgs<'_>>
     let call = "MPI_Intercomm_create";
     let n = local.size();
     if !(0..n).contains(&leader) {
-        return Err(MpiError::new(
-            c::MPI_ERR_RANK,
-            format!("{call}: local_leader {leader} is out of range for local_comm of size {n}"),
-        ));
+        return Err(MpiError::rank_out_of_range_of(call, "local_leader", leader, n, "local_comm"));
     }
     let proposal = local.derive_ctx(hash_words(&[DISC_CREATE, tag as u64]));
     let verdict = if local.rank == leader {
@@ -143,10 +140,7 @@ fn leader_swap(
 ) -> Result<(u64, Group)> {
     let pn = peer.peer_size();
     if !(0..pn).contains(&remote_leader) {
-        return Err(MpiError::new(
-            c::MPI_ERR_RANK,
-            format!("{call}: remote_leader {remote_leader} is out of range for peer_comm of size {pn}"),
-        ));
+        return Err(MpiError::rank_out_of_range_of(call, "remote_leader", remote_leader, pn, "peer_comm"));
     }
     if local.group.rank_of(peer.proc_of(remote_leader)) != c::MPI_UNDEFINED {
         return Err(MpiError::new(
