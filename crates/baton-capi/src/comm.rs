@@ -104,7 +104,7 @@ fn idup(call: &str, comm: usize, info: Option<usize>, newcomm: *mut usize, reque
         if let (Some(kv), Some(o)) = (kv, l.t().comms.get(h)) {
             *o.info.lock().unwrap() = kv;
         }
-        let id = l.mpi.lock().engine.completed(empty_status());
+        let id = l.mpi.finished_request(empty_status());
         let r = crate::request::handle_of(id);
         out(call, "newcomm", newcomm, h)?;
         out(call, "request", request, r)
