@@ -84,7 +84,7 @@ fn idup_of(
     request: Out<usize>,
 ) -> Result<()> {
     let h = dup_of(l, comm, info)?;
-    let id = l.mpi.lock().engine.completed(crate::empty_status());
+    let id = l.mpi.finished_request(crate::empty_status());
     newcomm.put(h);
     request.put(crate::request::handle_of(id));
     Ok(())

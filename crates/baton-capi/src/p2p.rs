@@ -1,45 +1,32 @@
-//! Point-to-point communication: argument checks, then the engine.
+//! Point-to-point communication at the C boundary: argument checks and buffer decoding, then one
+//! entry of the device ([`baton_core::device`]), which does the rest.
+//!
+//! The express paths take the commonest calls (a predefined contiguous datatype or a small
+//! message of a committed derived one, a communicator at hand without a lookup, a plain rank and
+//! tag) straight to one express entry of the device; anything else, errors included, takes the
+//! generic path, which checks every argument and builds a [`Buffer`].
 //!
 //! Every call is written once over 64-bit counts; the `int` and `_c` entry points are thin.
 
 use crate::errors::guard;
-use crate::state::{lib, CommObj, Lib, PersistentOp, PersistentReq};
+use crate::state::{lib, CommObj, Lib, PersistentEntry};
 use crate::{put_status, MPI_Status};
 use baton_abi::consts as c;
 use baton_core::datatype::{predefined, predefined_contig_size, Layout};
-use baton_core::engine::{DirectEnd, ProcIdx, ReqId, SendData, Sender, Sink, Status};
+pub use baton_core::device::check_status;
+use baton_core::device::{Buffer, Detached, Envelope, Matched, Persistent};
+use baton_core::engine::{ProcIdx, Sender, Status};
 use baton_core::error::{MpiError, Result};
-use baton_core::runtime::State;
 use baton_transport::mem::UserBuf;
 use std::ffi::{c_int, c_void};
 use std::mem::MaybeUninit;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+pub use baton_core::device::SendMode;
 
 /// The largest tag: the frame header carries tags as 32-bit signed integers.
 pub const TAG_UB: c_int = i32::MAX;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SendMode {
-    Standard,
-    Sync,
-    Ready,
-    Buffered,
-}
-
-impl SendMode {
-    fn call(self, nonblocking: bool) -> &'static str {
-        match (self, nonblocking) {
-            (SendMode::Standard, false) => "MPI_Send",
-            (SendMode::Sync, false) => "MPI_Ssend",
-            (SendMode::Ready, false) => "MPI_Rsend",
-            (SendMode::Buffered, false) => "MPI_Bsend",
-            (SendMode::Standard, true) => "MPI_Isend",
-            (SendMode::Sync, true) => "MPI_Issend",
-            (SendMode::Ready, true) => "MPI_Irsend",
-            (SendMode::Buffered, true) => "MPI_Ibsend",
-        }
-    }
-}
 
 /// A datatype's layout: predefined ones are borrowed (no reference counting on the hot path).
 pub enum DtRef {
@@ -121,231 +108,67 @@ pub fn check_buf(call: &str, buf: usize, count: usize, lay: &Layout) -> Result<(
     Ok(())
 }
 
-fn bytes_of(call: &str, count: usize, lay: &Layout) -> Result<usize> {
-    count
-        .checked_mul(lay.size)
-        .filter(|&n| n <= isize::MAX as usize)
-        .ok_or_else(|| MpiError::new(c::MPI_ERR_COUNT, format!("{call}: count {count} of {} overflows", lay.name)))
-}
-
-/// The bytes a send takes from `buf`: the span itself when contiguous, else its elements, which
-/// the engine packs frame by frame.
-pub fn send_data(call: &str, buf: usize, count: usize, lay: &Arc<Layout>) -> Result<SendData> {
-    let n = bytes_of(call, count, lay)?;
-    let (lo, hi) = lay.span(count);
-    // SAFETY: MPI requires the send buffer to hold `count` elements of the datatype and to stay
-    // valid and unmodified until the send completes; (lo, hi) is exactly the bytes they cover.
-    let span = unsafe { UserBuf::new(buf.wrapping_add_signed(lo), (hi - lo) as usize) };
-    if lay.blocks.len() == 1 && lay.extent == lay.size as isize && lay.blocks[0].0 == 0 {
-        return Ok(SendData::User(span.prefix(n)));
+/// The application buffer of `count` elements of `lay` at `buf` (whose other checks the caller
+/// made), or an error naming `call` when their size overflows.
+pub fn user_buffer(call: &str, buf: usize, count: usize, lay: &Arc<Layout>) -> Result<Buffer> {
+    if count.checked_mul(lay.size).is_none_or(|n| n > isize::MAX as usize) {
+        return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: count {count} of {} overflows", lay.name)));
     }
-    Ok(SendData::Typed { span, base_off: -lo, layout: lay.clone(), len: n })
-}
-
-/// Where a receive puts its bytes.
-pub fn sink(call: &str, buf: usize, count: usize, lay: &Arc<Layout>) -> Result<Sink> {
-    let n = bytes_of(call, count, lay)?;
     let (lo, hi) = lay.span(count);
-    // SAFETY: MPI requires the receive buffer to have room for `count` elements of the
-    // datatype and not to be accessed until the receive completes.
+    // SAFETY: MPI requires the buffer to hold (to send) or have room for (to receive) `count`
+    // elements of the datatype, valid for the whole operation, not modified while a send reads
+    // it and not accessed while a receive fills it; (lo, hi) is exactly the bytes they cover.
     let span = unsafe { UserBuf::new(buf.wrapping_add_signed(lo), (hi - lo) as usize) };
-    if lay.is_contiguous() {
-        return Ok(Sink::Contig(span.prefix(n)));
-    }
-    Ok(Sink::Typed { span, base_off: -lo, layout: lay.clone(), start: 0, len: n })
+    Ok(Buffer { span, base_off: -lo, layout: lay.clone(), count })
 }
 
-fn proc_null_status() -> Status {
-    Status { source: c::MPI_PROC_NULL, tag: c::MPI_ANY_TAG, error: 0, bytes: 0, cancelled: false }
+/// Which side of a message a call is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// `dest`: a rank or `MPI_PROC_NULL`, a valid tag.
+    Send,
+    /// `source`: `MPI_ANY_SOURCE` and `MPI_ANY_TAG` allowed too.
+    Recv,
 }
 
-/// Space accounting for buffered sends against the buffer the application attached.
-#[derive(Default)]
-pub struct BsendState {
-    pub addr: usize,
-    pub size: usize,
-    pub attached: bool,
-    pub automatic: bool,
-    pub inflight: Vec<(ReqId, usize)>,
+/// Checks a point-to-point call's arguments (`count` elements of `dt` at `buf`, rank `peer` of
+/// `comm`, `tag`) and decodes its buffer.
+fn message<'a>(
+    call: &str,
+    comm: &'a CommObj,
+    buf: usize,
+    count: i64,
+    dt: usize,
+    peer: c_int,
+    tag: c_int,
+    side: Side,
+) -> Result<(Envelope<'a>, Buffer)> {
+    let lay = dtype(call, dt)?;
+    let count = check_count(call, count)?;
+    let recv = side == Side::Recv;
+    check_peer(call, if recv { "source" } else { "dest" }, comm, peer, recv)?;
+    check_tag(call, tag, recv)?;
+    check_buf(call, buf, count, &lay)?;
+    let b = user_buffer(call, buf, count, &lay)?;
+    Ok((Envelope { comm: &comm.core, peer, tag, handle: comm.handle.load(Ordering::Relaxed) }, b))
 }
 
-fn bsend_used(st: &mut State, b: &mut BsendState) -> usize {
-    b.inflight.retain(|&(id, _)| {
-        let done = st.engine.get(id).is_none_or(|r| r.complete);
-        if done {
-            st.engine.release(id);
-        }
-        !done
-    });
-    b.inflight.iter().map(|&(_, n)| n).sum()
+/// Runs `call` on communicator `comm_h` under its error handler: `f` gets the library and the
+/// communicator.
+fn on_comm(call: &str, comm_h: usize, f: impl FnOnce(&Lib, &CommObj) -> Result<()>) -> c_int {
+    guard(comm_h, || {
+        let l = lib(call)?;
+        let comm = l.comm(call, comm_h)?;
+        f(l, &comm)
+    })
 }
 
-/// Waits until every buffered send has left (detach, finalize).
+/// Waits until every buffered send has left (finalize).
 pub fn bsend_flush(l: &Lib) {
-    let ids: Vec<ReqId> = std::mem::take(&mut l.t().bsend.inflight).into_iter().map(|(id, _)| id).collect();
-    for id in ids {
-        l.mpi.wait(id);
-    }
+    l.mpi.buffer_flush();
 }
 
-/// Starts a send; returns the engine request.
-pub fn start_send(
-    l: &Lib,
-    call: &str,
-    comm: &CommObj,
-    buf: usize,
-    count: i64,
-    dt: usize,
-    dest: c_int,
-    tag: c_int,
-    mode: SendMode,
-) -> Result<ReqId> {
-    Ok(send_inner(l, call, comm, buf, count, dt, dest, tag, mode, false)?.expect("kept"))
-}
-
-/// Starts a send. With `release_if_done`, a send complete on return (an eager message that
-/// fit in the ring) is released under the same lock and `None` is returned.
-fn send_inner(
-    l: &Lib,
-    call: &str,
-    comm: &CommObj,
-    buf: usize,
-    count: i64,
-    dt: usize,
-    dest: c_int,
-    tag: c_int,
-    mode: SendMode,
-    release_if_done: bool,
-) -> Result<Option<ReqId>> {
-    let lay = dtype(call, dt)?;
-    let count = check_count(call, count)?;
-    check_peer(call, "dest", comm, dest, false)?;
-    check_tag(call, tag, false)?;
-    check_buf(call, buf, count, &lay)?;
-    if dest == c::MPI_PROC_NULL {
-        return Ok(Some(l.mpi.lock().engine.completed(proc_null_status())));
-    }
-    let mut data = send_data(call, buf, count, &lay)?;
-    let to = comm.core.proc_of(dest);
-    if mode == SendMode::Buffered {
-        data = SendData::Packed(data.to_vec());
-        let need = data.len() + c::MPI_BSEND_OVERHEAD as usize;
-        let mut t = l.t();
-        let mut st = l.mpi.lock();
-        let used = bsend_used(&mut st, &mut t.bsend);
-        if !t.bsend.automatic {
-            if !t.bsend.attached {
-                return Err(MpiError::new(
-                    c::MPI_ERR_BUFFER,
-                    format!("{call}: no buffer is attached (MPI_Buffer_attach)"),
-                ));
-            }
-            if used + need > t.bsend.size {
-                return Err(MpiError::new(
-                    c::MPI_ERR_BUFFER,
-                    format!(
-                        "{call}: attached buffer too small: {need} bytes needed, {} free",
-                        t.bsend.size - used.min(t.bsend.size)
-                    ),
-                ));
-            }
-        }
-        let State { engine, fabric, .. } = &mut *st;
-        let id = engine.send(fabric, to, comm.core.ctx, comm.core.rank, tag, data, false, Sender::GoesOn);
-        t.bsend.inflight.push((id, need));
-        // The application's request (if any) completes at once: the data is ours now.
-        return Ok(Some(engine.completed(crate::empty_status())));
-    }
-    let mut st = l.mpi.lock();
-    let State { engine, fabric, .. } = &mut *st;
-    let sender = if release_if_done { Sender::Waits } else { Sender::GoesOn };
-    if matches!(mode, SendMode::Standard | SendMode::Ready) {
-        if let SendData::User(b) = &data {
-            if engine.send_now(fabric, to, comm.core.ctx, comm.core.rank, tag, b.read(0, b.len()), sender) {
-                // Gone already: a blocking send is done, a nonblocking one gets a request that
-                // is complete from the start.
-                return Ok(if release_if_done { None } else { Some(engine.completed(crate::empty_status())) });
-            }
-        }
-    }
-    let id = engine.send(fabric, to, comm.core.ctx, comm.core.rank, tag, data, mode == SendMode::Sync, sender);
-    if let Some(r) = engine.get_mut(id) {
-        r.comm = comm.handle.load(std::sync::atomic::Ordering::Relaxed);
-    }
-    if release_if_done && engine.get(id).is_some_and(|r| r.complete) {
-        engine.release(id);
-        return Ok(None);
-    }
-    Ok(Some(id))
-}
-
-/// A blocking send: like [`start_send`], then waits. An eager send that left at once is released
-/// under the same lock, the common case for small messages.
-fn send_and_wait(
-    l: &Lib,
-    call: &str,
-    comm: &CommObj,
-    buf: usize,
-    count: i64,
-    dt: usize,
-    dest: c_int,
-    tag: c_int,
-    mode: SendMode,
-) -> Result<()> {
-    if let Some(id) = send_inner(l, call, comm, buf, count, dt, dest, tag, mode, true)? {
-        l.mpi.wait(id);
-    }
-    Ok(())
-}
-
-/// Posts a receive; returns the engine request.
-pub fn start_recv(
-    l: &Lib,
-    call: &str,
-    comm: &CommObj,
-    buf: usize,
-    count: i64,
-    dt: usize,
-    src: c_int,
-    tag: c_int,
-) -> Result<ReqId> {
-    let lay = dtype(call, dt)?;
-    let count = check_count(call, count)?;
-    check_peer(call, "source", comm, src, true)?;
-    check_tag(call, tag, true)?;
-    check_buf(call, buf, count, &lay)?;
-    if src == c::MPI_PROC_NULL {
-        return Ok(l.mpi.lock().engine.completed(proc_null_status()));
-    }
-    let sink = sink(call, buf, count, &lay)?;
-    let mut st = l.mpi.lock();
-    let State { engine, fabric, .. } = &mut *st;
-    let id = engine.recv(fabric, comm.core.ctx, src, tag, sink);
-    if let Some(r) = engine.get_mut(id) {
-        r.comm = comm.handle.load(std::sync::atomic::Ordering::Relaxed);
-    }
-    Ok(id)
-}
-
-/// Turns a completed receive's status into the call's result.
-pub fn check_status(call: &str, s: &Status) -> Result<()> {
-    if s.error == c::MPI_ERR_TRUNCATE {
-        return Err(MpiError::new(
-            c::MPI_ERR_TRUNCATE,
-            format!(
-                "{call}: message from rank {} (tag {}) is longer than the receive buffer ({} bytes received)",
-                s.source, s.tag, s.bytes
-            ),
-        ));
-    }
-    if s.error == c::MPI_ERR_PROC_ABORTED {
-        return Err(MpiError::new(
-            c::MPI_ERR_PROC_ABORTED,
-            format!("{call}: a process of another job this operation needed is gone (it crashed or ended without MPI_Comm_disconnect)"),
-        ));
-    }
-    Ok(())
-}
+// ----- the express paths -----
 
 /// The byte count of the commonest calls: a predefined contiguous datatype with a plain count.
 /// `None` sends the call down the generic path, which checks everything and reports any error.
@@ -402,9 +225,7 @@ fn express_send(
     // SAFETY: MPI requires `buf` to hold `count` elements of the (contiguous) datatype during
     // the call; the bytes are copied into the ring before it returns.
     let span = unsafe { UserBuf::new(buf as usize, n) };
-    let mut st = l.mpi.lock();
-    let State { engine, fabric, .. } = &mut *st;
-    engine.send_now(fabric, to, ctx, rank, tag, span.read(0, n), sender)
+    l.mpi.send_eager_now(to, ctx, rank, tag, span.read(0, n), sender)
 }
 
 /// Largest packed size of a derived-datatype message the express paths take: they pack it on
@@ -459,142 +280,65 @@ fn express_send_typed(comm_h: usize, buf: *mut c_void, count: i64, dt: usize, de
     let mut storage = MaybeUninit::uninit();
     let packed = stack_bytes(&mut storage, n);
     lay.pack_window(&span, base, 0, packed);
-    let mut st = l.mpi.lock();
-    let State { engine, fabric, .. } = &mut *st;
-    engine.send_now(fabric, to, ctx, rank, tag, packed, Sender::Waits)
+    l.mpi.send_eager_now(to, ctx, rank, tag, packed, Sender::Waits)
 }
 
-/// `MPI_Recv` of a small message of a derived datatype on the express path: received into the
-/// stack, then unpacked; None to take the generic path.
+/// `MPI_Recv` of a small message of a derived datatype on the express path (`ctx` from
+/// [`express_recv_ctx`]): received into the stack, then unpacked; None to take the generic path.
 fn express_recv_typed(
     l: &Lib,
     comm_h: usize,
+    ctx: u64,
     buf: *mut c_void,
     count: i64,
     dt: usize,
     src: c_int,
     tag: c_int,
 ) -> Option<Status> {
-    if predefined(dt).is_some() || !express_recv_tag(tag) {
+    if predefined(dt).is_some() {
         return None;
     }
-    let (_, ctx, _) = express_comm(l, comm_h, src, true)?;
     let (lay, n, span, base) = express_typed(l, buf, count, dt)?;
     let mut storage = MaybeUninit::uninit();
     let packed = stack_bytes(&mut storage, n);
-    // SAFETY: `packed` is not touched until the receive has completed, which this function
-    // waits for before it returns.
+    // SAFETY: `packed` is not touched until the receive has completed, which `recv_now` waits
+    // for before it returns.
     let local = unsafe { UserBuf::new(packed.as_mut_ptr() as usize, n) };
-    let s = wait_express_recv(l, comm_h, ctx, src, tag, local);
+    let s = l.mpi.recv_now(comm_h, ctx, src, tag, local);
     let got = (s.bytes as usize).min(n);
     lay.unpack_into(&span, base, 0, &packed[..got]);
     Some(s)
 }
 
-/// Whether a receive's tag is one the express paths take (a valid one or `MPI_ANY_TAG`; the
-/// generic path reports the others).
-fn express_recv_tag(tag: c_int) -> bool {
-    tag >= 0 || tag == c::MPI_ANY_TAG
-}
-
-/// What a receive on the express path needs: the context id and the receive buffer; None to
-/// take the generic path.
+/// The context id of a receive on the express path: a valid tag or `MPI_ANY_TAG` (the generic
+/// path reports the others), a plain source or `MPI_ANY_SOURCE`; None to take the generic path.
 #[inline]
-fn express_recv_target(
-    l: &Lib,
-    comm_h: usize,
-    buf: *mut c_void,
-    count: i64,
-    dt: usize,
-    src: c_int,
-    tag: c_int,
-) -> Option<(u64, UserBuf)> {
-    let n = express_bytes(count, dt, buf)?;
-    if !express_recv_tag(tag) {
+fn express_recv_ctx(l: &Lib, comm_h: usize, src: c_int, tag: c_int) -> Option<u64> {
+    if tag < 0 && tag != c::MPI_ANY_TAG {
         return None;
     }
-    let (_, ctx, _) = express_comm(l, comm_h, src, true)?;
+    express_comm(l, comm_h, src, true).map(|(_, ctx, _)| ctx)
+}
+
+/// The receive buffer of the express path (a predefined contiguous datatype); None to take
+/// another path.
+#[inline]
+fn express_recv_span(buf: *mut c_void, count: i64, dt: usize) -> Option<UserBuf> {
+    let n = express_bytes(count, dt, buf)?;
     // SAFETY: MPI requires the receive buffer to have room for `count` elements of the
     // (contiguous) datatype and not to be accessed until the receive completes.
-    Some((ctx, unsafe { UserBuf::new(buf as usize, n) }))
+    Some(unsafe { UserBuf::new(buf as usize, n) })
 }
 
-/// Posts receive request on `engine` for `span` (the express paths' receive).
-fn post_express_recv(st: &mut State, comm_h: usize, ctx: u64, src: c_int, tag: c_int, span: UserBuf) -> ReqId {
-    let State { engine, fabric, .. } = st;
-    let id = engine.recv(fabric, ctx, src, tag, Sink::Contig(span));
-    if let Some(r) = engine.get_mut(id) {
-        // Its error handler, should it complete with an error (truncation).
-        r.comm = comm_h;
-    }
-    id
-}
-
-/// Posts a receive on the express path; None to take the generic path.
-#[inline]
-fn express_irecv(
-    l: &Lib,
-    comm_h: usize,
-    buf: *mut c_void,
-    count: i64,
-    dt: usize,
-    src: c_int,
-    tag: c_int,
-) -> Option<ReqId> {
-    let (ctx, span) = express_recv_target(l, comm_h, buf, count, dt, src, tag)?;
-    Some(post_express_recv(&mut l.mpi.lock(), comm_h, ctx, src, tag, span))
-}
-
-/// Receives into `span` through the engine's direct slot and waits for it.
-#[inline]
-fn wait_express_recv(l: &Lib, comm_h: usize, ctx: u64, src: c_int, tag: c_int, span: UserBuf) -> Status {
-    // Another thread's blocking receive may hold the engine's direct slot: then a request.
-    let request = {
-        let mut st = l.mpi.lock();
-        let State { engine, fabric, .. } = &mut *st;
-        if engine.recv_direct(fabric, ctx, src, tag, span) {
-            None
-        } else {
-            Some(post_express_recv(&mut st, comm_h, ctx, src, tag, span))
-        }
-    };
-    match request {
-        None => match l.mpi.block(|st| st.engine.take_direct()) {
-            DirectEnd::Done(s) => s,
-            DirectEnd::Request(id) => l.mpi.wait_pending(id).0,
-        },
-        Some(id) => l.mpi.wait_pending(id).0,
-    }
-}
-
-/// `MPI_Recv` on the express path; None to take the generic path.
-#[inline]
-fn express_recv(
-    comm_h: usize,
-    buf: *mut c_void,
-    count: i64,
-    dt: usize,
-    src: c_int,
-    tag: c_int,
-    status: *mut MPI_Status,
-) -> Option<c_int> {
-    let l = crate::state::lib_fast()?;
-    let s = match express_recv_target(l, comm_h, buf, count, dt, src, tag) {
-        Some((ctx, span)) => wait_express_recv(l, comm_h, ctx, src, tag, span),
-        None => express_recv_typed(l, comm_h, buf, count, dt, src, tag)?,
-    };
-    // SAFETY: status is MPI_STATUS_IGNORE (null) or points to a caller-owned MPI_Status.
-    unsafe { put_status(status, &s, false) };
-    Some(if s.error == 0 { c::MPI_SUCCESS } else { guard(comm_h, || check_status("MPI_Recv", &s)) })
-}
+// ----- sends and receives -----
 
 fn blocking_send(
-    comm_h: usize,
     buf: *mut c_void,
     count: i64,
     dt: usize,
     dest: c_int,
     tag: c_int,
+    comm_h: usize,
     mode: SendMode,
 ) -> c_int {
     if matches!(mode, SendMode::Standard | SendMode::Ready)
@@ -603,50 +347,54 @@ fn blocking_send(
     {
         return c::MPI_SUCCESS;
     }
-    guard(comm_h, || {
-        let call = mode.call(false);
-        let l = lib(call)?;
-        let comm = l.comm(call, comm_h)?;
-        send_and_wait(l, call, &comm, buf as usize, count, dt, dest, tag, mode)
+    let call = mode.call(false);
+    on_comm(call, comm_h, |l, comm| {
+        let (to, data) = message(call, comm, buf as usize, count, dt, dest, tag, Side::Send)?;
+        l.mpi.send(call, to, &data, mode)
     })
 }
 
 fn blocking_recv(
-    comm_h: usize,
     buf: *mut c_void,
     count: i64,
     dt: usize,
     src: c_int,
     tag: c_int,
+    comm_h: usize,
     status: *mut MPI_Status,
 ) -> c_int {
-    if let Some(rc) = express_recv(comm_h, buf, count, dt, src, tag, status) {
-        return rc;
-    }
-    guard(comm_h, || {
-        let l = lib("MPI_Recv")?;
-        let comm = l.comm("MPI_Recv", comm_h)?;
-        let id = start_recv(l, "MPI_Recv", &comm, buf as usize, count, dt, src, tag)?;
-        let (s, _) = l.mpi.wait_pending(id);
+    let express = || {
+        let l = crate::state::lib_fast()?;
+        let ctx = express_recv_ctx(l, comm_h, src, tag)?;
+        match express_recv_span(buf, count, dt) {
+            Some(span) => Some(l.mpi.recv_now(comm_h, ctx, src, tag, span)),
+            None => express_recv_typed(l, comm_h, ctx, buf, count, dt, src, tag),
+        }
+    };
+    if let Some(s) = express() {
         // SAFETY: status is MPI_STATUS_IGNORE (null) or points to a caller-owned MPI_Status.
         unsafe { put_status(status, &s, false) };
-        check_status("MPI_Recv", &s)
+        return if s.error == 0 { c::MPI_SUCCESS } else { guard(comm_h, || check_status("MPI_Recv", &s)) };
+    }
+    let call = "MPI_Recv";
+    on_comm(call, comm_h, |l, comm| {
+        let (from, into) = message(call, comm, buf as usize, count, dt, src, tag, Side::Recv)?;
+        let s = l.mpi.recv(from, &into);
+        // SAFETY: status is MPI_STATUS_IGNORE (null) or points to a caller-owned MPI_Status.
+        unsafe { put_status(status, &s, false) };
+        check_status(call, &s)
     })
 }
 
-fn out_request(call: &str, request: *mut usize) -> Result<()> {
-    crate::nonnull_mut(call, "request", request)
-}
-
 fn nonblocking_send(
-    comm_h: usize,
     buf: *mut c_void,
     count: i64,
     dt: usize,
     dest: c_int,
     tag: c_int,
-    mode: SendMode,
+    comm_h: usize,
     request: *mut usize,
+    mode: SendMode,
 ) -> c_int {
     if matches!(mode, SendMode::Standard | SendMode::Ready)
         && !request.is_null()
@@ -656,12 +404,11 @@ fn nonblocking_send(
         unsafe { *request = crate::request::SENT };
         return c::MPI_SUCCESS;
     }
-    guard(comm_h, || {
-        let call = mode.call(true);
-        let l = lib(call)?;
-        out_request(call, request)?;
-        let comm = l.comm(call, comm_h)?;
-        let id = start_send(l, call, &comm, buf as usize, count, dt, dest, tag, mode)?;
+    let call = mode.call(true);
+    on_comm(call, comm_h, |l, comm| {
+        crate::nonnull_mut(call, "request", request)?;
+        let (to, data) = message(call, comm, buf as usize, count, dt, dest, tag, Side::Send)?;
+        let id = l.mpi.start_send(call, to, &data, mode)?;
         // SAFETY: checked non-null above.
         unsafe { *request = crate::request::handle_of(id) };
         Ok(())
@@ -669,152 +416,150 @@ fn nonblocking_send(
 }
 
 fn nonblocking_recv(
-    comm_h: usize,
     buf: *mut c_void,
     count: i64,
     dt: usize,
     src: c_int,
     tag: c_int,
+    comm_h: usize,
     request: *mut usize,
 ) -> c_int {
     if let Some(l) = crate::state::lib_fast().filter(|_| !request.is_null()) {
-        if let Some(id) = express_irecv(l, comm_h, buf, count, dt, src, tag) {
+        let express =
+            express_recv_span(buf, count, dt).and_then(|span| Some((span, express_recv_ctx(l, comm_h, src, tag)?)));
+        if let Some((span, ctx)) = express {
+            let id = l.mpi.post_recv(comm_h, ctx, src, tag, span);
             // SAFETY: checked non-null; MPI gives us the handle to write.
             unsafe { *request = crate::request::handle_of(id) };
             return c::MPI_SUCCESS;
         }
     }
-    guard(comm_h, || {
-        let l = lib("MPI_Irecv")?;
-        out_request("MPI_Irecv", request)?;
-        let comm = l.comm("MPI_Irecv", comm_h)?;
-        let id = start_recv(l, "MPI_Irecv", &comm, buf as usize, count, dt, src, tag)?;
+    let call = "MPI_Irecv";
+    on_comm(call, comm_h, |l, comm| {
+        crate::nonnull_mut(call, "request", request)?;
+        let (from, into) = message(call, comm, buf as usize, count, dt, src, tag, Side::Recv)?;
+        let id = l.mpi.start_recv(from, &into);
         // SAFETY: checked non-null above.
         unsafe { *request = crate::request::handle_of(id) };
         Ok(())
     })
 }
 
-fn persistent(comm_h: usize, call: &str, op: PersistentOpArgs, request: *mut usize) -> c_int {
-    guard(comm_h, || {
-        let l = lib(call)?;
-        out_request(call, request)?;
-        let comm = l.comm_arc(call, comm_h)?;
-        // Check the arguments now, as the standard allows, so Start cannot fail on them later.
-        let lay = dtype(call, op.dtype)?;
-        let count = check_count(call, op.count)?;
-        check_peer(call, if op.send { "dest" } else { "source" }, &comm, op.peer, !op.send)?;
-        check_tag(call, op.tag, !op.send)?;
-        check_buf(call, op.buf, count, &lay)?;
-        let p = PersistentOp {
-            send: op.send,
-            mode: op.mode,
-            buf: op.buf,
-            count: op.count,
-            dtype: op.dtype,
-            peer: op.peer,
-            tag: op.tag,
-            comm,
+/// `MPI_Send_init` and its modes (`Some(mode)`), or `MPI_Recv_init` (None): the arguments are
+/// checked now, as the standard allows, so that `MPI_Start` cannot fail on them later.
+fn persistent(
+    buf: *mut c_void,
+    count: i64,
+    dt: usize,
+    peer: c_int,
+    tag: c_int,
+    comm_h: usize,
+    request: *mut usize,
+    call: &str,
+    mode: Option<SendMode>,
+) -> c_int {
+    on_comm(call, comm_h, |l, comm| {
+        crate::nonnull_mut(call, "request", request)?;
+        let side = if mode.is_some() { Side::Send } else { Side::Recv };
+        let (_, b) = message(call, comm, buf as usize, count, dt, peer, tag, side)?;
+        let core = comm.core.clone();
+        let op = match mode {
+            Some(mode) => Persistent::Send { comm: core, data: b, dest: peer, tag, mode },
+            None => Persistent::Recv { comm: core, buf: b, src: peer, tag },
         };
-        let h = l.t().persistent.insert(PersistentReq { op: Box::new(p), coll: None, active: None, comm: comm_h });
+        let h = l.t().persistent.insert(PersistentEntry { op, active: None, comm: comm_h });
         // SAFETY: checked non-null above.
         unsafe { *request = h };
         Ok(())
     })
 }
 
-struct PersistentOpArgs {
-    send: bool,
-    mode: SendMode,
-    buf: usize,
-    count: i64,
-    dtype: usize,
-    peer: c_int,
-    tag: c_int,
+/// The `int` and `_c` entry points of one call, which differ only in the width of their counts
+/// (marked `Count`: `int`, or `MPI_Count` in the `_c` one; `CountPtr`: where one is written
+/// back): both forward to one function over 64-bit counts, with the extra arguments after `;`.
+/// Types of more than one token are parenthesized.
+macro_rules! twins {
+    ($int:ident, $big:ident => $imp:ident($($a:ident: $t:tt),* $(; $($x:expr),*)?)) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $int($($a: $crate::p2p::twin_ty!(int $t)),*) -> c_int {
+            $imp($($crate::p2p::twin_arg!(int $a $t)),* $(, $($x),*)?)
+        }
+        #[no_mangle]
+        pub unsafe extern "C" fn $big($($a: $crate::p2p::twin_ty!(big $t)),*) -> c_int {
+            $imp($($crate::p2p::twin_arg!(big $a $t)),* $(, $($x),*)?)
+        }
+    };
 }
 
+/// An argument's type in the `int` or the `_c` (`big`) twin.
+macro_rules! twin_ty {
+    (int Count) => { c_int };
+    (big Count) => { i64 };
+    (int CountPtr) => { *mut c_int };
+    (big CountPtr) => { *mut i64 };
+    ($w:ident ($($t:tt)*)) => { $($t)* };
+    ($w:ident $t:tt) => { $t };
+}
+
+/// An argument as the common function takes it.
+macro_rules! twin_arg {
+    ($w:ident $a:ident Count) => {
+        $a as i64
+    };
+    (int $a:ident CountPtr) => {
+        $crate::p2p::CountOut::Int($a)
+    };
+    (big $a:ident CountPtr) => {
+        $crate::p2p::CountOut::Big($a)
+    };
+    ($w:ident $a:ident $t:tt) => {
+        $a
+    };
+}
+
+pub(crate) use {twin_arg, twin_ty};
+
+/// A count written back to the application: an `int` of the classic binding, or an
+/// `MPI_Count` of the `_c` one.
+#[derive(Clone, Copy)]
+pub enum CountOut {
+    Int(*mut c_int),
+    Big(*mut i64),
+}
+
+impl CountOut {
+    pub fn is_null(self) -> bool {
+        match self {
+            CountOut::Int(p) => p.is_null(),
+            CountOut::Big(p) => p.is_null(),
+        }
+    }
+
+    /// Writes `v`; an `int` gets `MPI_UNDEFINED` when `v` is beyond its range, as for any
+    /// count the classic binding cannot hold.
+    ///
+    /// # Safety
+    /// The pointer is non-null and the application's to write.
+    pub unsafe fn put(self, v: i64) {
+        // SAFETY: as the caller promises.
+        unsafe {
+            match self {
+                CountOut::Int(p) => *p = c_int::try_from(v).unwrap_or(c::MPI_UNDEFINED),
+                CountOut::Big(p) => *p = v,
+            }
+        }
+    }
+}
+
+/// A send mode's blocking, nonblocking and persistent calls, in both widths.
 macro_rules! send_fns {
-    ($mode:expr, $blocking:ident, $blocking_c:ident, $nb:ident, $nb_c:ident, $init:ident, $init_c:ident, $init_name:expr) => {
-        #[no_mangle]
-        pub unsafe extern "C" fn $blocking(
-            buf: *mut c_void,
-            count: c_int,
-            dt: usize,
-            dest: c_int,
-            tag: c_int,
-            comm: usize,
-        ) -> c_int {
-            blocking_send(comm, buf, count as i64, dt, dest, tag, $mode)
-        }
-        #[no_mangle]
-        pub unsafe extern "C" fn $blocking_c(
-            buf: *mut c_void,
-            count: i64,
-            dt: usize,
-            dest: c_int,
-            tag: c_int,
-            comm: usize,
-        ) -> c_int {
-            blocking_send(comm, buf, count, dt, dest, tag, $mode)
-        }
-        #[no_mangle]
-        pub unsafe extern "C" fn $nb(
-            buf: *mut c_void,
-            count: c_int,
-            dt: usize,
-            dest: c_int,
-            tag: c_int,
-            comm: usize,
-            request: *mut usize,
-        ) -> c_int {
-            nonblocking_send(comm, buf, count as i64, dt, dest, tag, $mode, request)
-        }
-        #[no_mangle]
-        pub unsafe extern "C" fn $nb_c(
-            buf: *mut c_void,
-            count: i64,
-            dt: usize,
-            dest: c_int,
-            tag: c_int,
-            comm: usize,
-            request: *mut usize,
-        ) -> c_int {
-            nonblocking_send(comm, buf, count, dt, dest, tag, $mode, request)
-        }
-        #[no_mangle]
-        pub unsafe extern "C" fn $init(
-            buf: *mut c_void,
-            count: c_int,
-            dt: usize,
-            dest: c_int,
-            tag: c_int,
-            comm: usize,
-            request: *mut usize,
-        ) -> c_int {
-            let op = PersistentOpArgs {
-                send: true,
-                mode: $mode,
-                buf: buf as usize,
-                count: count as i64,
-                dtype: dt,
-                peer: dest,
-                tag,
-            };
-            persistent(comm, $init_name, op, request)
-        }
-        #[no_mangle]
-        pub unsafe extern "C" fn $init_c(
-            buf: *mut c_void,
-            count: i64,
-            dt: usize,
-            dest: c_int,
-            tag: c_int,
-            comm: usize,
-            request: *mut usize,
-        ) -> c_int {
-            let op = PersistentOpArgs { send: true, mode: $mode, buf: buf as usize, count, dtype: dt, peer: dest, tag };
-            persistent(comm, $init_name, op, request)
-        }
+    ($mode:expr, $b:ident, $b_c:ident, $nb:ident, $nb_c:ident, $init:ident, $init_c:ident, $init_name:expr) => {
+        twins!($b, $b_c => blocking_send(buf: (*mut c_void), count: Count, dt: usize, dest: c_int, tag: c_int,
+            comm: usize; $mode));
+        twins!($nb, $nb_c => nonblocking_send(buf: (*mut c_void), count: Count, dt: usize, dest: c_int, tag: c_int,
+            comm: usize, request: (*mut usize); $mode));
+        twins!($init, $init_c => persistent(buf: (*mut c_void), count: Count, dt: usize, dest: c_int, tag: c_int,
+            comm: usize, request: (*mut usize); $init_name, Some($mode)));
     };
 }
 
@@ -859,88 +604,18 @@ send_fns!(
     "MPI_Bsend_init"
 );
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Recv(
-    buf: *mut c_void,
-    count: c_int,
-    dt: usize,
-    src: c_int,
-    tag: c_int,
-    comm: usize,
-    status: *mut MPI_Status,
-) -> c_int {
-    blocking_recv(comm, buf, count as i64, dt, src, tag, status)
-}
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Recv_c(
-    buf: *mut c_void,
-    count: i64,
-    dt: usize,
-    src: c_int,
-    tag: c_int,
-    comm: usize,
-    status: *mut MPI_Status,
-) -> c_int {
-    blocking_recv(comm, buf, count, dt, src, tag, status)
-}
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Irecv(
-    buf: *mut c_void,
-    count: c_int,
-    dt: usize,
-    src: c_int,
-    tag: c_int,
-    comm: usize,
-    request: *mut usize,
-) -> c_int {
-    nonblocking_recv(comm, buf, count as i64, dt, src, tag, request)
-}
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Irecv_c(
-    buf: *mut c_void,
-    count: i64,
-    dt: usize,
-    src: c_int,
-    tag: c_int,
-    comm: usize,
-    request: *mut usize,
-) -> c_int {
-    nonblocking_recv(comm, buf, count, dt, src, tag, request)
-}
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Recv_init(
-    buf: *mut c_void,
-    count: c_int,
-    dt: usize,
-    src: c_int,
-    tag: c_int,
-    comm: usize,
-    request: *mut usize,
-) -> c_int {
-    let op = PersistentOpArgs {
-        send: false,
-        mode: SendMode::Standard,
-        buf: buf as usize,
-        count: count as i64,
-        dtype: dt,
-        peer: src,
-        tag,
-    };
-    persistent(comm, "MPI_Recv_init", op, request)
-}
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Recv_init_c(
-    buf: *mut c_void,
-    count: i64,
-    dt: usize,
-    src: c_int,
-    tag: c_int,
-    comm: usize,
-    request: *mut usize,
-) -> c_int {
-    let op =
-        PersistentOpArgs { send: false, mode: SendMode::Standard, buf: buf as usize, count, dtype: dt, peer: src, tag };
-    persistent(comm, "MPI_Recv_init", op, request)
+twins!(PMPI_Recv, PMPI_Recv_c => blocking_recv(buf: (*mut c_void), count: Count, dt: usize, src: c_int, tag: c_int,
+    comm: usize, status: (*mut MPI_Status)));
+twins!(PMPI_Irecv, PMPI_Irecv_c => nonblocking_recv(buf: (*mut c_void), count: Count, dt: usize, src: c_int,
+    tag: c_int, comm: usize, request: (*mut usize)));
+twins!(PMPI_Recv_init, PMPI_Recv_init_c => persistent(buf: (*mut c_void), count: Count, dt: usize, src: c_int,
+    tag: c_int, comm: usize, request: (*mut usize); "MPI_Recv_init", None));
+
+/// Writes a completed receive's status (unless ignored) and turns it into the call's result.
+fn received(call: &str, s: &Status, status: *mut MPI_Status) -> Result<()> {
+    // SAFETY: status is MPI_STATUS_IGNORE (null) or points to a caller-owned MPI_Status.
+    unsafe { put_status(status, s, false) };
+    check_status(call, s)
 }
 
 fn sendrecv(
@@ -957,54 +632,17 @@ fn sendrecv(
     comm_h: usize,
     status: *mut MPI_Status,
 ) -> c_int {
-    guard(comm_h, || {
-        let call = "MPI_Sendrecv";
-        let l = lib(call)?;
-        let comm = l.comm(call, comm_h)?;
-        let r = start_recv(l, call, &comm, rbuf as usize, rcount, rdt, src, rtag)?;
-        let s = start_send(l, call, &comm, sbuf as usize, scount, sdt, dest, stag, SendMode::Standard)?;
-        l.mpi.wait(s);
-        let (st, _) = l.mpi.wait(r);
-        // SAFETY: status is ignore (null) or a caller-owned status.
-        unsafe { put_status(status, &st, false) };
-        check_status(call, &st)
+    let call = "MPI_Sendrecv";
+    on_comm(call, comm_h, |l, comm| {
+        let (from, into) = message(call, comm, rbuf as usize, rcount, rdt, src, rtag, Side::Recv)?;
+        let (to, data) = message(call, comm, sbuf as usize, scount, sdt, dest, stag, Side::Send)?;
+        received(call, &l.mpi.sendrecv(to, &data, from, &into), status)
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Sendrecv(
-    sbuf: *mut c_void,
-    scount: c_int,
-    sdt: usize,
-    dest: c_int,
-    stag: c_int,
-    rbuf: *mut c_void,
-    rcount: c_int,
-    rdt: usize,
-    src: c_int,
-    rtag: c_int,
-    comm: usize,
-    status: *mut MPI_Status,
-) -> c_int {
-    sendrecv(sbuf, scount as i64, sdt, dest, stag, rbuf, rcount as i64, rdt, src, rtag, comm, status)
-}
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Sendrecv_c(
-    sbuf: *mut c_void,
-    scount: i64,
-    sdt: usize,
-    dest: c_int,
-    stag: c_int,
-    rbuf: *mut c_void,
-    rcount: i64,
-    rdt: usize,
-    src: c_int,
-    rtag: c_int,
-    comm: usize,
-    status: *mut MPI_Status,
-) -> c_int {
-    sendrecv(sbuf, scount, sdt, dest, stag, rbuf, rcount, rdt, src, rtag, comm, status)
-}
+twins!(PMPI_Sendrecv, PMPI_Sendrecv_c => sendrecv(sbuf: (*mut c_void), scount: Count, sdt: usize, dest: c_int,
+    stag: c_int, rbuf: (*mut c_void), rcount: Count, rdt: usize, src: c_int, rtag: c_int, comm: usize,
+    status: (*mut MPI_Status)));
 
 fn sendrecv_replace(
     buf: *mut c_void,
@@ -1017,72 +655,20 @@ fn sendrecv_replace(
     comm_h: usize,
     status: *mut MPI_Status,
 ) -> c_int {
-    guard(comm_h, || {
-        let call = "MPI_Sendrecv_replace";
-        let l = lib(call)?;
-        let comm = l.comm(call, comm_h)?;
-        let lay = dtype(call, dt)?;
-        let n = check_count(call, count)?;
-        check_peer(call, "dest", &comm, dest, false)?;
-        check_tag(call, stag, false)?;
-        check_buf(call, buf as usize, n, &lay)?;
-        // The outgoing bytes are copied first: the same buffer receives.
-        let data = SendData::Packed(send_data(call, buf as usize, n, &lay)?.to_vec());
-        let r = start_recv(l, call, &comm, buf as usize, count, dt, src, rtag)?;
-        let s = if dest == c::MPI_PROC_NULL {
-            l.mpi.lock().engine.completed(proc_null_status())
-        } else {
-            let mut st = l.mpi.lock();
-            let State { engine, fabric, .. } = &mut *st;
-            engine.send(
-                fabric,
-                comm.core.proc_of(dest),
-                comm.core.ctx,
-                comm.core.rank,
-                stag,
-                data,
-                false,
-                Sender::Waits,
-            )
-        };
-        l.mpi.wait(s);
-        let (st, _) = l.mpi.wait(r);
-        // SAFETY: status is ignore (null) or a caller-owned status.
-        unsafe { put_status(status, &st, false) };
-        check_status(call, &st)
+    let call = "MPI_Sendrecv_replace";
+    on_comm(call, comm_h, |l, comm| {
+        let (to, b) = message(call, comm, buf as usize, count, dt, dest, stag, Side::Send)?;
+        check_peer(call, "source", comm, src, true)?;
+        check_tag(call, rtag, true)?;
+        let from = Envelope { peer: src, tag: rtag, ..to };
+        received(call, &l.mpi.sendrecv_replace(to, from, &b), status)
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Sendrecv_replace(
-    buf: *mut c_void,
-    count: c_int,
-    dt: usize,
-    dest: c_int,
-    stag: c_int,
-    src: c_int,
-    rtag: c_int,
-    comm: usize,
-    status: *mut MPI_Status,
-) -> c_int {
-    sendrecv_replace(buf, count as i64, dt, dest, stag, src, rtag, comm, status)
-}
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Sendrecv_replace_c(
-    buf: *mut c_void,
-    count: i64,
-    dt: usize,
-    dest: c_int,
-    stag: c_int,
-    src: c_int,
-    rtag: c_int,
-    comm: usize,
-    status: *mut MPI_Status,
-) -> c_int {
-    sendrecv_replace(buf, count, dt, dest, stag, src, rtag, comm, status)
-}
+twins!(PMPI_Sendrecv_replace, PMPI_Sendrecv_replace_c => sendrecv_replace(buf: (*mut c_void), count: Count,
+    dt: usize, dest: c_int, stag: c_int, src: c_int, rtag: c_int, comm: usize, status: (*mut MPI_Status)));
 
-// ----- probes -----
+// ----- probes and matched receives -----
 
 fn probe_args(call: &str, l: &Lib, comm_h: usize, src: c_int, tag: c_int) -> Result<Arc<CommObj>> {
     let comm = l.comm_arc(call, comm_h)?;
@@ -1096,12 +682,7 @@ pub unsafe extern "C" fn PMPI_Probe(src: c_int, tag: c_int, comm_h: usize, statu
     guard(comm_h, || {
         let l = lib("MPI_Probe")?;
         let comm = probe_args("MPI_Probe", l, comm_h, src, tag)?;
-        let s = if src == c::MPI_PROC_NULL {
-            proc_null_status()
-        } else {
-            let ctx = comm.core.ctx;
-            l.mpi.block(|st| st.engine.probe(ctx, src, tag))
-        };
+        let s = l.mpi.probe(&comm.core, src, tag);
         // SAFETY: status is ignore (null) or a caller-owned status.
         unsafe { put_status(status, &s, false) };
         Ok(())
@@ -1120,12 +701,7 @@ pub unsafe extern "C" fn PMPI_Iprobe(
         let l = lib("MPI_Iprobe")?;
         crate::nonnull_mut("MPI_Iprobe", "flag", flag)?;
         let comm = probe_args("MPI_Iprobe", l, comm_h, src, tag)?;
-        let found = if src == c::MPI_PROC_NULL {
-            Some(proc_null_status())
-        } else {
-            l.mpi.poll();
-            l.mpi.lock().engine.probe(comm.core.ctx, src, tag)
-        };
+        let found = l.mpi.iprobe(&comm.core, src, tag);
         // SAFETY: flag checked non-null; status ignore or caller-owned.
         unsafe {
             *flag = found.is_some() as c_int;
@@ -1154,36 +730,21 @@ fn mprobe_common(
             crate::nonnull_mut(call, "flag", flag)?;
         }
         let comm = probe_args(call, l, comm_h, src, tag)?;
-        let set = |found: bool, h: usize, s: &Status| {
-            // SAFETY: out pointers checked above (flag only when non-blocking).
-            unsafe {
-                if !blocking {
-                    *flag = found as c_int;
-                }
-                if found {
-                    *message = h;
-                    put_status(status, s, false);
-                }
+        let found =
+            if blocking { Some(l.mpi.mprobe(&comm.core, src, tag)) } else { l.mpi.improbe(&comm.core, src, tag) };
+        // SAFETY: out pointers checked above (flag only when nonblocking); status ignore or
+        // caller-owned.
+        unsafe {
+            if !blocking {
+                *flag = found.is_some() as c_int;
             }
-        };
-        if src == c::MPI_PROC_NULL {
-            set(true, c::MPI_MESSAGE_NO_PROC, &proc_null_status());
-            return Ok(());
-        }
-        let ctx = comm.core.ctx;
-        let msg = if blocking {
-            Some(l.mpi.block(|st| st.engine.mprobe(ctx, src, tag)))
-        } else {
-            l.mpi.poll();
-            l.mpi.lock().engine.mprobe(ctx, src, tag)
-        };
-        match msg {
-            Some(m) => {
-                let s = Status { source: m.h.src, tag: m.h.tag, error: 0, bytes: m.h.len, cancelled: false };
-                let h = l.t().messages.insert((m, comm));
-                set(true, h, &s);
+            if let Some(m) = found {
+                put_status(status, &m.status(), false);
+                *message = match m {
+                    Matched::NoProc => c::MPI_MESSAGE_NO_PROC,
+                    Matched::Message(m) => l.t().messages.insert((m, comm)),
+                };
             }
-            None => set(false, 0, &crate::empty_status()),
         }
         Ok(())
     })
@@ -1211,96 +772,55 @@ pub unsafe extern "C" fn PMPI_Improbe(
     mprobe_common("MPI_Improbe", src, tag, comm, false, flag, message, status)
 }
 
-/// Starts receiving a matched message; `None` for MPI_MESSAGE_NO_PROC.
-fn start_mrecv(l: &Lib, call: &str, buf: usize, count: i64, dt: usize, message: *mut usize) -> Result<Option<ReqId>> {
+/// The matched message behind `*message` (which becomes `MPI_MESSAGE_NULL`) and the buffer to
+/// receive it into.
+fn matched(l: &Lib, call: &str, buf: usize, count: i64, dt: usize, message: *mut usize) -> Result<(Matched, Buffer)> {
     crate::nonnull_mut(call, "message", message)?;
     // SAFETY: checked non-null.
     let mh = unsafe { *message };
     let lay = dtype(call, dt)?;
     let n = check_count(call, count)?;
     check_buf(call, buf, n, &lay)?;
-    if mh == c::MPI_MESSAGE_NO_PROC {
-        // SAFETY: as above.
-        unsafe { *message = c::MPI_MESSAGE_NULL };
-        return Ok(None);
-    }
-    let (m, _comm) = l.t().messages.remove(mh).ok_or_else(|| {
-        MpiError::new(c::MPI_ERR_REQUEST, format!("{call}: message {mh:#x} is not a valid message handle"))
-    })?;
+    let b = user_buffer(call, buf, n, &lay)?;
+    let m = if mh == c::MPI_MESSAGE_NO_PROC {
+        Matched::NoProc
+    } else {
+        let (m, _comm) = l.t().messages.remove(mh).ok_or_else(|| {
+            MpiError::new(c::MPI_ERR_REQUEST, format!("{call}: message {mh:#x} is not a valid message handle"))
+        })?;
+        Matched::Message(m)
+    };
     // SAFETY: as above.
     unsafe { *message = c::MPI_MESSAGE_NULL };
-    let sink = sink(call, buf, n, &lay)?;
-    let mut st = l.mpi.lock();
-    let State { engine, fabric, .. } = &mut *st;
-    Ok(Some(engine.mrecv(fabric, m, sink)))
+    Ok((m, b))
 }
 
 fn mrecv(buf: *mut c_void, count: i64, dt: usize, message: *mut usize, status: *mut MPI_Status) -> c_int {
     guard(c::MPI_COMM_WORLD, || {
-        let l = lib("MPI_Mrecv")?;
-        let id = start_mrecv(l, "MPI_Mrecv", buf as usize, count, dt, message)?;
-        let s = match id {
-            Some(id) => l.mpi.wait(id).0,
-            None => proc_null_status(),
-        };
-        // SAFETY: status ignore or caller-owned.
-        unsafe { put_status(status, &s, false) };
-        check_status("MPI_Mrecv", &s)
+        let call = "MPI_Mrecv";
+        let l = lib(call)?;
+        let (m, into) = matched(l, call, buf as usize, count, dt, message)?;
+        received(call, &l.mpi.mrecv(m, &into), status)
     })
 }
 
 fn imrecv(buf: *mut c_void, count: i64, dt: usize, message: *mut usize, request: *mut usize) -> c_int {
     guard(c::MPI_COMM_WORLD, || {
-        let l = lib("MPI_Imrecv")?;
-        out_request("MPI_Imrecv", request)?;
-        let id = start_mrecv(l, "MPI_Imrecv", buf as usize, count, dt, message)?;
-        let id = id.unwrap_or_else(|| l.mpi.lock().engine.completed(proc_null_status()));
+        let call = "MPI_Imrecv";
+        let l = lib(call)?;
+        crate::nonnull_mut(call, "request", request)?;
+        let (m, into) = matched(l, call, buf as usize, count, dt, message)?;
+        let id = l.mpi.imrecv(m, &into);
         // SAFETY: checked non-null.
         unsafe { *request = crate::request::handle_of(id) };
         Ok(())
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Mrecv(
-    buf: *mut c_void,
-    count: c_int,
-    dt: usize,
-    message: *mut usize,
-    status: *mut MPI_Status,
-) -> c_int {
-    mrecv(buf, count as i64, dt, message, status)
-}
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Mrecv_c(
-    buf: *mut c_void,
-    count: i64,
-    dt: usize,
-    message: *mut usize,
-    status: *mut MPI_Status,
-) -> c_int {
-    mrecv(buf, count, dt, message, status)
-}
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Imrecv(
-    buf: *mut c_void,
-    count: c_int,
-    dt: usize,
-    message: *mut usize,
-    request: *mut usize,
-) -> c_int {
-    imrecv(buf, count as i64, dt, message, request)
-}
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Imrecv_c(
-    buf: *mut c_void,
-    count: i64,
-    dt: usize,
-    message: *mut usize,
-    request: *mut usize,
-) -> c_int {
-    imrecv(buf, count, dt, message, request)
-}
+twins!(PMPI_Mrecv, PMPI_Mrecv_c => mrecv(buf: (*mut c_void), count: Count, dt: usize, message: (*mut usize),
+    status: (*mut MPI_Status)));
+twins!(PMPI_Imrecv, PMPI_Imrecv_c => imrecv(buf: (*mut c_void), count: Count, dt: usize, message: (*mut usize),
+    request: (*mut usize)));
 
 // ----- buffered-send buffer -----
 
@@ -1308,90 +828,47 @@ fn buffer_attach(buf: *mut c_void, size: i64) -> c_int {
     guard(c::MPI_COMM_WORLD, || {
         let call = "MPI_Buffer_attach";
         let l = lib(call)?;
-        let mut t = l.t();
-        if t.bsend.attached {
-            return Err(MpiError::new(c::MPI_ERR_BUFFER, format!("{call}: a buffer is already attached")));
+        let automatic = buf as usize == c::MPI_BUFFER_AUTOMATIC;
+        if !automatic {
+            if size < 0 {
+                return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: size {size} is negative")));
+            }
+            if buf.is_null() && size > 0 {
+                return Err(MpiError::new(c::MPI_ERR_BUFFER, format!("{call}: buffer is NULL")));
+            }
         }
-        if buf as usize == c::MPI_BUFFER_AUTOMATIC {
-            t.bsend.attached = true;
-            t.bsend.automatic = true;
-            return Ok(());
-        }
-        if size < 0 {
-            return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: size {size} is negative")));
-        }
-        if buf.is_null() && size > 0 {
-            return Err(MpiError::new(c::MPI_ERR_BUFFER, format!("{call}: buffer is NULL")));
-        }
-        t.bsend = BsendState {
-            addr: buf as usize,
-            size: size as usize,
-            attached: true,
-            automatic: false,
-            inflight: std::mem::take(&mut t.bsend.inflight),
-        };
-        Ok(())
+        l.mpi.buffer_attach(call, buf as usize, size.max(0) as usize, automatic)
     })
 }
 
-fn buffer_detach(addr: *mut c_void, size_out: &mut dyn FnMut(usize)) -> c_int {
+fn buffer_detach(addr: *mut c_void, size: CountOut) -> c_int {
     guard(c::MPI_COMM_WORLD, || {
         let call = "MPI_Buffer_detach";
         let l = lib(call)?;
         crate::nonnull_mut(call, "buffer_addr", addr)?;
-        // Detach blocks until every message sent from the buffer has left.
-        bsend_flush(l);
-        let mut t = l.t();
-        if !t.bsend.attached {
-            return Err(MpiError::new(c::MPI_ERR_BUFFER, format!("{call}: no buffer is attached")));
+        let (a, n) = match l.mpi.buffer_detach(call)? {
+            Detached::User { addr, size } => (addr, size),
+            Detached::Automatic => (c::MPI_BUFFER_AUTOMATIC, 0),
+        };
+        // SAFETY: `addr` is really a `void **` (standard C binding); checked non-null. The size
+        // is written unless NULL; an `int` one gets at most `INT_MAX`.
+        unsafe {
+            *(addr as *mut usize) = a;
+            if !size.is_null() {
+                size.put(if matches!(size, CountOut::Int(_)) { n.min(c_int::MAX as usize) } else { n } as i64);
+            }
         }
-        let b = std::mem::take(&mut t.bsend);
-        // SAFETY: `addr` is really a `void **` (standard C binding); checked non-null.
-        unsafe { *(addr as *mut usize) = if b.automatic { c::MPI_BUFFER_AUTOMATIC } else { b.addr } };
-        size_out(b.size);
         Ok(())
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Buffer_attach(buf: *mut c_void, size: c_int) -> c_int {
-    buffer_attach(buf, size as i64)
-}
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Buffer_attach_c(buf: *mut c_void, size: i64) -> c_int {
-    buffer_attach(buf, size)
-}
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Buffer_detach(addr: *mut c_void, size: *mut c_int) -> c_int {
-    buffer_detach(addr, &mut |n| {
-        if !size.is_null() {
-            // SAFETY: non-null out pointer.
-            unsafe { *size = n.min(c_int::MAX as usize) as c_int };
-        }
-    })
-}
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Buffer_detach_c(addr: *mut c_void, size: *mut i64) -> c_int {
-    buffer_detach(addr, &mut |n| {
-        if !size.is_null() {
-            // SAFETY: non-null out pointer.
-            unsafe { *size = n as i64 };
-        }
-    })
-}
+twins!(PMPI_Buffer_attach, PMPI_Buffer_attach_c => buffer_attach(buf: (*mut c_void), size: Count));
+twins!(PMPI_Buffer_detach, PMPI_Buffer_detach_c => buffer_detach(addr: (*mut c_void), size: CountPtr));
+
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Buffer_flush() -> c_int {
     guard(c::MPI_COMM_WORLD, || {
-        bsend_flush(lib("MPI_Buffer_flush")?);
+        lib("MPI_Buffer_flush")?.mpi.buffer_flush();
         Ok(())
     })
-}
-
-/// Used by `MPI_Start`: starts one round of a persistent operation.
-pub fn start_persistent(l: &Lib, op: &PersistentOp) -> Result<ReqId> {
-    if op.send {
-        start_send(l, "MPI_Start", &op.comm, op.buf, op.count, op.dtype, op.peer, op.tag, op.mode)
-    } else {
-        start_recv(l, "MPI_Start", &op.comm, op.buf, op.count, op.dtype, op.peer, op.tag)
-    }
 }

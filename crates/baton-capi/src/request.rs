@@ -1,42 +1,22 @@
 //! Completion: `Wait`/`Test` and their `all`/`any`/`some` forms, persistent `Start`, `Cancel`,
 //! `Request_free`, and what a status tells (`Get_count`, `Get_elements`, ...).
 //!
-//! A request handle is resolved to engine request ids with the tables lock, released before
-//! blocking, so waiting threads never hold it.
+//! Here a request handle is resolved ([`Resolved`]: what the device waits for, and the persistent
+//! request it belongs to) with the tables lock, released before the device waits; the waiting
+//! itself is the device's ([`baton_core::device::request`]). Once a request completes, its
+//! handle becomes `MPI_REQUEST_NULL`, or a persistent one inactive.
 
 use crate::errors::{guard, guard_at};
 use crate::handles::{self, Kind};
-use crate::p2p::{check_status, dtype, start_persistent};
-use crate::state::{lib, Lib, PersistentReq};
-use crate::{empty_status, put_status, MPI_Status};
+use crate::p2p::{check_status, dtype, CountOut};
+use crate::state::{lib, Lib, PersistentEntry};
+use crate::{put_status, MPI_Status};
 use baton_abi::consts as c;
-use baton_core::engine::{ReqId, Status};
+use baton_core::datatype::Layout;
+use baton_core::device::{Awaited, Completion, NoSuchRequest};
+use baton_core::engine::ReqId;
 use baton_core::error::{MpiError, Result};
-use baton_core::runtime::State;
 use std::ffi::c_int;
-
-/// What a request handle stands for.
-#[derive(Clone, Copy)]
-enum Res {
-    Null,
-    /// A persistent request between rounds.
-    Inactive,
-    /// An engine request; `persistent` is the handle of the persistent request it belongs to.
-    Engine {
-        id: ReqId,
-        persistent: Option<usize>,
-    },
-    /// [`SENT`]: a send that was complete when it started.
-    Sent,
-}
-
-impl Res {
-    /// An active request (one that `Waitany`/`Waitsome` report), as opposed to a null or an
-    /// inactive persistent one.
-    fn live(&self) -> bool {
-        matches!(self, Res::Engine { .. } | Res::Sent)
-    }
-}
 
 /// The engine slot that no request gets: it names [`SENT`].
 const SENT_SLOT: u32 = (1 << 20) - 1;
@@ -61,124 +41,85 @@ fn invalid(call: &str, h: usize) -> MpiError {
     MpiError::new(c::MPI_ERR_REQUEST, format!("{call}: request {h:#x} is not a valid request handle"))
 }
 
-fn resolve(l: &Lib, call: &str, h: usize) -> Result<Res> {
+/// A request handle resolved: what the device waits for, and the handle of the persistent request
+/// whose round it is, if any (made inactive, not null, on completion).
+#[derive(Clone, Copy)]
+struct Resolved {
+    awaited: Awaited,
+    persistent: Option<usize>,
+}
+
+fn resolve(l: &Lib, call: &str, h: usize) -> Result<Resolved> {
+    let plain = |awaited| Ok(Resolved { awaited, persistent: None });
     if h == c::MPI_REQUEST_NULL {
-        return Ok(Res::Null);
+        return plain(Awaited::Inactive);
     }
     if h == SENT {
-        return Ok(Res::Sent);
+        return plain(Awaited::Done);
     }
     if let Some((idx, gen)) = handles::decode(Kind::Request, h) {
-        return Ok(Res::Engine { id: ReqId { idx, gen }, persistent: None });
+        return plain(Awaited::Request(ReqId { idx, gen }));
     }
-    let t = l.t();
-    match t.persistent.get(h) {
-        Some(PersistentReq { active: Some(id), .. }) => Ok(Res::Engine { id: *id, persistent: Some(h) }),
-        Some(PersistentReq { active: None, .. }) => Ok(Res::Inactive),
+    match l.t().persistent.get(h) {
+        Some(PersistentEntry { active: Some(id), .. }) => {
+            Ok(Resolved { awaited: Awaited::Request(*id), persistent: Some(h) })
+        }
+        Some(PersistentEntry { active: None, .. }) => plain(Awaited::Inactive),
         None => Err(invalid(call, h)),
     }
 }
 
-/// Every handle of an array resolved (sized once: collecting through `Result` grows the list
-/// by doubling, four reallocations for a window of 64).
-fn resolve_all(l: &Lib, call: &str, hs: &[usize]) -> Result<Vec<Res>> {
-    let mut rs = Vec::with_capacity(hs.len());
-    for &h in hs {
-        rs.push(resolve(l, call, h)?);
-    }
-    Ok(rs)
+/// Every handle of an array resolved.
+struct ResolvedAll {
+    /// What the device waits for, by index.
+    awaited: Vec<Awaited>,
+    /// (index, handle) of the rounds of persistent requests: usually none, so no allocation.
+    persistent: Vec<(usize, usize)>,
 }
 
-/// Whether `r` is complete: None when its engine request does not exist (a stale or garbage
-/// handle that happened to decode).
-fn done(st: &State, r: &Res) -> Option<bool> {
-    match r {
-        Res::Engine { id, .. } => st.engine.get(*id).map(|q| q.complete),
-        _ => Some(true),
+fn resolve_all(l: &Lib, call: &str, hs: &[usize]) -> Result<ResolvedAll> {
+    // Sized once: collecting through `Result` grows the list by doubling.
+    let mut all = ResolvedAll { awaited: Vec::with_capacity(hs.len()), persistent: Vec::new() };
+    for (i, &h) in hs.iter().enumerate() {
+        let r = resolve(l, call, h)?;
+        all.awaited.push(r.awaited);
+        if let Some(p) = r.persistent {
+            all.persistent.push((i, p));
+        }
+    }
+    Ok(all)
+}
+
+impl ResolvedAll {
+    /// [`completed`] for entry `i`, whose handle is `hs[i]`.
+    fn completed(&self, l: &Lib, hs: &mut [usize], i: usize, done: &Completion) -> usize {
+        let persistent = self.persistent.iter().find(|&&(j, _)| j == i).map(|&(_, p)| p);
+        completed(l, &mut hs[i], Resolved { awaited: self.awaited[i], persistent }, done)
     }
 }
 
-/// Waits until every request in `rs` is complete (or, with `any`, one of the live ones) and
-/// returns the indices that are; an invalid one fails the call.
-fn block_on(l: &Lib, call: &str, hs: &[usize], rs: &[Res], any: bool) -> Result<Vec<usize>> {
-    // For `all`: the requests before `first_open` were complete at an earlier poll, and a
-    // complete request stays so until we release it; each poll starts from the first one that
-    // was not, so a window of n requests costs O(n) checks in all, not O(n) per poll.
-    let mut first_open = 0;
-    let found = l.mpi.block(|st| {
-        if !any {
-            while first_open < rs.len() && done(st, &rs[first_open]) == Some(true) {
-                first_open += 1;
-            }
-            // The common poll finds an incomplete request: leave before allocating anything.
-            if rs[first_open..].iter().any(|r| done(st, r) == Some(false)) {
-                return None;
+/// After request `r` (handle `*h`) completed: a persistent request becomes inactive, another
+/// active one `MPI_REQUEST_NULL`. Returns the communicator whose error handler applies.
+fn completed(l: &Lib, h: &mut usize, r: Resolved, done: &Completion) -> usize {
+    match r.persistent {
+        Some(p) => {
+            if let Some(e) = l.t().persistent.get_mut(p) {
+                e.active = None;
             }
         }
-        // Sized once: grown by pushes it cost six reallocations per window of 64.
-        let mut ready = Vec::with_capacity(if any { 1 } else { rs.len() });
-        for (i, r) in rs.iter().enumerate() {
-            match done(st, r) {
-                None => return Some(Err(i)),
-                Some(true) if !any || r.live() => ready.push(i),
-                _ => {}
-            }
-        }
-        let enough = if any { !ready.is_empty() } else { ready.len() == rs.len() };
-        enough.then_some(Ok(ready))
-    });
-    found.map_err(|i| invalid(call, hs[i]))
+        None if r.awaited.active() => *h = c::MPI_REQUEST_NULL,
+        None => {}
+    }
+    if done.comm == 0 {
+        c::MPI_COMM_WORLD
+    } else {
+        done.comm
+    }
 }
 
-/// Non-blocking twin of [`block_on`]: one progress pass, then what is complete.
-fn poll_on(l: &Lib, call: &str, hs: &[usize], rs: &[Res]) -> Result<Vec<usize>> {
-    l.mpi.poll();
-    let st = l.mpi.lock();
-    let mut ready = Vec::new();
-    for (i, r) in rs.iter().enumerate() {
-        match done(&st, r) {
-            None => return Err(invalid(call, hs[i])),
-            Some(true) => ready.push(i),
-            Some(false) => {}
-        }
-    }
-    Ok(ready)
-}
-
-/// Completes the requests at `idx` (all known to be done): their statuses and error-handler
-/// communicators, with handles freed (persistent ones made inactive).
-fn finish(l: &Lib, hs: &mut [usize], rs: &[Res], idx: &[usize]) -> Vec<(Status, usize)> {
-    let mut out = Vec::with_capacity(idx.len());
-    let mut persistent = Vec::new();
-    {
-        let mut st = l.mpi.lock();
-        for &i in idx {
-            match rs[i] {
-                Res::Null | Res::Inactive => out.push((empty_status(), c::MPI_COMM_WORLD)),
-                Res::Sent => {
-                    out.push((empty_status(), c::MPI_COMM_WORLD));
-                    hs[i] = c::MPI_REQUEST_NULL;
-                }
-                Res::Engine { id, persistent: p } => {
-                    let (s, comm) = st.engine.take_status(id).unwrap_or((empty_status(), 0));
-                    out.push((s, if comm == 0 { c::MPI_COMM_WORLD } else { comm }));
-                    match p {
-                        Some(h) => persistent.push(h),
-                        None => hs[i] = c::MPI_REQUEST_NULL,
-                    }
-                }
-            }
-        }
-    }
-    if !persistent.is_empty() {
-        let mut t = l.t();
-        for h in persistent {
-            if let Some(p) = t.persistent.get_mut(h) {
-                p.active = None;
-            }
-        }
-    }
-    out
+/// The error of a completion call that named request `hs[i]`, which is no request.
+fn no_such<'a>(call: &'a str, hs: &'a [usize]) -> impl FnOnce(NoSuchRequest) -> MpiError + 'a {
+    move |NoSuchRequest(i)| invalid(call, hs[i])
 }
 
 unsafe fn req_array<'a>(call: &str, n: c_int, reqs: *mut usize) -> Result<&'a mut [usize]> {
@@ -202,85 +143,56 @@ unsafe fn status_at(statuses: *mut MPI_Status, i: usize) -> *mut MPI_Status {
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Wait(request: *mut usize, status: *mut MPI_Status) -> c_int {
-    guard_at(|comm| {
-        let call = "MPI_Wait";
+/// `MPI_Wait` (`blocking`) and `MPI_Test`.
+fn wait_one(call: &str, request: *mut usize, blocking: bool, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    guard_at(|comm_out| {
         let l = lib(call)?;
         crate::nonnull_mut(call, "request", request)?;
+        if !blocking {
+            crate::nonnull_mut(call, "flag", flag)?;
+        }
         // SAFETY: checked non-null.
         let hp = unsafe { &mut *request };
         let r = resolve(l, call, *hp)?;
-        let (s, cm) = match r {
-            Res::Engine { id, persistent } => {
-                let got = l.mpi.block(|st| match st.engine.get_mut(id) {
-                    None => Some(None),
-                    Some(q) if q.complete => {
-                        let out = (q.status, q.comm);
-                        st.engine.release(id);
-                        Some(Some(out))
-                    }
-                    Some(_) => None,
-                });
-                let (s, cm) = got.ok_or_else(|| invalid(call, *hp))?;
-                match persistent {
-                    Some(h) => {
-                        if let Some(p) = l.t().persistent.get_mut(h) {
-                            p.active = None;
-                        }
-                    }
-                    None => *hp = c::MPI_REQUEST_NULL,
-                }
-                (s, if cm == 0 { c::MPI_COMM_WORLD } else { cm })
-            }
-            Res::Sent => {
-                *hp = c::MPI_REQUEST_NULL;
-                (empty_status(), c::MPI_COMM_WORLD)
-            }
-            Res::Null | Res::Inactive => (empty_status(), c::MPI_COMM_WORLD),
-        };
-        *comm = cm;
+        let got = if blocking { l.mpi.wait_one(r.awaited).map(Some) } else { l.mpi.test_one(r.awaited) };
+        let got = got.map_err(|_| invalid(call, *hp))?;
+        if !blocking {
+            // SAFETY: checked non-null.
+            unsafe { *flag = got.is_some() as c_int };
+        }
+        let Some(done) = got else { return Ok(()) };
+        *comm_out = completed(l, hp, r, &done);
         // SAFETY: ignore (null) or caller-owned status.
-        unsafe { put_status(status, &s, false) };
-        check_status(call, &s)
+        unsafe { put_status(status, &done.status, false) };
+        check_status(call, &done.status)
     })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Wait(request: *mut usize, status: *mut MPI_Status) -> c_int {
+    wait_one("MPI_Wait", request, true, std::ptr::null_mut(), status)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Test(request: *mut usize, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    guard_at(|comm_out| {
-        let call = "MPI_Test";
-        let l = lib(call)?;
-        crate::nonnull_mut(call, "request", request)?;
-        crate::nonnull_mut(call, "flag", flag)?;
-        // SAFETY: checked non-null.
-        let hp = unsafe { &mut *request };
-        let rs = [resolve(l, call, *hp)?];
-        let ready = poll_on(l, call, std::slice::from_ref(hp), &rs)?;
-        // SAFETY: checked non-null.
-        unsafe { *flag = (!ready.is_empty()) as c_int };
-        if !ready.is_empty() {
-            let (s, comm) = finish(l, std::slice::from_mut(hp), &rs, &[0])[0];
-            // SAFETY: ignore or caller-owned status.
-            unsafe { put_status(status, &s, false) };
-            *comm_out = comm;
-            check_status(call, &s)?;
-        }
-        Ok(())
-    })
+    wait_one("MPI_Test", request, false, flag, status)
 }
 
-fn in_status(call: &str, results: &[(Status, usize)], comm_out: &mut usize) -> Result<()> {
-    match results.iter().find(|(s, _)| s.error != 0) {
-        None => Ok(()),
-        Some((_, comm)) => {
-            *comm_out = *comm;
-            Err(MpiError::new(
+fn in_status<'a>(
+    call: &str,
+    results: impl Iterator<Item = (&'a Completion, usize)>,
+    comm_out: &mut usize,
+) -> Result<()> {
+    for (done, comm) in results {
+        if done.status.error != 0 {
+            *comm_out = comm;
+            return Err(MpiError::new(
                 c::MPI_ERR_IN_STATUS,
                 format!("{call}: at least one request failed; see the MPI_ERROR field of its status"),
-            ))
+            ));
         }
     }
+    Ok(())
 }
 
 fn wait_all(
@@ -293,27 +205,30 @@ fn wait_all(
 ) -> c_int {
     guard_at(|comm_out| {
         let l = lib(call)?;
+        if !blocking {
+            crate::nonnull_mut(call, "flag", flag)?;
+        }
         // SAFETY: `n` handles at `reqs`, checked by req_array.
         let hs = unsafe { req_array(call, n, reqs)? };
         let rs = resolve_all(l, call, hs)?;
-        let ready = if blocking {
-            block_on(l, call, hs, &rs, false)?
+        let results = if blocking {
+            l.mpi.wait_all(&rs.awaited).map_err(no_such(call, hs))?
         } else {
-            crate::nonnull_mut(call, "flag", flag)?;
-            let r = poll_on(l, call, hs, &rs)?;
+            let got = l.mpi.test_all(&rs.awaited).map_err(no_such(call, hs))?;
             // SAFETY: checked non-null.
-            unsafe { *flag = (r.len() == rs.len()) as c_int };
-            if r.len() != rs.len() {
-                return Ok(());
+            unsafe { *flag = got.is_some() as c_int };
+            match got {
+                Some(r) => r,
+                None => return Ok(()),
             }
-            r
         };
-        let results = finish(l, hs, &rs, &ready);
-        for (i, (s, _)) in results.iter().enumerate() {
+        let mut comms = Vec::with_capacity(results.len());
+        for (i, done) in results.iter().enumerate() {
+            comms.push(rs.completed(l, hs, i, done));
             // SAFETY: ignore or an array with an entry per request.
-            unsafe { put_status(status_at(statuses, i), s, true) };
+            unsafe { put_status(status_at(statuses, i), &done.status, true) };
         }
-        in_status(call, &results, comm_out)
+        in_status(call, results.iter().zip(comms), comm_out)
     })
 }
 
@@ -350,39 +265,37 @@ fn wait_any(
         // SAFETY: `n` handles at `reqs`.
         let hs = unsafe { req_array(call, n, reqs)? };
         let rs = resolve_all(l, call, hs)?;
-        if !rs.iter().any(Res::live) {
-            // SAFETY: checked non-null out pointers; status ignore or caller-owned.
-            unsafe {
-                *index = c::MPI_UNDEFINED;
-                if !blocking {
-                    *flag = 1;
-                }
-                put_status(status, &empty_status(), false);
-            }
-            return Ok(());
-        }
-        let ready: Vec<usize> = if blocking {
-            block_on(l, call, hs, &rs, true)?
+        let none_active = !rs.awaited.iter().any(|a| a.active());
+        let got = if none_active {
+            None
+        } else if blocking {
+            l.mpi.wait_any(&rs.awaited).map_err(no_such(call, hs))?
         } else {
-            poll_on(l, call, hs, &rs)?.into_iter().filter(|&i| rs[i].live()).collect()
+            l.mpi.test_any(&rs.awaited).map_err(no_such(call, hs))?
         };
-        if !blocking {
-            // SAFETY: checked non-null.
-            unsafe { *flag = (!ready.is_empty()) as c_int };
-        }
-        let Some(&i) = ready.first() else {
-            // SAFETY: checked non-null.
-            unsafe { *index = c::MPI_UNDEFINED };
-            return Ok(());
-        };
-        let (s, comm) = finish(l, hs, &rs, &[i])[0];
-        // SAFETY: checked non-null; status ignore or caller-owned.
+        // SAFETY: checked non-null out pointers; status ignore or caller-owned.
         unsafe {
-            *index = i as c_int;
-            put_status(status, &s, false);
+            if !blocking {
+                // With no active request, the call is complete too.
+                *flag = (none_active || got.is_some()) as c_int;
+            }
+            *index = got.as_ref().map_or(c::MPI_UNDEFINED, |&(i, _)| i as c_int);
         }
-        *comm_out = comm;
-        check_status(call, &s)
+        match got {
+            Some((i, done)) => {
+                *comm_out = rs.completed(l, hs, i, &done);
+                // SAFETY: ignore or caller-owned status.
+                unsafe { put_status(status, &done.status, false) };
+                check_status(call, &done.status)
+            }
+            None => {
+                if none_active {
+                    // SAFETY: ignore or caller-owned status.
+                    unsafe { put_status(status, &crate::empty_status(), false) };
+                }
+                Ok(())
+            }
+        }
     })
 }
 
@@ -417,30 +330,28 @@ fn wait_some(
         // SAFETY: `n` handles at `reqs`.
         let hs = unsafe { req_array(call, n, reqs)? };
         let rs = resolve_all(l, call, hs)?;
-        if !rs.iter().any(Res::live) {
+        if !rs.awaited.iter().any(|a| a.active()) {
             // SAFETY: checked non-null.
             unsafe { *outcount = c::MPI_UNDEFINED };
             return Ok(());
         }
-        let got: Vec<usize> = if blocking {
-            block_on(l, call, hs, &rs, true)?
-        } else {
-            poll_on(l, call, hs, &rs)?.into_iter().filter(|&i| rs[i].live()).collect()
-        };
+        let got = if blocking { l.mpi.wait_some(&rs.awaited) } else { l.mpi.test_some(&rs.awaited) };
+        let got = got.map_err(no_such(call, hs))?;
         if !got.is_empty() {
             crate::nonnull_mut(call, "array_of_indices", indices)?;
         }
-        let results = finish(l, hs, &rs, &got);
-        for (k, (&i, (s, _))) in got.iter().zip(results.iter()).enumerate() {
+        let mut comms = Vec::with_capacity(got.len());
+        for (k, (i, done)) in got.iter().enumerate() {
+            comms.push(rs.completed(l, hs, *i, done));
             // SAFETY: arrays sized for `n` entries by the caller.
             unsafe {
-                *indices.add(k) = i as c_int;
-                put_status(status_at(statuses, k), s, true);
+                *indices.add(k) = *i as c_int;
+                put_status(status_at(statuses, k), &done.status, true);
             }
         }
         // SAFETY: checked non-null.
         unsafe { *outcount = got.len() as c_int };
-        in_status(call, &results, comm_out)
+        in_status(call, got.iter().map(|(_, d)| d).zip(comms), comm_out)
     })
 }
 
@@ -473,15 +384,7 @@ pub unsafe extern "C" fn PMPI_Request_get_status(request: usize, flag: *mut c_in
         let l = lib(call)?;
         crate::nonnull_mut(call, "flag", flag)?;
         let r = resolve(l, call, request)?;
-        l.mpi.poll();
-        let s = match r {
-            Res::Engine { id, .. } => {
-                let st = l.mpi.lock();
-                let q = st.engine.get(id).ok_or_else(|| invalid(call, request))?;
-                q.complete.then_some(q.status)
-            }
-            _ => Some(empty_status()),
-        };
+        let s = l.mpi.request_status(r.awaited).map_err(|_| invalid(call, request))?;
         // SAFETY: checked non-null; status ignore or caller-owned.
         unsafe {
             *flag = s.is_some() as c_int;
@@ -493,28 +396,35 @@ pub unsafe extern "C" fn PMPI_Request_get_status(request: usize, flag: *mut c_in
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Request_free(request: *mut usize) -> c_int {
+/// A call on the one request handle at `request` (checked non-null): `f` gets the library
+/// and the handle.
+fn on_request(call: &str, request: *mut usize, f: impl FnOnce(&Lib, usize) -> Result<()>) -> c_int {
     guard(c::MPI_COMM_WORLD, || {
-        let call = "MPI_Request_free";
         let l = lib(call)?;
         crate::nonnull_mut(call, "request", request)?;
         // SAFETY: checked non-null.
-        let h = unsafe { *request };
-        match resolve(l, call, h)? {
-            Res::Null => return Err(MpiError::new(c::MPI_ERR_REQUEST, format!("{call}: request is MPI_REQUEST_NULL"))),
-            Res::Sent => {}
-            Res::Engine { id, persistent: None } => {
-                let mut st = l.mpi.lock();
-                st.engine.get(id).ok_or_else(|| invalid(call, h))?;
-                // An active operation goes on and is dropped when it completes.
-                st.engine.release(id);
+        f(l, unsafe { *request })
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Request_free(request: *mut usize) -> c_int {
+    let call = "MPI_Request_free";
+    on_request(call, request, |l, h| {
+        if h == c::MPI_REQUEST_NULL {
+            return Err(MpiError::new(c::MPI_ERR_REQUEST, format!("{call}: request is MPI_REQUEST_NULL")));
+        }
+        if h == SENT {
+            // A send that was complete at its start: nothing to free.
+        } else if let Some((idx, gen)) = handles::decode(Kind::Request, h) {
+            if !l.mpi.free_request(ReqId { idx, gen }) {
+                return Err(invalid(call, h));
             }
-            Res::Engine { persistent: Some(_), .. } | Res::Inactive => {
-                let p = l.t().persistent.remove(h).ok_or_else(|| invalid(call, h))?;
-                if let Some(id) = p.active {
-                    l.mpi.lock().engine.release(id);
-                }
+        } else {
+            let p = l.t().persistent.remove(h).ok_or_else(|| invalid(call, h))?;
+            if let Some(id) = p.active {
+                // The round in progress goes on and is dropped when it completes.
+                l.mpi.free_request(id);
             }
         }
         // SAFETY: checked non-null.
@@ -525,26 +435,22 @@ pub unsafe extern "C" fn PMPI_Request_free(request: *mut usize) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cancel(request: *mut usize) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        let call = "MPI_Cancel";
-        let l = lib(call)?;
-        crate::nonnull_mut(call, "request", request)?;
-        // SAFETY: checked non-null.
-        let h = unsafe { *request };
-        if let Res::Engine { id, .. } = resolve(l, call, h)? {
-            let mut st = l.mpi.lock();
-            st.engine.get(id).ok_or_else(|| invalid(call, h))?;
-            // Receives not yet matched are cancelled; sends always complete normally (the
-            // standard deprecates cancelling them), so Test_cancelled reports false for them.
-            st.engine.cancel_recv(id);
+    let call = "MPI_Cancel";
+    on_request(call, request, |l, h| {
+        if let Awaited::Request(id) = resolve(l, call, h)?.awaited {
+            if !l.mpi.cancel(id) {
+                return Err(invalid(call, h));
+            }
         }
         Ok(())
     })
 }
 
 fn start_one(l: &Lib, h: usize) -> Result<()> {
-    let (op, coll, comm) = match l.t().persistent.get(h) {
-        Some(PersistentReq { op, coll, active: None, comm }) => (op.clone(), coll.clone(), *comm),
+    // Copied out (a few reference counts): a collective's first round, which goes out now, may
+    // run the application's reduction, which may call MPI.
+    let (op, comm) = match l.t().persistent.get(h) {
+        Some(e) if e.active.is_none() => (e.op.clone(), e.comm),
         Some(_) => {
             return Err(MpiError::new(c::MPI_ERR_REQUEST, format!("MPI_Start: request {h:#x} is already active")))
         }
@@ -555,13 +461,7 @@ fn start_one(l: &Lib, h: usize) -> Result<()> {
             ))
         }
     };
-    let id = match coll {
-        Some(sched) => {
-            sched.lock().unwrap_or_else(|e| e.into_inner()).restart();
-            l.mpi.start_coll(sched, comm)
-        }
-        None => start_persistent(l, &op)?,
-    };
+    let id = l.mpi.start(&op, comm)?;
     if let Some(p) = l.t().persistent.get_mut(h) {
         p.active = Some(id);
     }
@@ -570,12 +470,7 @@ fn start_one(l: &Lib, h: usize) -> Result<()> {
 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Start(request: *mut usize) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        let l = lib("MPI_Start")?;
-        crate::nonnull_mut("MPI_Start", "request", request)?;
-        // SAFETY: checked non-null.
-        start_one(l, unsafe { *request })
-    })
+    on_request("MPI_Start", request, start_one)
 }
 
 #[no_mangle]
@@ -599,73 +494,61 @@ fn status_ref<'a>(call: &str, s: *const MPI_Status) -> Result<&'a MPI_Status> {
     Ok(unsafe { &*s })
 }
 
-fn get_count(call: &str, s: *const MPI_Status, dt: usize) -> Result<i64> {
-    let s = status_ref(call, s)?;
-    let lay = dtype(call, dt)?;
+/// What `MPI_Get_count` reports: whole elements of `lay`, or `MPI_UNDEFINED`.
+fn count_of(s: &MPI_Status, lay: &Layout) -> i64 {
     let bytes = s.bytes();
     if lay.size == 0 {
-        return Ok(if bytes == 0 { 0 } else { c::MPI_UNDEFINED as i64 });
+        return if bytes == 0 { 0 } else { c::MPI_UNDEFINED as i64 };
     }
-    Ok(if bytes % lay.size as u64 == 0 { (bytes / lay.size as u64) as i64 } else { c::MPI_UNDEFINED as i64 })
-}
-
-fn clamp_int(v: i64) -> c_int {
-    if v > c_int::MAX as i64 {
-        c::MPI_UNDEFINED
+    if bytes.is_multiple_of(lay.size as u64) {
+        (bytes / lay.size as u64) as i64
     } else {
-        v as c_int
+        c::MPI_UNDEFINED as i64
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Get_count(s: *mut MPI_Status, dt: usize, count: *mut c_int) -> c_int {
+/// What `MPI_Get_elements` reports: basic elements of `lay`, or `MPI_UNDEFINED`.
+fn elements_of(s: &MPI_Status, lay: &Layout) -> i64 {
+    lay.elements_in(s.bytes()).map(|n| n as i64).unwrap_or(c::MPI_UNDEFINED as i64)
+}
+
+/// A count query of status `s` in datatype `dt` (`query`), written to `out`.
+fn status_count(
+    call: &str,
+    s: *const MPI_Status,
+    dt: usize,
+    out: CountOut,
+    query: fn(&MPI_Status, &Layout) -> i64,
+) -> c_int {
     guard(c::MPI_COMM_WORLD, || {
-        crate::nonnull_mut("MPI_Get_count", "count", count)?;
-        let v = get_count("MPI_Get_count", s, dt)?;
+        if out.is_null() {
+            return Err(MpiError::new(c::MPI_ERR_ARG, format!("{call}: count is a null pointer")));
+        }
+        let (st, lay) = (status_ref(call, s)?, dtype(call, dt)?);
+        let v = query(st, &lay);
         // SAFETY: checked non-null.
-        unsafe { *count = clamp_int(v) };
+        unsafe { out.put(v) };
         Ok(())
     })
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Get_count_c(s: *mut MPI_Status, dt: usize, count: *mut i64) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        crate::nonnull_mut("MPI_Get_count_c", "count", count)?;
-        let v = get_count("MPI_Get_count_c", s, dt)?;
-        // SAFETY: checked non-null.
-        unsafe { *count = v };
-        Ok(())
-    })
+/// A count query in both widths (`$int`, `$big`), answered by `$query`; each names itself in
+/// errors (`MPI_…` of its `PMPI_…` name).
+macro_rules! count_queries {
+    ($int:ident, $big:ident, $query:ident) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $int(s: *mut MPI_Status, dt: usize, count: *mut c_int) -> c_int {
+            status_count(&stringify!($int)[1..], s, dt, CountOut::Int(count), $query)
+        }
+        #[no_mangle]
+        pub unsafe extern "C" fn $big(s: *mut MPI_Status, dt: usize, count: *mut i64) -> c_int {
+            status_count(&stringify!($big)[1..], s, dt, CountOut::Big(count), $query)
+        }
+    };
 }
 
-fn get_elements(call: &str, s: *const MPI_Status, dt: usize) -> Result<i64> {
-    let s = status_ref(call, s)?;
-    let lay = dtype(call, dt)?;
-    Ok(lay.elements_in(s.bytes()).map(|n| n as i64).unwrap_or(c::MPI_UNDEFINED as i64))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Get_elements(s: *mut MPI_Status, dt: usize, count: *mut c_int) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        crate::nonnull_mut("MPI_Get_elements", "count", count)?;
-        let v = get_elements("MPI_Get_elements", s, dt)?;
-        // SAFETY: checked non-null.
-        unsafe { *count = clamp_int(v) };
-        Ok(())
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Get_elements_c(s: *mut MPI_Status, dt: usize, count: *mut i64) -> c_int {
-    guard(c::MPI_COMM_WORLD, || {
-        crate::nonnull_mut("MPI_Get_elements_c", "count", count)?;
-        let v = get_elements("MPI_Get_elements_c", s, dt)?;
-        // SAFETY: checked non-null.
-        unsafe { *count = v };
-        Ok(())
-    })
-}
+count_queries!(PMPI_Get_count, PMPI_Get_count_c, count_of);
+count_queries!(PMPI_Get_elements, PMPI_Get_elements_c, elements_of);
 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_elements_x(s: *mut MPI_Status, dt: usize, count: *mut i64) -> c_int {

@@ -1,12 +1,14 @@
 //! The library's state after `MPI_Init`: the core runtime plus the C-visible object tables.
 //!
-//! Two locks: `tables` (handles and their objects) and the runtime's engine lock. Code takes
-//! `tables` first when it needs both, and holds neither while calling application callbacks
-//! (error handlers, attribute callbacks) or while blocking.
+//! One lock here: `tables` (handles and their objects). The device ([`Lib::mpi`]) keeps its own
+//! locks, taken only inside its entries: code may call a device entry while holding `tables`
+//! (never the other way round), and holds `tables` neither while calling application callbacks
+//! (error handlers, attribute callbacks) nor while calling an entry that blocks.
 
 use crate::handles::{Kind, Table};
 use baton_abi::consts as c;
 use baton_core::comm::Comm;
+use baton_core::device::Persistent;
 use baton_core::engine::{ReqId, Unexpected};
 use baton_core::error::{MpiError, Result};
 use baton_core::group::Group;
@@ -80,7 +82,35 @@ pub struct Keyval {
     pub uses: usize,
 }
 
-/// What a persistent request does each time it is started.
+/// A persistent request: its operation, started again by every `MPI_Start`, the request of the
+/// round in progress, and the communicator handle whose error handler applies to it.
+pub struct PersistentEntry {
+    pub op: Persistent,
+    pub active: Option<ReqId>,
+    pub comm: usize,
+}
+
+/// The persistent requests by handle.
+pub struct PersistentTable(Table<PersistentEntry>);
+
+impl PersistentTable {
+    /// Registers a persistent request (or, from `coll.rs`, its older form) and returns its handle.
+    pub fn insert(&mut self, e: impl Into<PersistentEntry>) -> usize {
+        self.0.insert(e.into())
+    }
+    pub fn get(&self, h: usize) -> Option<&PersistentEntry> {
+        self.0.get(h)
+    }
+    pub fn get_mut(&mut self, h: usize) -> Option<&mut PersistentEntry> {
+        self.0.get_mut(h)
+    }
+    pub fn remove(&mut self, h: usize) -> Option<PersistentEntry> {
+        self.0.remove(h)
+    }
+}
+
+/// The form in which `coll.rs` registers a persistent collective until it hands over a
+/// [`Persistent::Coll`] itself: only `coll` is read, the point-to-point fields are placeholders.
 #[derive(Clone)]
 pub struct PersistentOp {
     pub send: bool,
@@ -93,20 +123,27 @@ pub struct PersistentOp {
     pub comm: Arc<CommObj>,
 }
 
-/// A persistent request: its operation and the engine request of the round in progress.
+/// See [`PersistentOp`]: a persistent collective as `coll.rs` registers it.
 pub struct PersistentReq {
     pub op: Box<PersistentOp>,
-    /// A persistent collective: its schedule, run again at every start (`op` is unused then).
     pub coll: Option<Arc<Mutex<baton_core::coll::schedule::Schedule>>>,
     pub active: Option<ReqId>,
     pub comm: usize,
+}
+
+impl From<PersistentReq> for PersistentEntry {
+    fn from(r: PersistentReq) -> PersistentEntry {
+        // Point-to-point persistent requests are built as `PersistentEntry` directly.
+        let sched = r.coll.expect("only persistent collectives are registered as a PersistentReq");
+        PersistentEntry { op: Persistent::Coll(sched), active: r.active, comm: r.comm }
+    }
 }
 
 pub struct Tables {
     pub comms: Table<Arc<CommObj>>,
     pub groups: Table<Arc<Group>>,
     pub errhandlers: Table<UserErrhandler>,
-    pub persistent: Table<PersistentReq>,
+    pub persistent: PersistentTable,
     pub messages: Table<(Unexpected, Arc<CommObj>)>,
     /// User-defined datatypes: layout and whether committed.
     pub datatypes: Table<(Arc<baton_core::datatype::Layout>, bool)>,
@@ -116,7 +153,6 @@ pub struct Tables {
     pub next_keyval: c_int,
     pub world: Arc<CommObj>,
     pub self_comm: Arc<CommObj>,
-    pub bsend: crate::p2p::BsendState,
 }
 
 pub struct Lib {
@@ -287,7 +323,7 @@ pub fn new_tables(mpi: &Mpi) -> Tables {
         comms: Table::new(Kind::Comm),
         groups: Table::new(Kind::Group),
         errhandlers: Table::new(Kind::Errhandler),
-        persistent: Table::new(Kind::PersistentRequest),
+        persistent: PersistentTable(Table::new(Kind::PersistentRequest)),
         messages: Table::new(Kind::Message),
         datatypes: Table::new(Kind::Datatype),
         ops: Table::new(Kind::Op),
@@ -295,6 +331,5 @@ pub fn new_tables(mpi: &Mpi) -> Tables {
         next_keyval: 1000,
         world,
         self_comm,
-        bsend: Default::default(),
     }
 }

@@ -12,7 +12,23 @@
 //!   `unsafe`: turning an address into a span).
 //! - [`Form`] and [`Started`]: how a collective was called (blocking, `MPI_I…`, `…_init`) and
 //!   what the caller gets back.
-//! - [`Persistent`]: a persistent request's operation, started again by every `MPI_Start`.
+//! - [`Persistent`]: a persistent request's operation, started again by every `MPI_Start`
+//!   ([`Device::start`]).
+//! - [`Envelope`] ([`p2p`]): where a point-to-point operation goes; [`Awaited`] and
+//!   [`Completion`] ([`request`]): what the completion calls wait for and give back; [`Bsend`]
+//!   ([`bsend`]): the buffered-send accounting.
+//!
+//! The entries by concern: [`p2p`] (sends, receives, probes, persistent starts, the express
+//! entries of the C boundary's fast paths), [`request`] (waits and tests, cancel, free),
+//! [`bsend`] (attach, detach, flush).
+
+pub mod bsend;
+pub mod p2p;
+pub mod request;
+
+pub use bsend::{Bsend, Detached};
+pub use p2p::{check_status, proc_null_status, Envelope, Matched};
+pub use request::{Awaited, Completion, NoSuchRequest};
 
 use crate::coll::schedule::{Loc, Region, Schedule};
 use crate::comm::Comm;
@@ -25,11 +41,13 @@ use std::sync::{Arc, Mutex};
 /// One MPI process's device state: the runtime and what the device entries keep beside it.
 pub struct Device {
     mpi: Mpi,
+    /// The buffer attached for buffered sends, and the buffered sends in flight.
+    bsend: Mutex<Bsend>,
 }
 
 impl Device {
     pub fn new(mpi: Mpi) -> Device {
-        Device { mpi }
+        Device { mpi, bsend: Mutex::new(Bsend::default()) }
     }
 
     /// The runtime underneath.
@@ -118,7 +136,9 @@ pub enum Started {
     Persistent(Persistent),
 }
 
-/// A persistent request's operation, started again by each `MPI_Start`.
+/// A persistent request's operation, started again by each `MPI_Start`. Cloning it is cheap
+/// (reference counts), so a caller may copy it out of a table before starting it.
+#[derive(Clone)]
 pub enum Persistent {
     /// `MPI_Send_init` and its modes.
     Send { comm: Arc<Comm>, data: Buffer, dest: i32, tag: i32, mode: SendMode },

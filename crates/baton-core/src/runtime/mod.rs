@@ -89,8 +89,8 @@ pub struct Mpi {
 
 impl Mpi {
     /// The engine and transports, for one step; never held while blocking or calling the
-    /// application.
-    pub fn lock(&self) -> MutexGuard<'_, State> {
+    /// application. Only the core takes it: the layers above call the device's entries.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 

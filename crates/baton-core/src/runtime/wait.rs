@@ -317,7 +317,7 @@ impl Mpi {
     }
 
     /// Blocks until `f` returns a value, progressing all communication meanwhile.
-    pub fn block<T>(&self, mut f: impl FnMut(&mut State) -> Option<T>) -> T {
+    pub(crate) fn block<T>(&self, mut f: impl FnMut(&mut State) -> Option<T>) -> T {
         let mut w = Waiting::new(&self.policy);
         loop {
             self.progress_colls();
