@@ -21,7 +21,7 @@ use baton_pmi::auth::Secret;
 use baton_pmi::PmiClient;
 use baton_transport::inbox::Inbox;
 use baton_transport::shm::{Consumer, ProcCtl, Segment};
-use baton_transport::tcp::Rx;
+use baton_transport::stream::Rx;
 use baton_transport::wait::{futex_wait, futex_wait_any, futex_wake};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

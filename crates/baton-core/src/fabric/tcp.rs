@@ -26,8 +26,8 @@
 use crate::engine::{Engine, Net, ProcIdx};
 use baton_pmi::auth::{client_handshake_keyed, server_handshake_keyed, Secret, TRANSPORT};
 use baton_transport::frame::Header;
+use baton_transport::stream::{self as tcp, EventFd, FrameSink, Poller, Rx, Tx};
 use baton_transport::sys::{interface_addrs, routable, IfAddr};
-use baton_transport::tcp::{self, EventFd, FrameSink, Poller, Rx, Tx};
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -1337,7 +1337,7 @@ mod tests {
                 if queued + len >= COALESCE_BATCH {
                     break;
                 }
-                queued += baton_transport::tcp::HEADER_LEN + len;
+                queued += baton_transport::stream::HEADER_LEN + len;
             }
         }
         assert_eq!(read_frames(&mut rx, sent.len()), sent, "a full batch waited for the pass");
