@@ -1,7 +1,7 @@
 //! [`fuzz_rx`]: the receive path on arbitrary bytes, for the fuzzers.
 
 use super::header::{decode, HEADER_LEN};
-use super::rx::{FrameSink, Rx, Source, RX_INITIAL};
+use super::rx::{Fill, FrameSink, Rx, Source, RX_INITIAL};
 use crate::frame::{Header, Kind};
 use std::io::{self, Read};
 
@@ -45,13 +45,7 @@ pub fn fuzz_rx(data: &[u8]) {
                 assert_eq!(payload.len() as u64, h.len);
             }
         }
-        fn place(
-            &mut self,
-            h: &Header,
-            plen: usize,
-            at: usize,
-            fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
-        ) -> Option<io::Result<usize>> {
+        fn place(&mut self, h: &Header, plen: usize, at: usize, fill: &mut Fill<'_>) -> Option<io::Result<usize>> {
             assert!(at <= plen && plen <= MAX);
             let start = (h.aux as usize).checked_add(at)?;
             let end = (h.aux as usize).checked_add(plen)?;

@@ -30,7 +30,7 @@ mod tx;
 pub use fuzz::fuzz_rx;
 pub use header::{decode, encode, FrameError, HEADER_LEN};
 pub use poll::{EventFd, Poller};
-pub use rx::{FrameSink, Received, Rx, Source};
+pub use rx::{Fill, FrameSink, Received, Rx, Source};
 pub use tx::Tx;
 
 use std::io;
@@ -47,16 +47,9 @@ fn would_block(e: &io::Error) -> bool {
 pub fn congestion(sock: &impl AsRawFd) -> io::Result<String> {
     let mut name = [0u8; 32];
     let mut len = name.len() as libc::socklen_t;
+    let (fd, opt) = (sock.as_raw_fd(), libc::TCP_CONGESTION);
     // SAFETY: the kernel writes at most `len` bytes into `name` and stores the length it wrote.
-    let r = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            name.as_mut_ptr() as *mut libc::c_void,
-            &mut len,
-        )
-    };
+    let r = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, opt, name.as_mut_ptr().cast(), &mut len) };
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
@@ -69,16 +62,9 @@ pub fn congestion(sock: &impl AsRawFd) -> io::Result<String> {
 /// not have, and for a process without `CAP_NET_ADMIN` one outside
 /// `net.ipv4.tcp_allowed_congestion_control` (`reno` is always allowed).
 pub fn set_congestion(sock: &impl AsRawFd, name: &str) -> io::Result<()> {
-    // SAFETY: the kernel reads `name.len()` bytes from `name`, which outlives the call.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CONGESTION,
-            name.as_ptr() as *const libc::c_void,
-            name.len() as libc::socklen_t,
-        )
-    };
+    let (fd, opt, len) = (sock.as_raw_fd(), libc::TCP_CONGESTION, name.len() as libc::socklen_t);
+    // SAFETY: the kernel reads `len` bytes from `name`, which outlives the call.
+    let r = unsafe { libc::setsockopt(fd, libc::IPPROTO_TCP, opt, name.as_ptr().cast(), len) };
     if r != 0 {
         return Err(io::Error::last_os_error());
     }

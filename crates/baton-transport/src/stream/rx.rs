@@ -28,6 +28,10 @@ impl Source for TcpStream {
     }
 }
 
+/// What [`FrameSink::place`] calls with the final place of a data frame's payload: it moves
+/// bytes there and returns how many.
+pub type Fill<'a> = dyn FnMut(&mut [u8]) -> io::Result<usize> + 'a;
+
 /// Where the receiving half delivers what it reads.
 pub trait FrameSink {
     /// A complete frame and its payload.
@@ -36,13 +40,7 @@ pub trait FrameSink {
     /// `fill` with that memory from payload byte `at` to the end of the frame and returns what
     /// it returned. `None` (what a sink that never places says): no such place, so the frame
     /// is buffered and given to [`frame`](Self::frame).
-    fn place(
-        &mut self,
-        _h: &Header,
-        _plen: usize,
-        _at: usize,
-        _fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
-    ) -> Option<io::Result<usize>> {
+    fn place(&mut self, _h: &Header, _plen: usize, _at: usize, _fill: &mut Fill<'_>) -> Option<io::Result<usize>> {
         None
     }
     /// `n` more payload bytes of data frame `h` were written by `place`.

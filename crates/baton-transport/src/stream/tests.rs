@@ -54,13 +54,7 @@ impl FrameSink for Collect {
     fn frame(&mut self, h: &Header, payload: &[u8]) {
         self.frames.push((*h, payload.to_vec()));
     }
-    fn place(
-        &mut self,
-        h: &Header,
-        plen: usize,
-        at: usize,
-        fill: &mut dyn FnMut(&mut [u8]) -> io::Result<usize>,
-    ) -> Option<io::Result<usize>> {
+    fn place(&mut self, h: &Header, plen: usize, at: usize, fill: &mut Fill<'_>) -> Option<io::Result<usize>> {
         if !self.direct {
             return None;
         }
