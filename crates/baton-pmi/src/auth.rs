@@ -412,6 +412,33 @@ mod tests {
         }
     }
 
+    /// The exchange as values: a client and a server that share the secret agree; a server
+    /// with another secret is caught by the client, and a proof made without the secret by the
+    /// server.
+    #[test]
+    fn the_exchange_runs_without_io() {
+        let s = Secret::generate().unwrap();
+        let (cx, hello) = ClientExchange::start(&s, &TRANSPORT, true).unwrap();
+        let h = ServerHello::parse(&TRANSPORT, true, &hello).unwrap();
+        assert_eq!(h.key(), Some(s.key_id()));
+        let (sx, answer) = h.answer(&s).unwrap();
+        let verdict = sx.check(&cx.prove(&answer).unwrap()).unwrap();
+        cx.check_verdict(verdict[0]).unwrap();
+        assert!(sx.secret() == &s);
+        assert!(cx.check_verdict(0).is_err());
+
+        let (cx, hello) = ClientExchange::start(&s, &TRANSPORT, true).unwrap();
+        let other = Secret::generate().unwrap();
+        let (sx, answer) = ServerHello::parse(&TRANSPORT, true, &hello).unwrap().answer(&other).unwrap();
+        assert_eq!(cx.prove(&answer).unwrap_err().kind(), PmiErrorKind::Auth);
+        assert_eq!(sx.check(&[0x17; MAC_LEN]).unwrap_err().kind(), PmiErrorKind::Auth);
+
+        let (_, hello) = ClientExchange::start(&s, &BOOTSTRAP, false).unwrap();
+        assert!(ServerHello::parse(&BOOTSTRAP, false, &hello).is_ok());
+        assert!(ServerHello::parse(&TRANSPORT, false, &hello).is_err(), "another protocol's magic");
+        assert!(ServerHello::parse(&BOOTSTRAP, true, &hello).is_err(), "an unkeyed hello read as keyed");
+    }
+
     #[test]
     fn hex_round_trip_and_rejection() {
         let s = Secret::generate().unwrap();
