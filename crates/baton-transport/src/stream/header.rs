@@ -55,7 +55,6 @@ pub fn encode(h: &Header, plen: usize) -> [u8; HEADER_LEN] {
 }
 
 /// Parses a header from the wire; returns it with the length of the payload that follows.
-#[inline]
 pub fn decode(b: &[u8; HEADER_LEN], max_payload: usize) -> Result<(Header, usize), FrameError> {
     let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
     let i32_at = |i: usize| i32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));

@@ -247,12 +247,14 @@ impl Dial {
     pub(super) fn io_done(&mut self, done: Done<'_>, now: Instant) -> DialStep {
         let within = self.left(now);
         match (std::mem::replace(&mut self.phase, DialPhase::Over), done) {
-            (DialPhase::Hello(ex), Done::Sent) => self.read(DialPhase::Answer(ex, Reading::new(MAX_MESSAGE)), within),
+            (DialPhase::Hello(ex), Done::Sent) => {
+                self.read(DialPhase::Answer(ex, Reading::new(ClientExchange::ANSWER_LEN)), within)
+            }
             (DialPhase::Proof(ex), Done::Sent) => self.read(DialPhase::Accepted(ex, Reading::new(1)), within),
             (DialPhase::Ident, Done::Sent) => self.read(DialPhase::Verdict(Reading::new(1)), within),
             (DialPhase::Answer(ex, mut r), Done::Received(b)) => match r.add(b) {
                 Ok(Some(answer)) => {
-                    let answer: &[u8; MAX_MESSAGE] = answer.try_into().expect("a whole answer");
+                    let answer: &[u8; ClientExchange::ANSWER_LEN] = answer.try_into().expect("a whole answer");
                     match ex.prove(answer) {
                         Ok(proof) => {
                             self.phase = DialPhase::Proof(ex);

@@ -63,7 +63,6 @@ impl TcpNet {
 
     /// The sending half of lane `lane` to `to`, connecting every lane first if need be; `None`
     /// if `to` is lost or cannot be reached.
-    #[inline]
     pub(super) fn lane(&mut self, to: ProcIdx, lane: usize) -> Option<&mut Tx> {
         if self.is_lost(to) {
             return None;
@@ -74,6 +73,7 @@ impl TcpNet {
         self.tx[to as usize][lane].as_mut()
     }
 
+    #[inline]
     pub fn try_send(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> bool {
         self.send_frame(to, h, payload, false)
     }
@@ -106,6 +106,7 @@ impl TcpNet {
         sent
     }
 
+    #[inline]
     fn send_frame(&mut self, to: ProcIdx, h: &Header, payload: &[u8], queue: bool) -> bool {
         // Lane 0 carries every frame but streamed data, which keeps messages in order.
         if self.is_lost(to) {
