@@ -90,33 +90,43 @@ impl Tx {
 
     /// Sends a whole frame, or nothing (false: the connection is busy; try later).
     pub fn try_send(&mut self, h: &Header, payload: &[u8]) -> io::Result<bool> {
-        let Some((hdr, n)) = self.send_new(h, payload)? else { return Ok(false) };
-        if n < HEADER_LEN + payload.len() {
-            // The kernel took part: the rest must follow before any other frame.
-            if n < HEADER_LEN {
-                self.out.extend_from_slice(&hdr[n..]);
-                self.out.extend_from_slice(payload);
-            } else {
-                self.out.extend_from_slice(&payload[n - HEADER_LEN..]);
+        self.send_new(h, payload, false, |tx, hdr, n| {
+            if n < HEADER_LEN + payload.len() {
+                // The kernel took part: the rest must follow before any other frame.
+                if n < HEADER_LEN {
+                    tx.out.extend_from_slice(&hdr[n..]);
+                    tx.out.extend_from_slice(payload);
+                } else {
+                    tx.out.extend_from_slice(&payload[n - HEADER_LEN..]);
+                }
             }
-        }
-        Ok(true)
+            true
+        })
     }
 
     /// Sends the header of a new frame and as much of `payload` as the kernel takes, in one
-    /// `sendmsg`; returns the header and the bytes taken. `None`: nothing left (a streamed
-    /// frame is unfinished, earlier bytes are unsent, or the socket is full). What the kernel
-    /// did not take is the caller's to keep; `out` is empty then. Inlined into both callers,
-    /// as the code it replaces was: it is the start of every frame.
+    /// `sendmsg`, then lets `took` keep what the kernel did not take (given the header and the
+    /// bytes taken; `out` is empty then). `none` when nothing left: a streamed frame is
+    /// unfinished, earlier bytes are unsent, or the socket is full. Inlined, closure and all,
+    /// into both callers: it starts every frame, and each keeps the code of a hand-written one.
     #[inline(always)]
-    fn send_new(&mut self, h: &Header, payload: &[u8]) -> io::Result<Option<([u8; HEADER_LEN], usize)>> {
+    fn send_new<R>(
+        &mut self,
+        h: &Header,
+        payload: &[u8],
+        none: R,
+        took: impl FnOnce(&mut Tx, &[u8; HEADER_LEN], usize) -> R,
+    ) -> io::Result<R> {
         if self.owed > 0 || !self.flush()? {
-            return Ok(None);
+            return Ok(none);
         }
         debug_assert!(self.out.is_empty() && self.out_pos == 0);
         let hdr = encode(h, payload.len());
         let n = send_pieces(self.sock.as_raw_fd(), &hdr, payload)?;
-        Ok((n > 0).then_some((hdr, n)))
+        if n == 0 {
+            return Ok(none);
+        }
+        Ok(took(self, &hdr, n))
     }
 
     /// Queues a whole frame behind what is unsent, without a system call: it leaves with them
@@ -140,15 +150,14 @@ impl Tx {
     /// later); `Some(n)`: it started and `n` payload bytes left. The caller must then supply
     /// the rest of the payload, and only that, through [`continue_frame`](Self::continue_frame).
     pub fn start_frame(&mut self, h: &Header, payload: &[u8]) -> io::Result<Option<usize>> {
-        let Some((hdr, n)) = self.send_new(h, payload)? else { return Ok(None) };
-        if n < HEADER_LEN {
-            self.out.extend_from_slice(&hdr[n..]);
-            self.owed = payload.len();
-            return Ok(Some(0));
-        }
-        let took = n - HEADER_LEN;
-        self.owed = payload.len() - took;
-        Ok(Some(took))
+        self.send_new(h, payload, None, |tx, hdr, n| {
+            if n < HEADER_LEN {
+                tx.out.extend_from_slice(&hdr[n..]);
+            }
+            let took = n.saturating_sub(HEADER_LEN);
+            tx.owed = payload.len() - took;
+            Some(took)
+        })
     }
 
     /// Continues the frame started by [`start_frame`](Self::start_frame): `rest` is the rest of
