@@ -141,6 +141,10 @@ impl<S: Source> Rx<S> {
 
     /// Reads what has arrived and delivers it; never blocks. A protocol violation is returned
     /// as an `InvalidData` error (the connection is then unusable).
+    ///
+    /// Never inlined: it is large, and the progress loop that calls it serves shared memory
+    /// too, which should not carry it.
+    #[inline(never)]
     pub fn receive(&mut self, sink: &mut dyn FrameSink) -> io::Result<Received> {
         let mut out = Received::default();
         // A read that did not fill the space offered emptied the socket: another read now would
