@@ -18,8 +18,8 @@
 //! - [`Poller`] and [`EventFd`] (`poll.rs`): epoll and eventfd, for a thread that watches many
 //!   sockets.
 //!
-//! Per frame, neither half allocates (but for the copy of a partly sent frame), locks or calls
-//! through a trait object other than the sink.
+//! Per frame, neither half takes a lock or calls through a trait object other than the sink,
+//! and they allocate only to grow their own buffers.
 
 mod fuzz;
 mod header;
