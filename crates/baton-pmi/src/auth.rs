@@ -15,6 +15,10 @@
 //! sockets of the job (the TCP transport between ranks) run the same exchange
 //! under a [`Protocol`] of their own: another magic and other labels, so a MAC
 //! from one kind of connection is never accepted by another.
+//!
+//! The exchange itself does no I/O: [`ClientExchange`], [`ServerHello`] and [`ServerExchange`]
+//! turn the bytes received into the bytes to send. The `*_handshake*` functions run them over
+//! a blocking stream; a caller with a state machine of its own (the TCP transport) feeds them.
 
 use std::io::{Read, Write};
 
@@ -143,6 +147,122 @@ fn read_fixed(r: &mut impl Read, buf: &mut [u8], what: &str) -> Result<(), PmiEr
     r.read_exact(buf).map_err(|e| auth_err(&format!("{what}: {e}")))
 }
 
+/// The client's half of an exchange, without I/O: the hello to send, the proof that answers the
+/// server's challenge, the check of its verdict. The `*_handshake*` functions run it over a
+/// blocking stream; the TCP transport drives it from its own connection state machine.
+pub struct ClientExchange {
+    secret: Secret,
+    p: Protocol,
+    nc: [u8; NONCE_LEN],
+}
+
+impl ClientExchange {
+    /// Bytes of the server's answer to the hello: its nonce and MAC.
+    pub const ANSWER_LEN: usize = NONCE_LEN + MAC_LEN;
+
+    /// Starts an exchange of protocol `p` proving `secret`; returns it with the hello to send
+    /// (a keyed hello names the secret by [`Secret::key_id`], so the server may hold several).
+    pub fn start(secret: &Secret, p: &Protocol, keyed: bool) -> Result<(ClientExchange, Vec<u8>), PmiError> {
+        let mut nc = [0u8; NONCE_LEN];
+        fill_random(&mut nc)?;
+        let mut hello = Vec::with_capacity(p.magic.len() + 8 + NONCE_LEN);
+        hello.extend_from_slice(&p.magic);
+        if keyed {
+            hello.extend_from_slice(&secret.key_id());
+        }
+        hello.extend_from_slice(&nc);
+        Ok((ClientExchange { secret: secret.clone(), p: *p, nc }, hello))
+    }
+
+    /// Checks the server's answer (it must know the secret); returns the proof to send.
+    pub fn prove(&self, answer: &[u8; Self::ANSWER_LEN]) -> Result<[u8; MAC_LEN], PmiError> {
+        let (ns, server_mac) = answer.split_at(NONCE_LEN);
+        mac(&self.secret, self.p.server_label, &self.nc, ns)
+            .verify_slice(server_mac)
+            .map_err(|_| auth_err(&format!("{} does not know the job secret", self.p.server_name)))?;
+        Ok(mac(&self.secret, self.p.client_label, ns, &self.nc).finalize().into_bytes().into())
+    }
+
+    /// Checks the server's verdict on the proof.
+    pub fn check_verdict(&self, verdict: u8) -> Result<(), PmiError> {
+        if verdict != ACCEPTED {
+            return Err(auth_err(&self.rejected()));
+        }
+        Ok(())
+    }
+
+    /// What it means when the verdict does not come, or says no.
+    pub fn rejected(&self) -> String {
+        format!("{} rejected the job secret", self.p.server_name)
+    }
+}
+
+/// A client's hello as the server reads it, before it knows which secret to check.
+pub struct ServerHello {
+    p: Protocol,
+    key: Option<[u8; 8]>,
+    nc: [u8; NONCE_LEN],
+}
+
+impl ServerHello {
+    /// Bytes of a hello (keyed: with the key id).
+    pub const fn len(keyed: bool) -> usize {
+        MAGIC.len() + if keyed { 8 } else { 0 } + NONCE_LEN
+    }
+
+    /// Parses a hello of [`len`](Self::len)`(keyed)` bytes of protocol `p`.
+    pub fn parse(p: &Protocol, keyed: bool, hello: &[u8]) -> Result<ServerHello, PmiError> {
+        if hello.len() != Self::len(keyed) || hello[..MAGIC.len()] != p.magic {
+            return Err(auth_err("not a Baton client of this protocol (bad magic)"));
+        }
+        let rest = &hello[MAGIC.len()..];
+        let (key, nc) = if keyed { (Some(rest[..8].try_into().expect("8 bytes")), &rest[8..]) } else { (None, rest) };
+        Ok(ServerHello { p: *p, key, nc: nc.try_into().expect("nonce") })
+    }
+
+    /// The secret a keyed hello names ([`Secret::key_id`]).
+    pub fn key(&self) -> Option<[u8; 8]> {
+        self.key
+    }
+
+    /// Answers the challenge with `secret`; returns the exchange with the answer to send.
+    pub fn answer(self, secret: &Secret) -> Result<(ServerExchange, [u8; ClientExchange::ANSWER_LEN]), PmiError> {
+        let mut ns = [0u8; NONCE_LEN];
+        fill_random(&mut ns)?;
+        let server_mac = mac(secret, self.p.server_label, &self.nc, &ns).finalize().into_bytes();
+        let mut answer = [0u8; ClientExchange::ANSWER_LEN];
+        answer[..NONCE_LEN].copy_from_slice(&ns);
+        answer[NONCE_LEN..].copy_from_slice(&server_mac);
+        Ok((ServerExchange { secret: secret.clone(), p: self.p, nc: self.nc, ns }, answer))
+    }
+}
+
+/// The server's half of an exchange once it has answered, without I/O.
+pub struct ServerExchange {
+    secret: Secret,
+    p: Protocol,
+    nc: [u8; NONCE_LEN],
+    ns: [u8; NONCE_LEN],
+}
+
+impl ServerExchange {
+    /// Bytes of the client's proof.
+    pub const PROOF_LEN: usize = MAC_LEN;
+
+    /// Checks the client's proof; returns the verdict to send (the client is then trusted).
+    pub fn check(&self, proof: &[u8; MAC_LEN]) -> Result<[u8; 1], PmiError> {
+        mac(&self.secret, self.p.client_label, &self.ns, &self.nc)
+            .verify_slice(proof)
+            .map_err(|_| auth_err("wrong job secret"))?;
+        Ok([ACCEPTED])
+    }
+
+    /// The secret the client proved.
+    pub fn secret(&self) -> &Secret {
+        &self.secret
+    }
+}
+
 /// Client side of the bootstrap handshake; on success the stream is ready for frames.
 pub fn client_handshake<S: Read + Write>(stream: &mut S, secret: &Secret) -> Result<(), PmiError> {
     client_handshake_for(stream, secret, &BOOTSTRAP)
@@ -156,58 +276,32 @@ pub fn server_handshake<S: Read + Write>(stream: &mut S, secret: &Secret) -> Res
 
 /// Client side of the handshake of protocol `p`.
 pub fn client_handshake_for<S: Read + Write>(stream: &mut S, secret: &Secret, p: &Protocol) -> Result<(), PmiError> {
-    client_inner(stream, secret, p, None)
+    client_inner(stream, secret, p, false)
 }
 
 /// Client side of a keyed handshake: the hello names the secret (by [`Secret::key_id`]), so the
 /// server may hold several.
 pub fn client_handshake_keyed<S: Read + Write>(stream: &mut S, secret: &Secret, p: &Protocol) -> Result<(), PmiError> {
-    client_inner(stream, secret, p, Some(secret.key_id()))
+    client_inner(stream, secret, p, true)
 }
 
-fn client_inner<S: Read + Write>(
-    stream: &mut S,
-    secret: &Secret,
-    p: &Protocol,
-    key: Option<[u8; 8]>,
-) -> Result<(), PmiError> {
-    let mut nc = [0u8; NONCE_LEN];
-    fill_random(&mut nc)?;
-    let mut hello = Vec::with_capacity(p.magic.len() + 8 + NONCE_LEN);
-    hello.extend_from_slice(&p.magic);
-    if let Some(k) = key {
-        hello.extend_from_slice(&k);
-    }
-    hello.extend_from_slice(&nc);
+fn client_inner<S: Read + Write>(stream: &mut S, secret: &Secret, p: &Protocol, keyed: bool) -> Result<(), PmiError> {
+    let (ex, hello) = ClientExchange::start(secret, p, keyed)?;
     stream.write_all(&hello).map_err(|e| PmiError::io("sending the authentication challenge", e))?;
-
-    let mut answer = [0u8; NONCE_LEN + MAC_LEN];
+    let mut answer = [0u8; ClientExchange::ANSWER_LEN];
     read_fixed(stream, &mut answer, &format!("{} did not answer the challenge", p.server_name))?;
-    let (ns, server_mac) = answer.split_at(NONCE_LEN);
-    mac(secret, p.server_label, &nc, ns)
-        .verify_slice(server_mac)
-        .map_err(|_| auth_err(&format!("{} does not know the job secret", p.server_name)))?;
-
-    let proof = mac(secret, p.client_label, ns, &nc).finalize().into_bytes();
+    let proof = ex.prove(&answer)?;
     stream.write_all(&proof).map_err(|e| PmiError::io("sending the authentication proof", e))?;
     let mut verdict = [0u8; 1];
-    let rejected = format!("{} rejected the job secret", p.server_name);
-    read_fixed(stream, &mut verdict, &rejected)?;
-    if verdict[0] != ACCEPTED {
-        return Err(auth_err(&rejected));
-    }
-    Ok(())
+    read_fixed(stream, &mut verdict, &ex.rejected())?;
+    ex.check_verdict(verdict[0])
 }
 
 /// Server side of the handshake of protocol `p` (see [`server_handshake`]).
 pub fn server_handshake_for<S: Read + Write>(stream: &mut S, secret: &Secret, p: &Protocol) -> Result<(), PmiError> {
-    let mut hello = [0u8; MAGIC.len() + NONCE_LEN];
+    let mut hello = [0u8; ServerHello::len(false)];
     read_fixed(stream, &mut hello, "no authentication challenge")?;
-    let (magic, nc) = hello.split_at(MAGIC.len());
-    if magic != p.magic {
-        return Err(auth_err("not a Baton client of this protocol (bad magic)"));
-    }
-    server_rest(stream, secret, p, nc)
+    server_rest(stream, secret, ServerHello::parse(p, false, &hello)?)
 }
 
 /// Server side of a keyed handshake: `lookup` turns the key id the client names into one of the
@@ -218,30 +312,25 @@ pub fn server_handshake_keyed<S: Read + Write>(
     lookup: impl Fn(&[u8; 8]) -> Option<Secret>,
     p: &Protocol,
 ) -> Result<Secret, PmiError> {
-    let mut hello = [0u8; MAGIC.len() + 8 + NONCE_LEN];
+    let mut hello = [0u8; ServerHello::len(true)];
     read_fixed(stream, &mut hello, "no authentication challenge")?;
-    if hello[..MAGIC.len()] != p.magic {
-        return Err(auth_err("not a Baton client of this protocol (bad magic)"));
-    }
-    let key: [u8; 8] = hello[MAGIC.len()..MAGIC.len() + 8].try_into().expect("8 bytes");
-    let secret = lookup(&key).ok_or_else(|| auth_err("the client names a secret this process does not hold"))?;
-    server_rest(stream, &secret, p, &hello[MAGIC.len() + 8..])?;
+    let hello = ServerHello::parse(p, true, &hello)?;
+    let key = hello.key().expect("a keyed hello names its key");
+    let secret = lookup(&key).ok_or_else(|| auth_err(UNKNOWN_KEY))?;
+    server_rest(stream, &secret, hello)?;
     Ok(secret)
 }
 
-fn server_rest<S: Read + Write>(stream: &mut S, secret: &Secret, p: &Protocol, nc: &[u8]) -> Result<(), PmiError> {
-    let mut ns = [0u8; NONCE_LEN];
-    fill_random(&mut ns)?;
-    let server_mac = mac(secret, p.server_label, nc, &ns).finalize().into_bytes();
-    let mut answer = Vec::with_capacity(NONCE_LEN + MAC_LEN);
-    answer.extend_from_slice(&ns);
-    answer.extend_from_slice(&server_mac);
-    stream.write_all(&answer).map_err(|e| PmiError::io("answering the authentication challenge", e))?;
+/// Why a keyed hello is refused when the server holds no secret of that id.
+pub const UNKNOWN_KEY: &str = "the client names a secret this process does not hold";
 
+fn server_rest<S: Read + Write>(stream: &mut S, secret: &Secret, hello: ServerHello) -> Result<(), PmiError> {
+    let (ex, answer) = hello.answer(secret)?;
+    stream.write_all(&answer).map_err(|e| PmiError::io("answering the authentication challenge", e))?;
     let mut proof = [0u8; MAC_LEN];
     read_fixed(stream, &mut proof, "no authentication proof")?;
-    mac(secret, p.client_label, &ns, nc).verify_slice(&proof).map_err(|_| auth_err("wrong job secret"))?;
-    stream.write_all(&[ACCEPTED]).map_err(|e| PmiError::io("confirming authentication", e))?;
+    let verdict = ex.check(&proof)?;
+    stream.write_all(&verdict).map_err(|e| PmiError::io("confirming authentication", e))?;
     Ok(())
 }
 
@@ -321,6 +410,33 @@ mod tests {
                 Err(e) => assert!(!ok && e.kind() == PmiErrorKind::Auth),
             }
         }
+    }
+
+    /// The exchange as values: a client and a server that share the secret agree; a server
+    /// with another secret is caught by the client, and a proof made without the secret by the
+    /// server.
+    #[test]
+    fn the_exchange_runs_without_io() {
+        let s = Secret::generate().unwrap();
+        let (cx, hello) = ClientExchange::start(&s, &TRANSPORT, true).unwrap();
+        let h = ServerHello::parse(&TRANSPORT, true, &hello).unwrap();
+        assert_eq!(h.key(), Some(s.key_id()));
+        let (sx, answer) = h.answer(&s).unwrap();
+        let verdict = sx.check(&cx.prove(&answer).unwrap()).unwrap();
+        cx.check_verdict(verdict[0]).unwrap();
+        assert!(sx.secret() == &s);
+        assert!(cx.check_verdict(0).is_err());
+
+        let (cx, hello) = ClientExchange::start(&s, &TRANSPORT, true).unwrap();
+        let other = Secret::generate().unwrap();
+        let (sx, answer) = ServerHello::parse(&TRANSPORT, true, &hello).unwrap().answer(&other).unwrap();
+        assert_eq!(cx.prove(&answer).unwrap_err().kind(), PmiErrorKind::Auth);
+        assert_eq!(sx.check(&[0x17; MAC_LEN]).unwrap_err().kind(), PmiErrorKind::Auth);
+
+        let (_, hello) = ClientExchange::start(&s, &BOOTSTRAP, false).unwrap();
+        assert!(ServerHello::parse(&BOOTSTRAP, false, &hello).is_ok());
+        assert!(ServerHello::parse(&TRANSPORT, false, &hello).is_err(), "another protocol's magic");
+        assert!(ServerHello::parse(&BOOTSTRAP, true, &hello).is_err(), "an unkeyed hello read as keyed");
     }
 
     #[test]

@@ -13,15 +13,19 @@
 //! * [`wire`] — the length-prefixed frame codec and the [`wire::Msg`] set.
 //! * [`tree`] — the messages between `mpiexec` and its per-host proxies
 //!   ([`tree::TreeMsg`], [`tree::LaunchSpec`]) in multi-host jobs.
+//! * [`start_singleton_server`] — starts `mpiexec --singleton-server` for a
+//!   process that runs without a launcher and now needs one (to spawn).
 //! * [`PmiError`] — the one error type.
 
 pub mod auth;
 mod client;
 mod error;
 pub mod server;
+mod singleton;
 pub mod tree;
 pub mod wire;
 
 pub use client::{env_names, PmiClient};
 pub use error::{PmiError, PmiErrorKind};
+pub use singleton::start_singleton_server;
 pub use wire::SpawnCmd;

@@ -1,13 +1,14 @@
 //! A bounded, dependency-free fuzzer for the TCP frame decoder, for CI (no nightly compiler
 //! needed): mutates valid frame streams (bit flips, overwritten bytes, lengths off by a little or
-//! a lot, truncation, splicing) and random bytes, and runs `baton_transport::tcp::fuzz_rx` on each.
+//! a lot, truncation, splicing) and random bytes, and runs `baton_transport::stream::fuzz_rx` on
+//! each.
 //! For coverage-guided fuzzing use `fuzz/` with cargo-fuzz (same entry point).
 //!
 //! Usage: `fuzz_tcp [SECONDS] [SEED]` (default 20 s, seed from the clock). Prints the seed so a
 //! failure can be replayed.
 
 use baton_transport::frame::{Header, Kind};
-use baton_transport::tcp::{encode, fuzz_rx};
+use baton_transport::stream::{encode, fuzz_rx};
 use std::time::{Duration, Instant};
 
 /// xorshift64*: deterministic from the seed, good enough to pick mutations.

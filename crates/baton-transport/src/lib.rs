@@ -9,8 +9,8 @@
 //! - [`frame`]: the fixed frame header every transport carries.
 //! - [`shm`]: the per-job segment: per-pair lock-free rings and per-process doorbells.
 //! - [`cma`]: `process_vm_readv`, detected at run time.
-//! - [`tcp`]: frames over sockets between hosts: split send / receive halves, a checked header
-//!   codec, epoll.
+//! - [`stream`]: frames over byte streams (TCP) between hosts: split send / receive halves, a
+//!   checked header codec, epoll.
 //! - [`wait`]: futex-based sleeping, used after a spin phase.
 
 pub mod cma;
@@ -19,6 +19,6 @@ pub mod frame;
 pub mod inbox;
 pub mod mem;
 pub mod shm;
+pub mod stream;
 pub mod sys;
-pub mod tcp;
 pub mod wait;

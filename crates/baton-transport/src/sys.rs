@@ -210,55 +210,6 @@ pub fn with_borrowed_socket<R>(
     Ok(f(&mut sock))
 }
 
-/// Starts `mpiexec --singleton-server JOB PID` for a process that runs without a launcher
-/// (an MPI singleton that wants to spawn): the secret goes through its stdin, and it answers
-/// with its bootstrap address on a pipe it gets as descriptor 3. Returns the child and the
-/// address.
-pub fn start_singleton_server(
-    mpiexec: &std::path::Path,
-    job: u64,
-    secret_hex: &str,
-) -> std::io::Result<(std::process::Child, String)> {
-    use std::io::{Read, Write};
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    use std::os::unix::process::CommandExt;
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 fills two descriptors we then own; close-on-exec so no other child inherits
-    // them (the server gets the write end as fd 3 through dup2, which clears the flag).
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: fresh descriptors from pipe2.
-    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let wfd = w.as_raw_fd();
-    let mut cmd = std::process::Command::new(mpiexec);
-    cmd.arg("--singleton-server").arg(job.to_string()).arg(std::process::id().to_string());
-    cmd.stdin(std::process::Stdio::piped());
-    // SAFETY: dup2 is async-signal-safe and allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::dup2(wfd, 3) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn()?;
-    drop(w);
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(format!("{secret_hex}\n").as_bytes())?;
-    }
-    let mut line = String::new();
-    std::fs::File::from(r).read_to_string(&mut line)?;
-    let addr = line.trim().to_string();
-    if addr.is_empty() {
-        let _ = child.kill();
-        let _ = child.wait();
-        return Err(std::io::Error::other(format!("{} --singleton-server gave no address", mpiexec.display())));
-    }
-    Ok((child, addr))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -322,8 +322,8 @@ impl Mpi {
                 ),
             )
         };
-        let (child, addr) = baton_transport::sys::start_singleton_server(&path, self.job_id, &self.secret.to_hex())
-            .map_err(|e| err(e.to_string()))?;
+        let (child, addr) =
+            baton_pmi::start_singleton_server(&path, self.job_id, &self.secret).map_err(|e| err(e.to_string()))?;
         // It exits by itself once this process has ended, and its children with it.
         drop(child);
         let p = PmiClient::connect(&addr, &self.secret, 0, self.job_id).map_err(|e| err(e.to_string()))?;

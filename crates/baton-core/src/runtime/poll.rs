@@ -6,7 +6,7 @@ use crate::fabric::tcp::{Deliver, TcpNet};
 use crate::fabric::Fabric;
 use baton_transport::inbox::Inbox;
 use baton_transport::shm::Consumer;
-use baton_transport::tcp::Rx;
+use baton_transport::stream::Rx;
 use std::sync::Arc;
 
 pub struct State {
