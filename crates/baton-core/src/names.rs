@@ -170,24 +170,29 @@ mod tests {
 
     #[test]
     fn publish_lookup_unpublish() {
-        let d = std::env::temp_dir().join(format!("baton-names-test-{}", std::process::id()));
-        std::env::set_var("BATON_NAME_DIR", &d);
-        let svc = "svc one";
+        // Settings are read once per process, so the test uses whatever directory is in effect
+        // (BATON_NAME_DIR or the default) and names of its own.
+        let d = dir("test").unwrap();
+        let pid = std::process::id();
+        let svc = format!("svc one {pid}");
+        let svc = svc.as_str();
         assert_eq!(lookup(svc).unwrap_err().class, c::MPI_ERR_NAME);
         publish(svc, "baton-port:1.2.3.4:5:ab").unwrap();
         assert_eq!(publish(svc, "x").unwrap_err().class, c::MPI_ERR_SERVICE);
         assert_eq!(lookup(svc).unwrap(), "baton-port:1.2.3.4:5:ab");
-        let long = "s".repeat(300);
+        let long = format!("{pid}{}", "s".repeat(300));
         publish(&long, "p2").unwrap();
         assert_eq!(lookup(&long).unwrap(), "p2");
+        unpublish(&long, "p2").unwrap();
         assert_eq!(unpublish(svc, "other").unwrap_err().class, c::MPI_ERR_SERVICE);
         unpublish(svc, "baton-port:1.2.3.4:5:ab").unwrap();
         assert_eq!(unpublish(svc, "baton-port:1.2.3.4:5:ab").unwrap_err().class, c::MPI_ERR_SERVICE);
         assert_eq!(lookup(svc).unwrap_err().class, c::MPI_ERR_NAME);
         // Left behind by a process that no longer exists: gone.
-        let f = file_of(&d, "stale");
-        fs::write(&f, format!("{} 999999999\nstale\nport\n", host())).unwrap();
-        assert_eq!(lookup("stale").unwrap_err().class, c::MPI_ERR_NAME);
-        let _ = fs::remove_dir_all(&d);
+        let stale = format!("stale {pid}");
+        let f = file_of(&d, &stale);
+        fs::write(&f, format!("{} 999999999\n{stale}\nport\n", host())).unwrap();
+        assert_eq!(lookup(&stale).unwrap_err().class, c::MPI_ERR_NAME);
+        let _ = fs::remove_file(&f);
     }
 }
