@@ -9,6 +9,7 @@
 //! scratch memory first unless it already is in that form.
 
 use crate::state::{lib, Lib};
+use crate::state::{UserFn, UserFnInt, UserFnLarge, UserOp};
 use crate::validate::{self, Call, Dt, Out};
 use baton_abi::consts as c;
 use baton_core::coll::Reducer;
@@ -18,55 +19,6 @@ use baton_core::op::{self, Kind, Op};
 use baton_transport::mem::UserBuf;
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
-
-type UserFnInt = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut usize);
-type UserFnLarge = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut i64, *mut usize);
-
-#[derive(Clone, Copy)]
-enum UserFn {
-    Int(UserFnInt),
-    Large(UserFnLarge),
-}
-
-/// An operation made by `MPI_Op_create` (`int` lengths) or `MPI_Op_create_c` (`MPI_Count`).
-#[derive(Clone, Copy)]
-pub struct UserOp {
-    func: UserFn,
-    pub commutative: bool,
-}
-
-impl UserOp {
-    /// Calls the function on `n` elements of datatype `dt` at `inp` and `inout` (laid out as the
-    /// datatype says, `extent` bytes apart), in pieces when `n` exceeds an `int` length.
-    fn call(&self, dt: usize, inp: usize, inout: usize, n: usize, extent: isize) {
-        let piece = match self.func {
-            UserFn::Int(_) => c_int::MAX as usize,
-            UserFn::Large(_) => i64::MAX as usize,
-        };
-        let mut done = 0usize;
-        while done < n {
-            let k = (n - done).min(piece);
-            let off = done as isize * extent;
-            let (a, b) = (inp.wrapping_add_signed(off) as *mut c_void, inout.wrapping_add_signed(off) as *mut c_void);
-            // The function receives its own copy of the handle: it may not change ours.
-            let mut dt = dt;
-            match self.func {
-                UserFn::Int(f) => {
-                    let mut len = k as c_int;
-                    // SAFETY: `f` is the application's MPI_User_function (MPI_Op_create's contract);
-                    // `a` and `b` hold `len` elements of `dt`, and `b` is writable.
-                    unsafe { f(a, b, &mut len, &mut dt) }
-                }
-                UserFn::Large(f) => {
-                    let mut len = k as i64;
-                    // SAFETY: as above, for an MPI_User_function_c.
-                    unsafe { f(a, b, &mut len, &mut dt) }
-                }
-            }
-            done += k;
-        }
-    }
-}
 
 fn bad_op(call: &str, h: usize) -> MpiError {
     MpiError::invalid_handle(call, "op", HandleKind::Op, h)

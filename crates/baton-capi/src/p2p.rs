@@ -10,6 +10,7 @@
 
 use crate::errors::guard;
 use crate::state::{lib, CommObj, Lib, PersistentEntry};
+use crate::twins::{twins, CountOut};
 use crate::{put_status, MPI_Status};
 use baton_abi::consts as c;
 use baton_core::datatype::{predefined, predefined_contig_size, Layout};
@@ -472,83 +473,6 @@ fn persistent(
         unsafe { *request = h };
         Ok(())
     })
-}
-
-/// The `int` and `_c` entry points of one call, which differ only in the width of their counts
-/// (marked `Count`: `int`, or `MPI_Count` in the `_c` one; `CountPtr`: where one is written
-/// back): both forward to one function over 64-bit counts, with the extra arguments after `;`.
-/// Types of more than one token are parenthesized.
-macro_rules! twins {
-    ($int:ident, $big:ident => $imp:ident($($a:ident: $t:tt),* $(; $($x:expr),*)?)) => {
-        #[no_mangle]
-        pub unsafe extern "C" fn $int($($a: $crate::p2p::twin_ty!(int $t)),*) -> c_int {
-            $imp($($crate::p2p::twin_arg!(int $a $t)),* $(, $($x),*)?)
-        }
-        #[no_mangle]
-        pub unsafe extern "C" fn $big($($a: $crate::p2p::twin_ty!(big $t)),*) -> c_int {
-            $imp($($crate::p2p::twin_arg!(big $a $t)),* $(, $($x),*)?)
-        }
-    };
-}
-
-/// An argument's type in the `int` or the `_c` (`big`) twin.
-macro_rules! twin_ty {
-    (int Count) => { c_int };
-    (big Count) => { i64 };
-    (int CountPtr) => { *mut c_int };
-    (big CountPtr) => { *mut i64 };
-    ($w:ident ($($t:tt)*)) => { $($t)* };
-    ($w:ident $t:tt) => { $t };
-}
-
-/// An argument as the common function takes it.
-macro_rules! twin_arg {
-    ($w:ident $a:ident Count) => {
-        $a as i64
-    };
-    (int $a:ident CountPtr) => {
-        $crate::p2p::CountOut::Int($a)
-    };
-    (big $a:ident CountPtr) => {
-        $crate::p2p::CountOut::Big($a)
-    };
-    ($w:ident $a:ident $t:tt) => {
-        $a
-    };
-}
-
-pub(crate) use {twin_arg, twin_ty};
-
-/// A count written back to the application: an `int` of the classic binding, or an
-/// `MPI_Count` of the `_c` one.
-#[derive(Clone, Copy)]
-pub enum CountOut {
-    Int(*mut c_int),
-    Big(*mut i64),
-}
-
-impl CountOut {
-    pub fn is_null(self) -> bool {
-        match self {
-            CountOut::Int(p) => p.is_null(),
-            CountOut::Big(p) => p.is_null(),
-        }
-    }
-
-    /// Writes `v`; an `int` gets `MPI_UNDEFINED` when `v` is beyond its range, as for any
-    /// count the classic binding cannot hold.
-    ///
-    /// # Safety
-    /// The pointer is non-null and the application's to write.
-    pub unsafe fn put(self, v: i64) {
-        // SAFETY: as the caller promises.
-        unsafe {
-            match self {
-                CountOut::Int(p) => *p = c_int::try_from(v).unwrap_or(c::MPI_UNDEFINED),
-                CountOut::Big(p) => *p = v,
-            }
-        }
-    }
 }
 
 /// A send mode's blocking, nonblocking and persistent calls, in both widths.

@@ -8,11 +8,12 @@
 
 use crate::errors::{guard, guard_at};
 use crate::handles::{self, Kind};
-use crate::p2p::{check_status, dtype, CountOut};
 use crate::state::{lib, Lib, PersistentEntry};
+use crate::twins::CountOut;
 use crate::{put_status, MPI_Status};
 use baton_abi::consts as c;
 use baton_core::datatype::Layout;
+use baton_core::device::check_status;
 use baton_core::device::{Awaited, Completion, NoSuchRequest};
 use baton_core::engine::ReqId;
 use baton_core::error::{MpiError, Result};
@@ -524,7 +525,7 @@ fn status_count(
         if out.is_null() {
             return Err(MpiError::new(c::MPI_ERR_ARG, format!("{call}: count is a null pointer")));
         }
-        let (st, lay) = (status_ref(call, s)?, dtype(call, dt)?);
+        let (st, lay) = (status_ref(call, s)?, crate::validate::datatype_committed(call, "datatype", dt)?);
         let v = query(st, &lay);
         // SAFETY: checked non-null.
         unsafe { out.put(v) };
@@ -557,7 +558,7 @@ pub unsafe extern "C" fn PMPI_Get_elements_x(s: *mut MPI_Status, dt: usize, coun
 
 fn set_elements(call: &str, s: *mut MPI_Status, dt: usize, n: i64) -> Result<()> {
     crate::nonnull_mut(call, "status", s)?;
-    let lay = dtype(call, dt)?;
+    let lay = crate::validate::datatype_committed(call, "datatype", dt)?;
     if n < 0 {
         return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: count {n} is negative")));
     }

@@ -15,7 +15,7 @@ use baton_core::group::Group;
 use baton_core::runtime::Mpi;
 use baton_core::topo::Topology;
 use std::collections::BTreeMap;
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -114,7 +114,7 @@ impl PersistentTable {
 #[derive(Clone)]
 pub struct PersistentOp {
     pub send: bool,
-    pub mode: crate::p2p::SendMode,
+    pub mode: baton_core::device::SendMode,
     pub buf: usize,
     pub count: i64,
     pub dtype: usize,
@@ -148,7 +148,7 @@ pub struct Tables {
     /// User-defined datatypes: layout and whether committed.
     pub datatypes: Table<(Arc<baton_core::datatype::Layout>, bool)>,
     /// User-defined reduction operations.
-    pub ops: Table<crate::ops::UserOp>,
+    pub ops: Table<UserOp>,
     pub keyvals: BTreeMap<c_int, Keyval>,
     pub next_keyval: c_int,
     pub world: Arc<CommObj>,
@@ -331,5 +331,54 @@ pub fn new_tables(mpi: &Mpi) -> Tables {
         next_keyval: 1000,
         world,
         self_comm,
+    }
+}
+
+pub(crate) type UserFnInt = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut c_int, *mut usize);
+pub(crate) type UserFnLarge = unsafe extern "C" fn(*mut c_void, *mut c_void, *mut i64, *mut usize);
+
+#[derive(Clone, Copy)]
+pub(crate) enum UserFn {
+    Int(UserFnInt),
+    Large(UserFnLarge),
+}
+
+/// An operation made by `MPI_Op_create` (`int` lengths) or `MPI_Op_create_c` (`MPI_Count`).
+#[derive(Clone, Copy)]
+pub struct UserOp {
+    pub(crate) func: UserFn,
+    pub commutative: bool,
+}
+
+impl UserOp {
+    /// Calls the function on `n` elements of datatype `dt` at `inp` and `inout` (laid out as the
+    /// datatype says, `extent` bytes apart), in pieces when `n` exceeds an `int` length.
+    pub(crate) fn call(&self, dt: usize, inp: usize, inout: usize, n: usize, extent: isize) {
+        let piece = match self.func {
+            UserFn::Int(_) => c_int::MAX as usize,
+            UserFn::Large(_) => i64::MAX as usize,
+        };
+        let mut done = 0usize;
+        while done < n {
+            let k = (n - done).min(piece);
+            let off = done as isize * extent;
+            let (a, b) = (inp.wrapping_add_signed(off) as *mut c_void, inout.wrapping_add_signed(off) as *mut c_void);
+            // The function receives its own copy of the handle: it may not change ours.
+            let mut dt = dt;
+            match self.func {
+                UserFn::Int(f) => {
+                    let mut len = k as c_int;
+                    // SAFETY: `f` is the application's MPI_User_function (MPI_Op_create's contract);
+                    // `a` and `b` hold `len` elements of `dt`, and `b` is writable.
+                    unsafe { f(a, b, &mut len, &mut dt) }
+                }
+                UserFn::Large(f) => {
+                    let mut len = k as i64;
+                    // SAFETY: as above, for an MPI_User_function_c.
+                    unsafe { f(a, b, &mut len, &mut dt) }
+                }
+            }
+            done += k;
+        }
     }
 }
