@@ -139,7 +139,7 @@ fn split(l: &Lib, call: &str, comm: usize, color: c_int, key: c_int) -> Result<u
         });
     }
     let mine = [color.to_le_bytes(), key.to_le_bytes()].concat();
-    let all = l.mpi.allgather(&parent.core, mine);
+    let all = l.mpi.runtime().allgather(&parent.core, mine);
     // Every member derives once, whatever its color, so the counters stay in step.
     let ctx = parent.core.derive_ctx(hash_words(&[0x73706c6974, color as u32 as u64]));
     if color == c::MPI_UNDEFINED {

@@ -1,44 +1,26 @@
 //! Neighbourhood collectives (`MPI_Neighbor_allgather(v)`, `MPI_Neighbor_alltoall(v,w)`), in
-//! their blocking, nonblocking and persistent forms and with `_c` variants.
-//!
-//! Each call turns its arguments into one round of the schedule engine
-//! (`baton_core::topo::neighbor_exchange`): receives from the topology's sources, sends to its
-//! destinations, in the order `baton_core::topo::Topology::neighbors` gives. Blocking calls run
-//! the schedule, nonblocking ones start it in the background, persistent ones keep it for
-//! `MPI_Start`, exactly as `coll.rs` does for the other collectives. `MPI_IN_PLACE` has no
+//! their blocking, nonblocking and persistent forms and with `_c` variants: the communicator's
+//! neighbourhood (`baton_core::device::coll::Neighborhood`) sizes the per-neighbour arguments,
+//! which become buffers for the device entry (`Device::neighbor_*`). `MPI_IN_PLACE` has no
 //! meaning here (a process's send and receive blocks go to different processes) and is refused.
 
-use crate::coll::{blocks, check_request, coll_entry, regions, submit, times, Buf, Mode, VSide};
-use crate::errors::guard;
-use crate::state::{lib, CommObj};
+use crate::coll::{blocks, buffer, coll_entry, run, Mode, VSide};
 use baton_abi::consts as c;
-use baton_core::coll::schedule::Schedule;
+use baton_core::device::coll::{Call, Neighborhood};
+use baton_core::device::{Buffer, Device, Started};
 use baton_core::err;
 use baton_core::error::Result;
-use baton_core::topo::{neighbor_exchange, Neighbors, Topology};
 use std::ffi::{c_int, c_void};
-use std::sync::Arc;
 
-/// Checks the communicator and its topology, builds the schedule with `build` (given the
-/// communicator, its neighbours and whether they come from a grid) and runs it in the form
-/// `mode` asks.
+/// Looks up the communicator's neighbourhood and lets `f` decode the arguments and call the
+/// device.
 fn launch(
     mode: Mode,
     call: &'static str,
     comm_h: usize,
-    build: impl FnOnce(&Arc<CommObj>, &Neighbors, bool) -> Result<Schedule>,
+    f: impl FnOnce(&Device, Call, &Neighborhood) -> Result<Started>,
 ) -> c_int {
-    guard(comm_h, || {
-        let l = lib(call)?;
-        let cm = l.comm_arc(call, comm_h)?;
-        let topo = cm.topo.clone().ok_or_else(|| {
-            err!(MPI_ERR_TOPOLOGY, "{call}: comm has no process topology (neighbourhood collectives need one)")
-        })?;
-        check_request(call, mode)?;
-        let nb = topo.neighbors(cm.core.rank);
-        let s = build(&cm, &nb, matches!(*topo, Topology::Cart(_)))?;
-        submit(l, &cm, comm_h, mode, s)
-    })
+    run(mode, call, comm_h, |d, cm, at| f(d, at, &Neighborhood::of(call, cm.topo.as_deref(), cm.core.rank)?))
 }
 
 fn no_in_place(call: &str, p: *const c_void) -> Result<()> {
@@ -48,14 +30,20 @@ fn no_in_place(call: &str, p: *const c_void) -> Result<()> {
     Ok(())
 }
 
-/// A checked buffer argument (`MPI_IN_PLACE` refused).
-fn area(call: &str, what: &str, p: *const c_void, count: i64, dt: usize) -> Result<Buf> {
+/// A buffer argument (`MPI_IN_PLACE` refused).
+fn area(call: &str, what: &str, p: *const c_void, count: i64, dt: usize) -> Result<Buffer> {
     no_in_place(call, p)?;
-    Buf::new(call, what, p, count, dt)
+    buffer(call, what, p, count, dt)
 }
 
-/// The per-neighbour blocks of a `v`/`w` side as checked buffers (`MPI_IN_PLACE` refused).
-fn areas(call: &str, what: &str, side: &VSide, base: *const c_void) -> Result<Vec<Buf>> {
+/// A buffer argument of `n` blocks of `count` elements (`MPI_IN_PLACE` refused).
+fn block_area(call: &str, what: &str, p: *const c_void, count: i64, dt: usize, n: usize) -> Result<Buffer> {
+    no_in_place(call, p)?;
+    blocks(call, what, p, count, dt, n)
+}
+
+/// The per-neighbour blocks of a `v`/`w` side as buffers (`MPI_IN_PLACE` refused).
+fn areas(call: &str, what: &str, side: &VSide, base: *const c_void) -> Result<Vec<Buffer>> {
     no_in_place(call, base)?;
     side.bufs(call, what, base)
 }
@@ -74,16 +62,10 @@ fn allgather(
     comm_h: usize,
 ) -> c_int {
     let call = "MPI_Neighbor_allgather";
-    launch(mode, call, comm_h, |cm, nb, cart| {
-        let (indeg, outdeg) = (nb.sources.len(), nb.destinations.len());
+    launch(mode, call, comm_h, |d, at, nbh| {
         let send = area(call, "send", sbuf, sc, st)?;
-        let block = area(call, "receive", rbuf, rc, rt)?;
-        let recv = area(call, "receive", rbuf, times(call, "receive", rc, indeg)?, rt)?;
-        let mut s = Schedule::new(cm.core.clone(), call);
-        let src = send.region(&mut s);
-        let dst = blocks(recv.region(&mut s), indeg, block.bytes());
-        neighbor_exchange(&mut s, cart, nb, &vec![src; outdeg], &dst);
-        Ok(s)
+        let recv = block_area(call, "receive", rbuf, rc, rt, nbh.sources())?;
+        d.neighbor_allgather(at, nbh, send, recv)
     })
 }
 
@@ -107,19 +89,12 @@ unsafe fn allgatherv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     comm_h: usize,
 ) -> c_int {
     let call = "MPI_Neighbor_allgatherv";
-    launch(mode, call, comm_h, |cm, nb, cart| {
-        let outdeg = nb.destinations.len();
+    launch(mode, call, comm_h, |d, at, nbh| {
         let send = area(call, "send", sbuf, sc, st)?;
         let names = ["recvcounts", "displs", ""];
         // SAFETY: one count and one displacement per source, per the standard.
-        let side =
-            unsafe { VSide::read(call, names, rcounts, displs, (rt, std::ptr::null()), false, nb.sources.len())? };
-        let recv = areas(call, "receive", &side, rbuf)?;
-        let mut s = Schedule::new(cm.core.clone(), call);
-        let src = send.region(&mut s);
-        let dst = regions(&mut s, &recv);
-        neighbor_exchange(&mut s, cart, nb, &vec![src; outdeg], &dst);
-        Ok(s)
+        let side = unsafe { VSide::read(call, names, rcounts, displs, (rt, std::ptr::null()), false, nbh.sources())? };
+        d.neighbor_allgatherv(at, nbh, send, areas(call, "receive", &side, rbuf)?)
     })
 }
 
@@ -144,17 +119,10 @@ fn alltoall(
     comm_h: usize,
 ) -> c_int {
     let call = "MPI_Neighbor_alltoall";
-    launch(mode, call, comm_h, |cm, nb, cart| {
-        let (indeg, outdeg) = (nb.sources.len(), nb.destinations.len());
-        let sblock = area(call, "send", sbuf, sc, st)?;
-        let rblock = area(call, "receive", rbuf, rc, rt)?;
-        let send = area(call, "send", sbuf, times(call, "send", sc, outdeg)?, st)?;
-        let recv = area(call, "receive", rbuf, times(call, "receive", rc, indeg)?, rt)?;
-        let mut s = Schedule::new(cm.core.clone(), call);
-        let src = blocks(send.region(&mut s), outdeg, sblock.bytes());
-        let dst = blocks(recv.region(&mut s), indeg, rblock.bytes());
-        neighbor_exchange(&mut s, cart, nb, &src, &dst);
-        Ok(s)
+    launch(mode, call, comm_h, |d, at, nbh| {
+        let send = block_area(call, "send", sbuf, sc, st, nbh.destinations())?;
+        let recv = block_area(call, "receive", rbuf, rc, rt, nbh.sources())?;
+        d.neighbor_alltoall(at, nbh, send, recv)
     })
 }
 
@@ -177,22 +145,21 @@ unsafe fn alltoall_vw<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     (rc, rd, rt): (*const C, *const D, (usize, *const usize)),
     comm_h: usize,
 ) -> c_int {
-    launch(mode, call, comm_h, |cm, nb, cart| {
+    launch(mode, call, comm_h, |d, at, nbh| {
         // SAFETY: one count, displacement (and datatype for w) per destination and per source,
         // per the standard.
         let (snd, rcv) = unsafe {
             (
-                VSide::read(call, ["sendcounts", "sdispls", "sendtypes"], sc, sd, st, w, nb.destinations.len())?,
-                VSide::read(call, ["recvcounts", "rdispls", "recvtypes"], rc, rd, rt, w, nb.sources.len())?,
+                VSide::read(call, ["sendcounts", "sdispls", "sendtypes"], sc, sd, st, w, nbh.destinations())?,
+                VSide::read(call, ["recvcounts", "rdispls", "recvtypes"], rc, rd, rt, w, nbh.sources())?,
             )
         };
         let send = areas(call, "send", &snd, sbuf)?;
         let recv = areas(call, "receive", &rcv, rbuf)?;
-        let mut s = Schedule::new(cm.core.clone(), call);
-        let src = regions(&mut s, &send);
-        let dst = regions(&mut s, &recv);
-        neighbor_exchange(&mut s, cart, nb, &src, &dst);
-        Ok(s)
+        match w {
+            false => d.neighbor_alltoallv(at, nbh, send, recv),
+            true => d.neighbor_alltoallw(at, nbh, send, recv),
+        }
     })
 }
 

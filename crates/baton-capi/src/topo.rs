@@ -530,7 +530,7 @@ pub unsafe extern "C" fn PMPI_Dist_graph_create(
         })();
         // A process whose own arguments failed still takes part, so that the others fail too
         // instead of waiting for it.
-        let shares = l.mpi.allgather(&parent.core, EdgeShare::encode(share.as_ref().ok()));
+        let shares = l.mpi.runtime().allgather(&parent.core, EdgeShare::encode(share.as_ref().ok()));
         share?;
         let g = DistGraph::from_shares(call, parent.core.rank, &shares)?;
         let h = create_first(l, &parent, size, DISC_DIST_GRAPH, Topology::DistGraph(g));

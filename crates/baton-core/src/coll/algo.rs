@@ -7,13 +7,17 @@
 //! destination).
 //!
 //! [`Algo`] names the algorithms; [`choose`] picks one per call, from the sizes or from
-//! `BATON_COLL_<COLLECTIVE>`, and falls back to one that applies when the requested one cannot
-//! (e.g. a ring allreduce for a non-commutative operation).
+//! `BATON_COLL_<COLLECTIVE>`. It is the only place that decides, for the shared-memory fast
+//! paths as for schedules. When the forced algorithm cannot serve a call (e.g. a ring allreduce
+//! for a non-commutative operation; [`unfit`] says why), `BATON_COLL_FALLBACK` ([`Fallback`])
+//! decides: another algorithm runs, silently or with a warning, or the call fails.
+//! [`Chooser`] holds these settings; tests build their own.
 
 use super::schedule::{Loc, Schedule};
 use crate::error::{MpiError, Result};
 use crate::shm_coll::ShmKind;
 use baton_abi::consts as c;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 /// The collectives whose algorithm can be chosen.
@@ -67,25 +71,32 @@ pub enum Algo {
     Shm,
 }
 
+/// Every algorithm by the name `BATON_COLL_*` gives it.
+const NAMES: [(&str, Algo); 14] = [
+    ("dissemination", Algo::Dissemination),
+    ("binomial", Algo::Binomial),
+    ("scatter_allgather", Algo::ScatterAllgather),
+    ("recursive_doubling", Algo::RecursiveDoubling),
+    ("rabenseifner", Algo::Rabenseifner),
+    ("ring", Algo::Ring),
+    ("reduce_bcast", Algo::ReduceBcast),
+    ("linear", Algo::Linear),
+    ("bruck", Algo::Bruck),
+    ("pairwise", Algo::Pairwise),
+    ("mesh", Algo::Mesh),
+    ("reduce_scatterv", Algo::ReduceScatterv),
+    ("recursive_halving", Algo::RecursiveHalving),
+    ("shm", Algo::Shm),
+];
+
 impl Algo {
     fn parse(s: &str) -> Option<Algo> {
-        Some(match s {
-            "dissemination" => Algo::Dissemination,
-            "binomial" => Algo::Binomial,
-            "scatter_allgather" => Algo::ScatterAllgather,
-            "recursive_doubling" => Algo::RecursiveDoubling,
-            "rabenseifner" => Algo::Rabenseifner,
-            "ring" => Algo::Ring,
-            "reduce_bcast" => Algo::ReduceBcast,
-            "linear" => Algo::Linear,
-            "bruck" => Algo::Bruck,
-            "pairwise" => Algo::Pairwise,
-            "mesh" => Algo::Mesh,
-            "reduce_scatterv" => Algo::ReduceScatterv,
-            "recursive_halving" => Algo::RecursiveHalving,
-            "shm" => Algo::Shm,
-            _ => return None,
-        })
+        NAMES.iter().find(|(n, _)| *n == s).map(|&(_, a)| a)
+    }
+
+    /// The name `BATON_COLL_*` gives this algorithm.
+    pub fn name(self) -> &'static str {
+        NAMES.iter().find(|(_, a)| *a == self).map_or("?", |(n, _)| n)
     }
 }
 
@@ -125,11 +136,11 @@ impl Coll {
     }
 }
 
-/// The algorithms forced by the environment, read once; a name that does not exist is an
-/// error every collective of that kind reports.
-fn forced(coll: Coll) -> Result<Option<Algo>> {
+/// The algorithms forced by the environment, read once, by collective (in [`COLLS`] order); a
+/// name that does not exist is an error every collective of that kind reports.
+fn forced_by_env() -> &'static [std::result::Result<Option<Algo>, String>] {
     static FORCED: OnceLock<Vec<std::result::Result<Option<Algo>, String>>> = OnceLock::new();
-    let all = FORCED.get_or_init(|| {
+    FORCED.get_or_init(|| {
         COLLS
             .iter()
             .map(|&k| match std::env::var(k.env_name()) {
@@ -145,9 +156,33 @@ fn forced(coll: Coll) -> Result<Option<Algo>> {
                 },
             })
             .collect()
-    });
-    let i = COLLS.iter().position(|&k| k == coll).unwrap();
-    all[i].clone().map_err(|m| MpiError::new(c::MPI_ERR_ARG, m))
+    })
+}
+
+/// `BATON_COLL_FALLBACK`, read once: what a forced algorithm that cannot serve a call leads to.
+fn fallback_by_env() -> std::result::Result<Fallback, String> {
+    static POLICY: OnceLock<std::result::Result<Fallback, String>> = OnceLock::new();
+    POLICY
+        .get_or_init(|| match std::env::var("BATON_COLL_FALLBACK").as_deref() {
+            Err(_) | Ok("") | Ok("silent") => Ok(Fallback::Silent),
+            Ok("warn") => Ok(Fallback::Warn),
+            Ok("error") => Ok(Fallback::Error),
+            Ok(v) => Err(format!("BATON_COLL_FALLBACK={v} is none of silent, warn, error")),
+        })
+        .clone()
+}
+
+/// What happens when the algorithm `BATON_COLL_<NAME>` forces cannot serve a call (a ring
+/// allreduce for a non-commutative operation, shared memory for a message too large for it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fallback {
+    /// The call runs the algorithm chosen without the variable.
+    Silent,
+    /// The same, and the first such call of each collective says so on stderr.
+    Warn,
+    /// The call fails with an error naming the call, the variable, the algorithm and why:
+    /// a test that forces an algorithm learns where it did not run.
+    Error,
 }
 
 /// What [`choose`] looks at.
@@ -174,31 +209,97 @@ impl Shape {
     }
 }
 
-/// The algorithm for a call: the forced one if it applies, else one chosen by size.
-pub fn choose(coll: Coll, sh: Shape) -> Result<Algo> {
-    let want = forced(coll)?;
-    let pow2 = sh.n > 0 && (sh.n & (sh.n - 1)) == 0;
-    let applies = |a: Algo| match a {
-        Algo::Rabenseifner => sh.commutative && sh.elems >= sh.n.max(1) as usize,
-        Algo::Ring if coll == Coll::Allreduce => sh.commutative && sh.elems >= sh.n.max(1) as usize,
-        Algo::RecursiveHalving => sh.commutative && pow2,
-        Algo::Pairwise if coll == Coll::ReduceScatter => sh.commutative,
-        Algo::Binomial if matches!(coll, Coll::Gather | Coll::Scatter) => sh.uniform,
-        Algo::Bruck | Algo::Mesh => sh.uniform,
-        Algo::RecursiveDoubling if coll == Coll::Allgather => pow2,
-        // An alltoall process publishes a block for every rank at once.
-        Algo::Shm if coll == Coll::Alltoall => {
-            sh.shm && sh.uniform && sh.bytes.saturating_mul(sh.n.max(0) as usize) <= crate::shm_coll::MAX_BYTES
+/// Why algorithm `a` cannot serve `coll` on `sh`; None when it can.
+pub fn unfit(coll: Coll, a: Algo, sh: &Shape) -> Option<String> {
+    let n = sh.n.max(0) as usize;
+    let commutes = || (!sh.commutative).then(|| "the operation is not commutative".to_string());
+    let enough = || (sh.elems < n).then(|| format!("{} elements are fewer than the {n} processes", sh.elems));
+    let pow2 = || (!n.is_power_of_two()).then(|| format!("{n} processes are not a power of two"));
+    let uniform = || (!sh.uniform).then(|| "the blocks differ in size".to_string());
+    let shm = |bytes: usize| {
+        if !sh.shm {
+            Some("the communicator has no shared-memory collective area".to_string())
+        } else if bytes > crate::shm_coll::MAX_BYTES {
+            Some(format!("{bytes} bytes per process exceed the {} the area takes", crate::shm_coll::MAX_BYTES))
+        } else {
+            uniform()
         }
-        Algo::Shm => sh.shm && sh.uniform && sh.bytes <= crate::shm_coll::MAX_BYTES,
-        _ => true,
     };
-    if let Some(a) = want {
-        if applies(a) {
-            return Ok(a);
-        }
+    match a {
+        Algo::Rabenseifner => commutes().or_else(enough),
+        Algo::Ring if coll == Coll::Allreduce => commutes().or_else(enough),
+        Algo::RecursiveHalving => commutes().or_else(pow2),
+        Algo::Pairwise if coll == Coll::ReduceScatter => commutes(),
+        Algo::Binomial if matches!(coll, Coll::Gather | Coll::Scatter) => uniform(),
+        Algo::Bruck | Algo::Mesh => uniform(),
+        Algo::RecursiveDoubling if coll == Coll::Allgather => pow2(),
+        // An alltoall process publishes a block for every rank at once.
+        Algo::Shm if coll == Coll::Alltoall => shm(sh.bytes.saturating_mul(n)),
+        Algo::Shm => shm(sh.bytes),
+        _ => None,
     }
-    let auto = match coll {
+}
+
+/// The choice of algorithms: those forced (by collective, in [`COLLS`] order; an error for a
+/// name that does not exist) and what happens when a forced one cannot serve a call.
+/// [`choose`] uses the environment's; tests make their own.
+pub struct Chooser {
+    forced: Vec<std::result::Result<Option<Algo>, String>>,
+    fallback: std::result::Result<Fallback, String>,
+    /// Whether a [`Fallback::Warn`] line was written, by collective.
+    warned: [AtomicBool; COLLS.len()],
+}
+
+impl Chooser {
+    /// `forced` algorithms and the `fallback` policy, as given.
+    pub fn new(forced: &[(Coll, Algo)], fallback: Fallback) -> Chooser {
+        let forced = COLLS.iter().map(|k| Ok(forced.iter().find(|(c, _)| c == k).map(|&(_, a)| a))).collect::<Vec<_>>();
+        Chooser { forced, fallback: Ok(fallback), warned: Default::default() }
+    }
+
+    /// `BATON_COLL_<NAME>` and `BATON_COLL_FALLBACK`, read once.
+    pub fn from_env() -> &'static Chooser {
+        static ENV: OnceLock<Chooser> = OnceLock::new();
+        ENV.get_or_init(|| Chooser {
+            forced: forced_by_env().to_vec(),
+            fallback: fallback_by_env(),
+            warned: Default::default(),
+        })
+    }
+
+    /// The algorithm for `call` (a call of collective `coll` on `sh`): the forced one if it can
+    /// serve the call, else one chosen by size, or, under [`Fallback::Error`], an error. On one
+    /// process every algorithm serves (none has anything to send).
+    pub fn choose(&self, coll: Coll, call: &str, sh: Shape) -> Result<Algo> {
+        let i = COLLS.iter().position(|&k| k == coll).unwrap_or(0);
+        let want = self.forced[i].clone().map_err(|m| MpiError::new(c::MPI_ERR_ARG, m))?;
+        let Some(a) = want else { return Ok(auto(coll, &sh)) };
+        let Some(why) = unfit(coll, a, &sh).filter(|_| sh.n > 1) else { return Ok(a) };
+        let policy = self.fallback.clone().map_err(|m| MpiError::new(c::MPI_ERR_ARG, m))?;
+        let what = format!("{}={} cannot serve this call ({why})", coll.env_name(), a.name());
+        match policy {
+            Fallback::Error => {
+                return Err(MpiError::new(c::MPI_ERR_ARG, format!("{call}: {what}; BATON_COLL_FALLBACK=error")))
+            }
+            Fallback::Warn if !self.warned[i].swap(true, Ordering::Relaxed) => {
+                eprintln!("baton: {call}: {what}; another algorithm runs (BATON_COLL_FALLBACK=warn; said once per collective)")
+            }
+            _ => {}
+        }
+        Ok(auto(coll, &sh))
+    }
+}
+
+/// The algorithm for a call of `coll` on `sh`, as [`Chooser::from_env`] chooses it.
+pub fn choose(coll: Coll, call: &str, sh: Shape) -> Result<Algo> {
+    Chooser::from_env().choose(coll, call, sh)
+}
+
+/// The algorithm chosen by size, process count and operation, which always serves the call.
+fn auto(coll: Coll, sh: &Shape) -> Algo {
+    let pow2 = sh.n > 0 && (sh.n & (sh.n - 1)) == 0;
+    let applies = |a: Algo| unfit(coll, a, sh).is_none();
+    match coll {
         Coll::Barrier | Coll::Bcast | Coll::Reduce | Coll::Allreduce | Coll::Allgather | Coll::Alltoall
             if applies(Algo::Shm) && sh.n > 1 =>
         {
@@ -263,8 +364,7 @@ pub fn choose(coll: Coll, sh: Shape) -> Result<Algo> {
             }
         }
         Coll::Scan => Algo::RecursiveDoubling,
-    };
-    Ok(auto)
+    }
 }
 
 // ----- helpers -----
@@ -633,18 +733,50 @@ fn allreduce_ring(s: &mut Schedule, src: Loc, dst: Loc) {
 /// Gathers every rank's `src` into `blocks` at the root (`blocks` is empty elsewhere; `src` is
 /// None at a root using `MPI_IN_PLACE`).
 pub fn gather(s: &mut Schedule, a: Algo, root: i32, src: Option<Loc>, blocks: &[Loc], block_len: usize) {
-    let (n, me) = (s.size(), s.rank());
-    if a == Algo::Binomial && n > 1 {
+    if a == Algo::Binomial && s.size() > 1 {
         return gather_binomial(s, root, src, blocks, block_len);
     }
+    rooted_linear(s, Flow::Gather, root, src, blocks)
+}
+
+/// Which way a rooted collective moves its blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// From every rank to the root.
+    Gather,
+    /// From the root to every rank.
+    Scatter,
+}
+
+impl Flow {
+    /// Posts this rank's side of moving block `l` between the root and another rank: `at_root`
+    /// says whether this rank is the root, `peer` is the other side, `remote` that the peer is
+    /// in the remote group of an intercommunicator.
+    pub(super) fn post(self, s: &mut Schedule, at_root: bool, peer: i32, l: Loc, remote: bool) {
+        let sends = (self == Flow::Gather) != at_root;
+        match (sends, remote) {
+            (true, false) => s.send(peer, l),
+            (false, false) => s.recv(peer, l),
+            (true, true) => s.send_remote(peer, l),
+            (false, true) => s.recv_remote(peer, l),
+        }
+    }
+}
+
+/// The root exchanges each block with its rank directly; `mine` is this rank's own block (None
+/// at a root using `MPI_IN_PLACE`).
+fn rooted_linear(s: &mut Schedule, flow: Flow, root: i32, mine: Option<Loc>, blocks: &[Loc]) {
+    let (n, me) = (s.size(), s.rank());
     if me != root {
-        s.send(root, src.expect("non-root ranks have a send buffer"));
+        flow.post(s, false, root, mine.expect("ranks other than the root have their block"), false);
     } else {
         for i in (0..n).filter(|&i| i != me) {
-            s.recv(i, blocks[i as usize]);
+            flow.post(s, true, i, blocks[i as usize], false);
         }
-        if let Some(sb) = src {
-            s.copy(sb, blocks[me as usize]);
+        match (mine, flow) {
+            (Some(m), Flow::Gather) => s.copy(m, blocks[me as usize]),
+            (Some(m), Flow::Scatter) => s.copy(blocks[me as usize], m),
+            (None, _) => {}
         }
     }
     s.end_round();
@@ -689,21 +821,10 @@ fn gather_binomial(s: &mut Schedule, root: i32, src: Option<Loc>, blocks: &[Loc]
 /// Scatters `blocks` (at the root) so that every rank gets its block in `dst` (None at a root
 /// using `MPI_IN_PLACE`).
 pub fn scatter(s: &mut Schedule, a: Algo, root: i32, blocks: &[Loc], dst: Option<Loc>, block_len: usize) {
-    let (n, me) = (s.size(), s.rank());
-    if a == Algo::Binomial && n > 1 {
+    if a == Algo::Binomial && s.size() > 1 {
         return scatter_binomial(s, root, blocks, dst, block_len);
     }
-    if me != root {
-        s.recv(root, dst.expect("non-root ranks have a receive buffer"));
-    } else {
-        for i in (0..n).filter(|&i| i != me) {
-            s.send(i, blocks[i as usize]);
-        }
-        if let Some(d) = dst {
-            s.copy(blocks[me as usize], d);
-        }
-    }
-    s.end_round();
+    rooted_linear(s, Flow::Scatter, root, dst, blocks)
 }
 
 fn scatter_binomial(s: &mut Schedule, root: i32, blocks: &[Loc], dst: Option<Loc>, b: usize) {

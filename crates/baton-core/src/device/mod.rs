@@ -14,6 +14,8 @@
 //!   what the caller gets back.
 //! - [`Persistent`]: a persistent request's operation, started again by every `MPI_Start`.
 
+pub mod coll;
+
 use crate::coll::schedule::{Loc, Region, Schedule};
 use crate::comm::Comm;
 use crate::datatype::Layout;
