@@ -90,7 +90,8 @@ const NAMES: [(&str, Algo); 14] = [
 ];
 
 impl Algo {
-    fn parse(s: &str) -> Option<Algo> {
+    /// The algorithm `BATON_COLL_*` calls `s`.
+    pub fn named(s: &str) -> Option<Algo> {
         NAMES.iter().find(|(n, _)| *n == s).map(|&(_, a)| a)
     }
 
@@ -146,7 +147,7 @@ fn forced_by_env() -> &'static [std::result::Result<Option<Algo>, String>] {
             .map(|&k| match std::env::var(k.env_name()) {
                 Err(_) => Ok(None),
                 Ok(v) if v.is_empty() || v == "auto" => Ok(None),
-                Ok(v) => match Algo::parse(&v).filter(|_| k.algos().contains(&v.as_str())) {
+                Ok(v) => match Algo::named(&v).filter(|_| k.algos().contains(&v.as_str())) {
                     Some(a) => Ok(Some(a)),
                     None => Err(format!(
                         "{}={v} names no algorithm of this collective (choose one of: auto, {})",
