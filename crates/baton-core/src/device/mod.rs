@@ -61,11 +61,13 @@ pub struct Buffer {
 
 impl Buffer {
     /// The packed bytes the buffer holds (its type signature's size).
+    #[inline]
     pub fn bytes(&self) -> usize {
         self.count * self.layout.size
     }
 
     /// The span itself when the elements are one contiguous run of bytes starting at it.
+    #[inline]
     pub fn contiguous(&self) -> Option<UserBuf> {
         (self.base_off == 0 && self.layout.is_contiguous()).then(|| self.span.prefix(self.bytes()))
     }
