@@ -10,7 +10,7 @@
 use crate::errors::guard;
 use crate::p2p::dtype;
 use crate::request::handle_of;
-use crate::state::{lib, CommObj, Lib, PersistentOp, PersistentReq};
+use crate::state::{lib, lib_fast, CommObj, Lib, PersistentOp, PersistentReq};
 use baton_abi::consts as c;
 use baton_core::datatype::Layout;
 use baton_core::device::coll::{Call, Neighborhood};
@@ -37,7 +37,20 @@ fn in_place(p: *const c_void) -> bool {
 
 /// `count` elements of `lay` at `p` pass the checks every buffer argument must (`what` names
 /// the buffer in messages); the count as a size.
+#[inline(always)]
 fn checked(call: &str, what: &str, p: *const c_void, count: i64, lay: &Layout) -> Result<usize> {
+    // The usual case, decided here without a call: a non-negative count whose bytes fit, at an
+    // address (a NULL one passes only with nothing to hold).
+    let n = count as usize;
+    if count >= 0 && (!p.is_null() || count == 0) && n.checked_mul(lay.size).is_some_and(|b| b <= isize::MAX as usize) {
+        return Ok(n);
+    }
+    checked_slowly(call, what, p, count, lay)
+}
+
+/// [`checked`] for the cases its first test leaves: each check in turn, with its message.
+#[cold]
+fn checked_slowly(call: &str, what: &str, p: *const c_void, count: i64, lay: &Layout) -> Result<usize> {
     if count < 0 {
         return Err(err!(MPI_ERR_COUNT, "{call}: {what} count {count} is negative"));
     }
@@ -53,6 +66,7 @@ fn checked(call: &str, what: &str, p: *const c_void, count: i64, lay: &Layout) -
 }
 
 /// The device's view of `count` elements of `lay` at `p` (checked).
+#[inline(always)]
 fn span_of(p: *const c_void, count: usize, lay: Arc<Layout>) -> Buffer {
     let (lo, hi) = lay.span(count);
     // SAFETY: MPI requires a collective's buffers to hold `count` elements of the datatype and
@@ -63,6 +77,7 @@ fn span_of(p: *const c_void, count: usize, lay: Arc<Layout>) -> Buffer {
 }
 
 /// A buffer argument: `count` elements of datatype `dt` at `p`.
+#[inline(always)]
 pub(crate) fn buffer(call: &str, what: &str, p: *const c_void, count: i64, dt: usize) -> Result<Buffer> {
     let lay = dtype(call, dt)?;
     let count = checked(call, what, p, count, &lay)?;
@@ -70,6 +85,7 @@ pub(crate) fn buffer(call: &str, what: &str, p: *const c_void, count: i64, dt: u
 }
 
 /// A buffer argument that may be `MPI_IN_PLACE` (None).
+#[inline]
 fn or_in_place(call: &str, what: &str, p: *const c_void, count: i64, dt: usize) -> Result<Option<Buffer>> {
     if in_place(p) {
         return Ok(None);
@@ -79,6 +95,7 @@ fn or_in_place(call: &str, what: &str, p: *const c_void, count: i64, dt: usize) 
 
 /// A buffer argument of `n` blocks of `count` elements: a block's checks first (their messages
 /// name its count), then the whole buffer's.
+#[inline]
 pub(crate) fn blocks(call: &str, what: &str, p: *const c_void, count: i64, dt: usize, n: usize) -> Result<Buffer> {
     let lay = dtype(call, dt)?;
     checked(call, what, p, count, &lay)?;
@@ -97,7 +114,10 @@ pub(crate) fn run(
     f: impl FnOnce(&Device, &CommObj, Call) -> Result<Started>,
 ) -> c_int {
     guard(comm_h, || {
-        let l = lib(call)?;
+        let l = match lib_fast() {
+            Some(l) => l,
+            None => lib(call)?,
+        };
         let cm = l.comm(call, comm_h)?;
         let form = match mode {
             Mode::Blocking => Form::Blocking,
@@ -112,8 +132,10 @@ pub(crate) fn run(
         };
         let at =
             Call { comm: &cm.core, handle: comm_h, form, thread_multiple: l.thread_level == c::MPI_THREAD_MULTIPLE };
-        let started = f(&l.mpi, &cm, at)?;
-        hand_over(l, &cm, comm_h, mode, started)
+        match (mode, f(&l.mpi, &cm, at)?) {
+            (Mode::Blocking, Started::Done) => Ok(()),
+            (mode, started) => hand_over(l, &cm, comm_h, mode, started),
+        }
     })
 }
 
@@ -121,7 +143,6 @@ pub(crate) fn run(
 /// a new persistent request (pointers checked by [`run`]).
 fn hand_over(l: &Lib, cm: &Arc<CommObj>, comm_h: usize, mode: Mode, started: Started) -> Result<()> {
     match (mode, started) {
-        (Mode::Blocking, Started::Done) => {}
         // SAFETY: checked non-null; the caller's request variable.
         (Mode::Nonblocking(r), Started::Request(id)) => unsafe { *r = handle_of(id) },
         (Mode::Persistent(r), Started::Persistent(Persistent::Coll(sched))) => {

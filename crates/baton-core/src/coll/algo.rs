@@ -61,6 +61,15 @@ const COLLS: [Coll; 12] = [
     Coll::Scan,
 ];
 
+// The chooser's tables are indexed by `Coll as usize`.
+const _: () = {
+    let mut i = 0;
+    while i < COLLS.len() {
+        assert!(COLLS[i] as usize == i, "COLLS lists the collectives in declaration order");
+        i += 1;
+    }
+};
+
 /// Every algorithm, by the name `BATON_COLL_*` uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algo {
@@ -219,18 +228,55 @@ impl Shape {
     }
 }
 
+/// Why an algorithm cannot serve a call (see [`unfit`]); its `Display` is the reason as the
+/// messages give it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unfit {
+    NotCommutative,
+    /// Fewer elements than processes: the vector cannot be split among them.
+    FewElements {
+        elems: usize,
+        n: usize,
+    },
+    NotPowerOfTwo {
+        n: usize,
+    },
+    Uneven,
+    NoArea,
+    /// More bytes per process than the shared-memory area takes.
+    TooLarge {
+        bytes: usize,
+    },
+}
+
+impl std::fmt::Display for Unfit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Unfit::NotCommutative => write!(f, "the operation is not commutative"),
+            Unfit::FewElements { elems, n } => write!(f, "{elems} elements are fewer than the {n} processes"),
+            Unfit::NotPowerOfTwo { n } => write!(f, "{n} processes are not a power of two"),
+            Unfit::Uneven => write!(f, "the blocks differ in size"),
+            Unfit::NoArea => write!(f, "the communicator has no shared-memory collective area"),
+            Unfit::TooLarge { bytes } => {
+                write!(f, "{bytes} bytes per process exceed the {} the area takes", crate::shm_coll::MAX_BYTES)
+            }
+        }
+    }
+}
+
 /// Why algorithm `a` cannot serve `coll` on `sh`; None when it can.
-pub fn unfit(coll: Coll, a: Algo, sh: &Shape) -> Option<String> {
+#[inline]
+pub fn unfit(coll: Coll, a: Algo, sh: &Shape) -> Option<Unfit> {
     let n = sh.n.max(0) as usize;
-    let commutes = || (!sh.commutative).then(|| "the operation is not commutative".to_string());
-    let enough = || (sh.elems < n).then(|| format!("{} elements are fewer than the {n} processes", sh.elems));
-    let pow2 = || (!n.is_power_of_two()).then(|| format!("{n} processes are not a power of two"));
-    let uniform = || (!sh.uniform).then(|| "the blocks differ in size".to_string());
+    let commutes = || (!sh.commutative).then_some(Unfit::NotCommutative);
+    let enough = || (sh.elems < n).then_some(Unfit::FewElements { elems: sh.elems, n });
+    let pow2 = || (!n.is_power_of_two()).then_some(Unfit::NotPowerOfTwo { n });
+    let uniform = || (!sh.uniform).then_some(Unfit::Uneven);
     let shm = |bytes: usize| {
         if !sh.shm {
-            Some("the communicator has no shared-memory collective area".to_string())
+            Some(Unfit::NoArea)
         } else if bytes > crate::shm_coll::MAX_BYTES {
-            Some(format!("{bytes} bytes per process exceed the {} the area takes", crate::shm_coll::MAX_BYTES))
+            Some(Unfit::TooLarge { bytes })
         } else {
             uniform()
         }
@@ -250,7 +296,7 @@ pub fn unfit(coll: Coll, a: Algo, sh: &Shape) -> Option<String> {
     }
 }
 
-/// The choice of algorithms: those forced (by collective, in [`COLLS`] order; an error for a
+/// The choice of algorithms: those forced (by collective, indexed by `Coll as usize`; an error for a
 /// name that does not exist) and what happens when a forced one cannot serve a call.
 /// [`choose`] uses the environment's; tests make their own.
 pub struct Chooser {
@@ -280,34 +326,47 @@ impl Chooser {
     /// The algorithm for `call` (a call of collective `coll` on `sh`): the forced one if it can
     /// serve the call, else one chosen by size, or, under [`Fallback::Error`], an error. On one
     /// process every algorithm serves (none has anything to send).
+    #[inline]
     pub fn choose(&self, coll: Coll, call: &str, sh: Shape) -> Result<Algo> {
-        let i = COLLS.iter().position(|&k| k == coll).unwrap_or(0);
-        let want = self.forced[i].clone().map_err(|m| MpiError::new(c::MPI_ERR_ARG, m))?;
-        let Some(a) = want else { return Ok(auto(coll, &sh)) };
-        let Some(why) = unfit(coll, a, &sh).filter(|_| sh.n > 1) else { return Ok(a) };
+        let a = match &self.forced[coll as usize] {
+            Ok(None) => return Ok(auto(coll, &sh)),
+            Ok(Some(a)) => *a,
+            Err(m) => return Err(MpiError::new(c::MPI_ERR_ARG, m.clone())),
+        };
+        match unfit(coll, a, &sh) {
+            Some(why) if sh.n > 1 => self.fall_back(coll, a, call, why).map(|()| auto(coll, &sh)),
+            _ => Ok(a),
+        }
+    }
+
+    /// What the policy says when forced algorithm `a` cannot serve `call`: Ok to run another.
+    #[cold]
+    fn fall_back(&self, coll: Coll, a: Algo, call: &str, why: Unfit) -> Result<()> {
         let policy = self.fallback.clone().map_err(|m| MpiError::new(c::MPI_ERR_ARG, m))?;
         let what = format!("{}={} cannot serve this call ({why})", coll.env_name(), a.name());
         match policy {
             Fallback::Error => {
                 return Err(MpiError::new(c::MPI_ERR_ARG, format!("{call}: {what}; BATON_COLL_FALLBACK=error")))
             }
-            Fallback::Warn if !self.warned[i].swap(true, Ordering::Relaxed) => {
+            Fallback::Warn if !self.warned[coll as usize].swap(true, Ordering::Relaxed) => {
                 eprintln!("baton: {call}: {what}; another algorithm runs (BATON_COLL_FALLBACK=warn; said once per collective)")
             }
             _ => {}
         }
-        Ok(auto(coll, &sh))
+        Ok(())
     }
 }
 
 /// The algorithm for a call of `coll` on `sh`, as [`Chooser::from_env`] chooses it.
+#[inline]
 pub fn choose(coll: Coll, call: &str, sh: Shape) -> Result<Algo> {
     Chooser::from_env().choose(coll, call, sh)
 }
 
 /// The algorithm chosen by size, process count and operation, which always serves the call.
+#[inline]
 fn auto(coll: Coll, sh: &Shape) -> Algo {
-    let pow2 = sh.n > 0 && (sh.n & (sh.n - 1)) == 0;
+    let pow2 = || sh.n > 0 && (sh.n & (sh.n - 1)) == 0;
     let applies = |a: Algo| unfit(coll, a, sh).is_none();
     match coll {
         Coll::Barrier | Coll::Bcast | Coll::Reduce | Coll::Allreduce | Coll::Allgather | Coll::Alltoall
@@ -341,7 +400,7 @@ fn auto(coll: Coll, sh: &Shape) -> Algo {
         Coll::Allgather => {
             if sh.bytes * (sh.n as usize) > 64 * 1024 {
                 Algo::Ring
-            } else if pow2 {
+            } else if pow2() {
                 Algo::RecursiveDoubling
             } else {
                 Algo::Bruck

@@ -1,7 +1,7 @@
 //! The collectives where every process gives and gets: barrier, allgather and alltoall (with
 //! their `v` and `w` forms).
 
-use super::{direct, even, no_in_place, same_size, sched, Blocks, Call};
+use super::{direct, even, no_in_place, same_size, sched, sched_for, Blocks, Call};
 use crate::coll::algo::{self, Algo, Coll, Shape};
 use crate::coll::inter;
 use crate::device::{Buffer, Device, Started};
@@ -11,6 +11,7 @@ use std::ops::ControlFlow;
 
 impl Device {
     /// `MPI_Barrier`.
+    #[inline]
     pub fn barrier(&self, at: Call) -> Result<Started> {
         const CALL: &str = "MPI_Barrier";
         let comm = at.comm;
@@ -22,15 +23,16 @@ impl Device {
         self.attach(&at);
         let a = algo::choose(Coll::Barrier, CALL, Shape::of(comm, 0))?;
         if let Some(sh) = direct(&at, a) {
-            return Ok(self.shm_direct(&at, sh, ShmKind::Barrier, None, |_, _| {}));
+            return Ok(self.shm_direct(sh, ShmKind::Barrier, None, |_, _| {}));
         }
-        let mut s = sched(&at, CALL);
+        let mut s = sched_for(&at, CALL, a);
         algo::barrier(&mut s, a);
         self.in_form(&at, s)
     }
 
     /// `MPI_Allgather`: `recv` holds a block per rank (of the remote group on an
     /// intercommunicator); `send` is None for `MPI_IN_PLACE`.
+    #[inline]
     pub fn allgather(&self, at: Call, send: Option<Buffer>, recv: Buffer) -> Result<Started> {
         const CALL: &str = "MPI_Allgather";
         let comm = at.comm;
@@ -81,7 +83,7 @@ impl Device {
         let a = algo::choose(coll, call, Shape::of(at.comm, b))?;
         let kind = if coll == Coll::Alltoall { ShmKind::Alltoall } else { ShmKind::Allgather };
         if let (Some(sh), Some(sb)) = (direct(at, a), send) {
-            if let Some(done) = self.blocks_direct(at, sh, kind, sb, recv) {
+            if let Some(done) = self.blocks_direct(sh, kind, sb, recv) {
                 return Ok(ControlFlow::Break(done));
             }
         }
@@ -97,7 +99,7 @@ impl Device {
         send: Option<Buffer>,
         recv: Blocks,
     ) -> Result<Started> {
-        let mut s = sched(&at, call);
+        let mut s = a.map_or_else(|| sched(&at, call), |a| sched_for(&at, call, a));
         let dst = recv.locs(&mut s, at.comm.peer_size() as usize);
         let src = send.map(|x| x.region(&mut s));
         match a {
@@ -109,6 +111,7 @@ impl Device {
 
     /// `MPI_Alltoall`: both buffers hold a block per rank (of the remote group on an
     /// intercommunicator); `send` is None for `MPI_IN_PLACE`.
+    #[inline]
     pub fn alltoall(&self, at: Call, send: Option<Buffer>, recv: Buffer) -> Result<Started> {
         const CALL: &str = "MPI_Alltoall";
         let comm = at.comm;
@@ -166,7 +169,7 @@ impl Device {
         recv: Blocks,
     ) -> Result<Started> {
         let n = at.comm.peer_size() as usize;
-        let mut s = sched(&at, call);
+        let mut s = a.map_or_else(|| sched(&at, call), |a| sched_for(&at, call, a));
         let dst = recv.locs(&mut s, n);
         let src = send.map(|b| b.locs(&mut s, n));
         match a {

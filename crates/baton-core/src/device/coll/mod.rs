@@ -84,6 +84,7 @@ impl Blocks {
 }
 
 /// Bytes of each of `n` equal blocks of `b` (none when `n` is 0).
+#[inline]
 fn even(b: &Buffer, n: usize) -> usize {
     b.bytes() / n.max(1)
 }
@@ -97,6 +98,16 @@ fn sched(at: &Call, call: &'static str) -> Schedule {
     Schedule::new(at.comm.clone(), call)
 }
 
+/// The schedule of a call whose algorithm is `a`: one through the shared-memory area sends no
+/// message and takes no tag (see [`Schedule::untagged`]).
+fn sched_for(at: &Call, call: &'static str, a: Algo) -> Schedule {
+    match (a, at.comm.shm.get()) {
+        (Algo::Shm, Some(_)) => Schedule::untagged(at.comm.clone(), call),
+        _ => sched(at, call),
+    }
+}
+
+#[inline]
 fn check_root(call: &str, comm: &Comm, root: i32) -> Result<()> {
     let n = comm.size();
     if !(0..n).contains(&root) {
@@ -106,6 +117,7 @@ fn check_root(call: &str, comm: &Comm, root: i32) -> Result<()> {
 }
 
 /// What a rooted collective's `root` makes of this process on intercommunicator `comm`.
+#[inline]
 fn inter_root(call: &str, comm: &Comm, root: i32) -> Result<Root> {
     let n = comm.peer_size();
     match root {
@@ -120,6 +132,7 @@ fn inter_root(call: &str, comm: &Comm, root: i32) -> Result<Root> {
 }
 
 /// The standard has no `MPI_IN_PLACE` on intercommunicators.
+#[inline]
 fn no_in_place(call: &str, comm: &Comm, what: &str, in_place: bool) -> Result<()> {
     if comm.is_inter() && in_place {
         return Err(err!(
@@ -134,6 +147,7 @@ fn in_place_at_root(call: &str) -> MpiError {
     err!(MPI_ERR_BUFFER, "{call}: MPI_IN_PLACE is only valid at the root")
 }
 
+#[inline]
 fn same_size(call: &str, got: usize, want: usize) -> Result<()> {
     if got != want {
         return Err(err!(
@@ -145,6 +159,7 @@ fn same_size(call: &str, got: usize, want: usize) -> Result<()> {
 }
 
 /// The prefix reductions have no meaning across two groups.
+#[inline]
 fn require_intra(call: &str, comm: &Comm) -> Result<()> {
     if comm.is_inter() {
         return Err(err!(MPI_ERR_COMM, "{call}: comm is an intercommunicator; this call needs an intracommunicator"));
@@ -154,6 +169,7 @@ fn require_intra(call: &str, comm: &Comm) -> Result<()> {
 
 /// The communicator's area when a blocking call's algorithm is shared memory (a communicator of
 /// one process, which every algorithm serves, has none).
+#[inline]
 fn direct<'c>(at: &Call<'c>, a: Algo) -> Option<&'c ShmColl> {
     if a != Algo::Shm || at.form != Form::Blocking {
         return None;
@@ -163,6 +179,7 @@ fn direct<'c>(at: &Call<'c>, a: Algo) -> Option<&'c ShmColl> {
 
 impl Device {
     /// Gives a blocking call's communicator its shared-memory area, if it can have one.
+    #[inline]
     fn attach(&self, at: &Call) {
         if at.form == Form::Blocking {
             self.attach_shm(at.comm, at.thread_multiple);
@@ -184,17 +201,14 @@ impl Device {
 
     /// A blocking shared-memory collective without a schedule: publishes `data`, waits for what
     /// this process needs, lets `read` take it, and finishes.
+    #[inline]
     fn shm_direct(
         &self,
-        at: &Call,
         sh: &ShmColl,
         kind: ShmKind,
         data: Option<&[u8]>,
         read: impl FnOnce(&ShmColl, u64),
     ) -> Started {
-        // The tag a schedule would have drawn: a member whose data is not contiguous builds
-        // one, and later collectives must find the same tags at every member.
-        at.comm.next_coll_tag();
         let seq = sh.run_blocking(self.runtime(), kind, data);
         read(sh, seq);
         sh.finish(seq);
@@ -203,12 +217,12 @@ impl Device {
 
     /// Allgather or alltoall through the area, from contiguous `send` to contiguous `recv`
     /// (`n` blocks of `b` bytes).
-    fn blocks_direct(&self, at: &Call, sh: &ShmColl, kind: ShmKind, send: &Buffer, recv: &Buffer) -> Option<Started> {
+    fn blocks_direct(&self, sh: &ShmColl, kind: ShmKind, send: &Buffer, recv: &Buffer) -> Option<Started> {
         let (src, dst) = (send.contiguous()?, recv.contiguous()?);
         let n = sh.size();
         let b = even(recv, n);
         let sent = sh.published(kind, b);
-        Some(self.shm_direct(at, sh, kind, Some(src.read(0, sent)), |sh, seq| {
+        Some(self.shm_direct(sh, kind, Some(src.read(0, sent)), |sh, seq| {
             for r in 0..n {
                 dst.write(r * b, sh.block(kind, r, seq, b));
             }

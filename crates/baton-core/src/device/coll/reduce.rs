@@ -1,6 +1,8 @@
 //! The reductions: reduce, allreduce, scan, exscan and reduce-scatter (both forms).
 
-use super::{check_root, direct, in_place_at_root, inter_root, no_in_place, require_intra, sched, Arg, Call, Lazy};
+use super::{
+    check_root, direct, in_place_at_root, inter_root, no_in_place, require_intra, sched, sched_for, Arg, Call, Lazy,
+};
 use crate::coll::algo::{self, Coll, Shape};
 use crate::coll::inter::{self, Root};
 use crate::coll::schedule::{Loc, Schedule};
@@ -15,10 +17,9 @@ fn vector_shape(comm: &Comm, recv: &Buffer, op: &Reducer) -> Shape {
     Shape { commutative: op.commutative, elems: recv.bytes() / op.unit.max(1), ..Shape::of(comm, recv.bytes()) }
 }
 
-/// A schedule reducing with `op`, and its send and receive windows (the receive buffer's for
+/// Schedule `s` reducing with `op`, and its send and receive windows (the receive buffer's for
 /// both with `MPI_IN_PLACE`).
-fn reduction(at: &Call, call: &'static str, send: Option<Buffer>, recv: &Buffer, op: Reducer) -> (Schedule, Loc, Loc) {
-    let mut s = sched(at, call);
+fn reduction(mut s: Schedule, send: Option<Buffer>, recv: &Buffer, op: Reducer) -> (Schedule, Loc, Loc) {
     s.set_reducer(op);
     let dst = recv.region(&mut s);
     let src = send.map_or(dst, |b| b.region(&mut s));
@@ -28,6 +29,7 @@ fn reduction(at: &Call, call: &'static str, send: Option<Buffer>, recv: &Buffer,
 impl Device {
     /// `MPI_Reduce`: `recv` is significant at the root only, `send` (None for `MPI_IN_PLACE`,
     /// at the root) and `op` wherever this process contributes.
+    #[inline]
     pub fn reduce(
         &self,
         at: Call,
@@ -78,14 +80,14 @@ impl Device {
             };
             if let (Some(src), Some(dst)) = (input.contiguous(), dst) {
                 let kind = ShmKind::Reduce { root: root as usize };
-                return Ok(self.shm_direct(&at, sh, kind, Some(src.read(0, src.len())), |sh, seq| {
+                return Ok(self.shm_direct(sh, kind, Some(src.read(0, src.len())), |sh, seq| {
                     if let Some(d) = dst {
                         d.modify(0, src.len(), |acc| sh.combine(seq, &r, acc));
                     }
                 }));
             }
         }
-        let mut s = sched(&at, CALL);
+        let mut s = sched_for(&at, CALL, a);
         s.set_reducer(r);
         let dst = rb.map(|b| b.region(&mut s));
         let src = match sb {
@@ -97,12 +99,13 @@ impl Device {
     }
 
     /// `MPI_Allreduce` (`send` None for `MPI_IN_PLACE`).
+    #[inline]
     pub fn allreduce(&self, at: Call, send: Option<Buffer>, recv: Buffer, op: Reducer) -> Result<Started> {
         const CALL: &str = "MPI_Allreduce";
         let comm = at.comm;
         no_in_place(CALL, comm, "send", send.is_none())?;
         if comm.is_inter() {
-            let (mut s, src, dst) = reduction(&at, CALL, send, &recv, op);
+            let (mut s, src, dst) = reduction(sched(&at, CALL), send, &recv, op);
             inter::allreduce(&mut s, src, dst);
             return self.in_form(&at, s);
         }
@@ -115,12 +118,12 @@ impl Device {
             };
             // In place, the contribution is copied into the segment before the result is written.
             if let Some(src) = src {
-                return Ok(self.shm_direct(&at, sh, ShmKind::Allreduce, Some(src.read(0, d.len())), |sh, seq| {
+                return Ok(self.shm_direct(sh, ShmKind::Allreduce, Some(src.read(0, d.len())), |sh, seq| {
                     d.modify(0, d.len(), |acc| sh.combine(seq, &op, acc))
                 }));
             }
         }
-        let (mut s, src, dst) = reduction(&at, CALL, send, &recv, op);
+        let (mut s, src, dst) = reduction(sched_for(&at, CALL, a), send, &recv, op);
         algo::allreduce(&mut s, a, src, dst);
         self.in_form(&at, s)
     }
@@ -139,7 +142,7 @@ impl Device {
         let call = if exclusive { "MPI_Exscan" } else { "MPI_Scan" };
         require_intra(call, at.comm)?;
         let a = algo::choose(Coll::Scan, call, vector_shape(at.comm, &recv, &op))?;
-        let (mut s, src, dst) = reduction(&at, call, send, &recv, op);
+        let (mut s, src, dst) = reduction(sched(&at, call), send, &recv, op);
         algo::scan(&mut s, a, src, dst, exclusive);
         self.in_form(&at, s)
     }

@@ -1,6 +1,8 @@
 //! Bcast, gather and scatter (with their `v` forms): the collectives with a root.
 
-use super::{check_root, direct, in_place_at_root, inter_root, no_in_place, same_size, sched, Arg, Blocks, Call, Lazy};
+use super::{
+    check_root, direct, in_place_at_root, inter_root, no_in_place, same_size, sched, sched_for, Arg, Blocks, Call, Lazy,
+};
 use crate::coll::algo::{self, Coll, Flow, Shape};
 use crate::coll::inter::{self, Root};
 use crate::coll::schedule::{Loc, Schedule};
@@ -11,6 +13,7 @@ use crate::shm_coll::ShmKind;
 impl Device {
     /// `MPI_Bcast`: `buf` is not significant at an intercommunicator process that is neither
     /// the root nor in the receiving group.
+    #[inline]
     pub fn bcast(&self, at: Call, buf: impl Lazy<Buffer>, root: i32) -> Result<Started> {
         const CALL: &str = "MPI_Bcast";
         let comm = at.comm;
@@ -31,13 +34,13 @@ impl Device {
         if let (Some(sh), Some(b)) = (direct(&at, a), buf.contiguous()) {
             let me = comm.rank == root;
             let kind = ShmKind::Bcast { root: root as usize };
-            return Ok(self.shm_direct(&at, sh, kind, me.then(|| b.read(0, b.len())), |sh, seq| {
+            return Ok(self.shm_direct(sh, kind, me.then(|| b.read(0, b.len())), |sh, seq| {
                 if !me {
                     b.write(0, sh.data(root as usize, seq, b.len()));
                 }
             }));
         }
-        let mut s = sched(&at, CALL);
+        let mut s = sched_for(&at, CALL, a);
         let l = buf.region(&mut s);
         algo::bcast(&mut s, a, root, l);
         self.in_form(&at, s)
