@@ -19,8 +19,8 @@
 //! `w` forms), `neighbor` (the neighbourhood collectives).
 //!
 //! Important types: [`Call`] (where and how a collective was called), [`Arg`] and [`Lazy`]
-//! (arguments significant at some processes only), [`Blocks`] (per-rank blocks
-//! of a buffer argument), [`Neighborhood`] (a process's neighbours in a topology).
+//! (arguments significant at some processes only), [`Neighborhood`] (a process's neighbours in
+//! a topology).
 
 mod all;
 mod neighbor;
@@ -66,7 +66,7 @@ pub trait Lazy<T>: FnOnce() -> Result<T> {}
 impl<T, F: FnOnce() -> Result<T>> Lazy<T> for F {}
 
 /// Per-rank blocks of a buffer argument.
-pub enum Blocks {
+enum Blocks {
     /// Equal blocks end to end in one buffer, whose count covers them all (the regular forms).
     Even(Buffer),
     /// A buffer per rank (the `v` and `w` forms).
