@@ -7,14 +7,27 @@
 //! destination).
 //!
 //! [`Algo`] names the algorithms; [`choose`] picks one per call, from the sizes or from
-//! `BATON_COLL_<COLLECTIVE>`, and falls back to one that applies when the requested one cannot
-//! (e.g. a ring allreduce for a non-commutative operation).
+//! `BATON_COLL_<COLLECTIVE>`. It is the only place that decides, for the shared-memory fast
+//! paths as for schedules. When the forced algorithm cannot serve a call (e.g. a ring allreduce
+//! for a non-commutative operation; [`unfit`] says why), `BATON_COLL_FALLBACK` ([`Fallback`])
+//! decides: another algorithm runs, silently or with a warning, or the call fails.
+//! [`Chooser`] holds these settings; tests build their own.
+//!
+//! Alltoall's algorithms live in `algo/alltoall.rs`, reduce-scatter's and the scans' in
+//! `algo/reduce_scatter.rs`; the others here.
 
 use super::schedule::{Loc, Schedule};
 use crate::error::{MpiError, Result};
 use crate::shm_coll::ShmKind;
 use baton_abi::consts as c;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
+
+mod alltoall;
+mod reduce_scatter;
+
+pub use alltoall::alltoall;
+pub use reduce_scatter::{reduce_scatter, scan};
 
 /// The collectives whose algorithm can be chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +61,15 @@ const COLLS: [Coll; 12] = [
     Coll::Scan,
 ];
 
+// The chooser's tables are indexed by `Coll as usize`.
+const _: () = {
+    let mut i = 0;
+    while i < COLLS.len() {
+        assert!(COLLS[i] as usize == i, "COLLS lists the collectives in declaration order");
+        i += 1;
+    }
+};
+
 /// Every algorithm, by the name `BATON_COLL_*` uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algo {
@@ -67,25 +89,33 @@ pub enum Algo {
     Shm,
 }
 
+/// Every algorithm by the name `BATON_COLL_*` gives it.
+const NAMES: [(&str, Algo); 14] = [
+    ("dissemination", Algo::Dissemination),
+    ("binomial", Algo::Binomial),
+    ("scatter_allgather", Algo::ScatterAllgather),
+    ("recursive_doubling", Algo::RecursiveDoubling),
+    ("rabenseifner", Algo::Rabenseifner),
+    ("ring", Algo::Ring),
+    ("reduce_bcast", Algo::ReduceBcast),
+    ("linear", Algo::Linear),
+    ("bruck", Algo::Bruck),
+    ("pairwise", Algo::Pairwise),
+    ("mesh", Algo::Mesh),
+    ("reduce_scatterv", Algo::ReduceScatterv),
+    ("recursive_halving", Algo::RecursiveHalving),
+    ("shm", Algo::Shm),
+];
+
 impl Algo {
-    fn parse(s: &str) -> Option<Algo> {
-        Some(match s {
-            "dissemination" => Algo::Dissemination,
-            "binomial" => Algo::Binomial,
-            "scatter_allgather" => Algo::ScatterAllgather,
-            "recursive_doubling" => Algo::RecursiveDoubling,
-            "rabenseifner" => Algo::Rabenseifner,
-            "ring" => Algo::Ring,
-            "reduce_bcast" => Algo::ReduceBcast,
-            "linear" => Algo::Linear,
-            "bruck" => Algo::Bruck,
-            "pairwise" => Algo::Pairwise,
-            "mesh" => Algo::Mesh,
-            "reduce_scatterv" => Algo::ReduceScatterv,
-            "recursive_halving" => Algo::RecursiveHalving,
-            "shm" => Algo::Shm,
-            _ => return None,
-        })
+    /// The algorithm `BATON_COLL_*` calls `s`.
+    pub fn named(s: &str) -> Option<Algo> {
+        NAMES.iter().find(|(n, _)| *n == s).map(|&(_, a)| a)
+    }
+
+    /// The name `BATON_COLL_*` gives this algorithm.
+    pub fn name(self) -> &'static str {
+        NAMES.iter().find(|(_, a)| *a == self).map_or("?", |(n, _)| n)
     }
 }
 
@@ -120,24 +150,51 @@ impl Coll {
     }
 }
 
-/// The algorithms forced by the environment, mapped once. (`MPI_Init` has refused names that
-/// are not in the collective's list; an error here means the list names an algorithm this file
-/// does not implement, which its test prevents.)
-fn forced(coll: Coll) -> Result<Option<Algo>> {
+/// The algorithms forced by the environment, read once, by collective (in [`COLLS`] order); a
+/// name the registry lists but this file lacks is an error every collective of that kind reports.
+fn forced_by_env() -> &'static [std::result::Result<Option<Algo>, String>] {
     static FORCED: OnceLock<Vec<std::result::Result<Option<Algo>, String>>> = OnceLock::new();
-    let all = FORCED.get_or_init(|| {
+    FORCED.get_or_init(|| {
         COLLS
             .iter()
             .map(|&k| match k.setting().get() {
+                // `MPI_Init` has refused names not in the collective's list; an error here
+                // means the registry lists an algorithm this file does not implement, which
+                // its test prevents.
                 "auto" => Ok(None),
-                v => Algo::parse(v)
+                v => Algo::named(v)
                     .map(Some)
                     .ok_or_else(|| format!("{}={v}: this build has no such algorithm", k.env_name())),
             })
             .collect()
-    });
-    let i = COLLS.iter().position(|&k| k == coll).unwrap();
-    all[i].clone().map_err(|m| MpiError::new(c::MPI_ERR_INTERN, m))
+    })
+}
+
+/// `BATON_COLL_FALLBACK`, read once: what a forced algorithm that cannot serve a call leads to.
+fn fallback_by_env() -> std::result::Result<Fallback, String> {
+    static POLICY: OnceLock<std::result::Result<Fallback, String>> = OnceLock::new();
+    POLICY
+        .get_or_init(|| {
+            Ok(match baton_settings::COLL_FALLBACK.get() {
+                "warn" => Fallback::Warn,
+                "error" => Fallback::Error,
+                _ => Fallback::Silent,
+            })
+        })
+        .clone()
+}
+
+/// What happens when the algorithm `BATON_COLL_<NAME>` forces cannot serve a call (a ring
+/// allreduce for a non-commutative operation, shared memory for a message too large for it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fallback {
+    /// The call runs the algorithm chosen without the variable.
+    Silent,
+    /// The same, and the first such call of each collective says so on stderr.
+    Warn,
+    /// The call fails with an error naming the call, the variable, the algorithm and why:
+    /// a test that forces an algorithm learns where it did not run.
+    Error,
 }
 
 /// What [`choose`] looks at.
@@ -164,31 +221,147 @@ impl Shape {
     }
 }
 
-/// The algorithm for a call: the forced one if it applies, else one chosen by size.
-pub fn choose(coll: Coll, sh: Shape) -> Result<Algo> {
-    let want = forced(coll)?;
-    let pow2 = sh.n > 0 && (sh.n & (sh.n - 1)) == 0;
-    let applies = |a: Algo| match a {
-        Algo::Rabenseifner => sh.commutative && sh.elems >= sh.n.max(1) as usize,
-        Algo::Ring if coll == Coll::Allreduce => sh.commutative && sh.elems >= sh.n.max(1) as usize,
-        Algo::RecursiveHalving => sh.commutative && pow2,
-        Algo::Pairwise if coll == Coll::ReduceScatter => sh.commutative,
-        Algo::Binomial if matches!(coll, Coll::Gather | Coll::Scatter) => sh.uniform,
-        Algo::Bruck | Algo::Mesh => sh.uniform,
-        Algo::RecursiveDoubling if coll == Coll::Allgather => pow2,
-        // An alltoall process publishes a block for every rank at once.
-        Algo::Shm if coll == Coll::Alltoall => {
-            sh.shm && sh.uniform && sh.bytes.saturating_mul(sh.n.max(0) as usize) <= crate::shm_coll::MAX_BYTES
-        }
-        Algo::Shm => sh.shm && sh.uniform && sh.bytes <= crate::shm_coll::MAX_BYTES,
-        _ => true,
-    };
-    if let Some(a) = want {
-        if applies(a) {
-            return Ok(a);
+/// Why an algorithm cannot serve a call (see [`unfit`]); its `Display` is the reason as the
+/// messages give it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unfit {
+    NotCommutative,
+    /// Fewer elements than processes: the vector cannot be split among them.
+    FewElements {
+        elems: usize,
+        n: usize,
+    },
+    NotPowerOfTwo {
+        n: usize,
+    },
+    Uneven,
+    NoArea,
+    /// More bytes per process than the shared-memory area takes.
+    TooLarge {
+        bytes: usize,
+    },
+}
+
+impl std::fmt::Display for Unfit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Unfit::NotCommutative => write!(f, "the operation is not commutative"),
+            Unfit::FewElements { elems, n } => write!(f, "{elems} elements are fewer than the {n} processes"),
+            Unfit::NotPowerOfTwo { n } => write!(f, "{n} processes are not a power of two"),
+            Unfit::Uneven => write!(f, "the blocks differ in size"),
+            Unfit::NoArea => write!(f, "the communicator has no shared-memory collective area"),
+            Unfit::TooLarge { bytes } => {
+                write!(f, "{bytes} bytes per process exceed the {} the area takes", crate::shm_coll::MAX_BYTES)
+            }
         }
     }
-    let auto = match coll {
+}
+
+/// Why algorithm `a` cannot serve `coll` on `sh`; None when it can.
+#[inline]
+pub fn unfit(coll: Coll, a: Algo, sh: &Shape) -> Option<Unfit> {
+    let n = sh.n.max(0) as usize;
+    let commutes = || (!sh.commutative).then_some(Unfit::NotCommutative);
+    let enough = || (sh.elems < n).then_some(Unfit::FewElements { elems: sh.elems, n });
+    let pow2 = || (!n.is_power_of_two()).then_some(Unfit::NotPowerOfTwo { n });
+    let uniform = || (!sh.uniform).then_some(Unfit::Uneven);
+    let shm = |bytes: usize| {
+        if !sh.shm {
+            Some(Unfit::NoArea)
+        } else if bytes > crate::shm_coll::MAX_BYTES {
+            Some(Unfit::TooLarge { bytes })
+        } else {
+            uniform()
+        }
+    };
+    match a {
+        Algo::Rabenseifner => commutes().or_else(enough),
+        Algo::Ring if coll == Coll::Allreduce => commutes().or_else(enough),
+        Algo::RecursiveHalving => commutes().or_else(pow2),
+        Algo::Pairwise if coll == Coll::ReduceScatter => commutes(),
+        Algo::Binomial if matches!(coll, Coll::Gather | Coll::Scatter) => uniform(),
+        Algo::Bruck | Algo::Mesh => uniform(),
+        Algo::RecursiveDoubling if coll == Coll::Allgather => pow2(),
+        // An alltoall process publishes a block for every rank at once.
+        Algo::Shm if coll == Coll::Alltoall => shm(sh.bytes.saturating_mul(n)),
+        Algo::Shm => shm(sh.bytes),
+        _ => None,
+    }
+}
+
+/// The choice of algorithms: those forced (by collective, indexed by `Coll as usize`; an error for a
+/// name that does not exist) and what happens when a forced one cannot serve a call.
+/// [`choose`] uses the environment's; tests make their own.
+pub struct Chooser {
+    forced: Vec<std::result::Result<Option<Algo>, String>>,
+    fallback: std::result::Result<Fallback, String>,
+    /// Whether a [`Fallback::Warn`] line was written, by collective.
+    warned: [AtomicBool; COLLS.len()],
+}
+
+impl Chooser {
+    /// `forced` algorithms and the `fallback` policy, as given.
+    pub fn new(forced: &[(Coll, Algo)], fallback: Fallback) -> Chooser {
+        let forced = COLLS.iter().map(|k| Ok(forced.iter().find(|(c, _)| c == k).map(|&(_, a)| a))).collect::<Vec<_>>();
+        Chooser { forced, fallback: Ok(fallback), warned: Default::default() }
+    }
+
+    /// `BATON_COLL_<NAME>` and `BATON_COLL_FALLBACK`, read once.
+    pub fn from_env() -> &'static Chooser {
+        static ENV: OnceLock<Chooser> = OnceLock::new();
+        ENV.get_or_init(|| Chooser {
+            forced: forced_by_env().to_vec(),
+            fallback: fallback_by_env(),
+            warned: Default::default(),
+        })
+    }
+
+    /// The algorithm for `call` (a call of collective `coll` on `sh`): the forced one if it can
+    /// serve the call, else one chosen by size, or, under [`Fallback::Error`], an error. On one
+    /// process every algorithm serves (none has anything to send).
+    #[inline]
+    pub fn choose(&self, coll: Coll, call: &str, sh: Shape) -> Result<Algo> {
+        let a = match &self.forced[coll as usize] {
+            Ok(None) => return Ok(auto(coll, &sh)),
+            Ok(Some(a)) => *a,
+            Err(m) => return Err(MpiError::new(c::MPI_ERR_ARG, m.clone())),
+        };
+        match unfit(coll, a, &sh) {
+            Some(why) if sh.n > 1 => self.fall_back(coll, a, call, why).map(|()| auto(coll, &sh)),
+            _ => Ok(a),
+        }
+    }
+
+    /// What the policy says when forced algorithm `a` cannot serve `call`: Ok to run another.
+    #[cold]
+    fn fall_back(&self, coll: Coll, a: Algo, call: &str, why: Unfit) -> Result<()> {
+        let policy = self.fallback.clone().map_err(|m| MpiError::new(c::MPI_ERR_ARG, m))?;
+        let what = format!("{}={} cannot serve this call ({why})", coll.env_name(), a.name());
+        match policy {
+            Fallback::Error => {
+                return Err(MpiError::new(c::MPI_ERR_ARG, format!("{call}: {what}; BATON_COLL_FALLBACK=error")))
+            }
+            Fallback::Warn if !self.warned[coll as usize].swap(true, Ordering::Relaxed) => {
+                eprintln!("baton: {call}: {what}; another algorithm runs (BATON_COLL_FALLBACK=warn; said once per collective)")
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The algorithm for a call of `coll` on `sh`, as [`Chooser::from_env`] chooses it.
+#[inline]
+pub fn choose(coll: Coll, call: &str, sh: Shape) -> Result<Algo> {
+    Chooser::from_env().choose(coll, call, sh)
+}
+
+/// The algorithm chosen by size, process count and operation, which always serves the call.
+#[inline]
+fn auto(coll: Coll, sh: &Shape) -> Algo {
+    let pow2 = || sh.n > 0 && (sh.n & (sh.n - 1)) == 0;
+    let applies = |a: Algo| unfit(coll, a, sh).is_none();
+    match coll {
         Coll::Barrier | Coll::Bcast | Coll::Reduce | Coll::Allreduce | Coll::Allgather | Coll::Alltoall
             if applies(Algo::Shm) && sh.n > 1 =>
         {
@@ -220,7 +393,7 @@ pub fn choose(coll: Coll, sh: Shape) -> Result<Algo> {
         Coll::Allgather => {
             if sh.bytes * (sh.n as usize) > 64 * 1024 {
                 Algo::Ring
-            } else if pow2 {
+            } else if pow2() {
                 Algo::RecursiveDoubling
             } else {
                 Algo::Bruck
@@ -253,8 +426,7 @@ pub fn choose(coll: Coll, sh: Shape) -> Result<Algo> {
             }
         }
         Coll::Scan => Algo::RecursiveDoubling,
-    };
-    Ok(auto)
+    }
 }
 
 // ----- helpers -----
@@ -623,18 +795,50 @@ fn allreduce_ring(s: &mut Schedule, src: Loc, dst: Loc) {
 /// Gathers every rank's `src` into `blocks` at the root (`blocks` is empty elsewhere; `src` is
 /// None at a root using `MPI_IN_PLACE`).
 pub fn gather(s: &mut Schedule, a: Algo, root: i32, src: Option<Loc>, blocks: &[Loc], block_len: usize) {
-    let (n, me) = (s.size(), s.rank());
-    if a == Algo::Binomial && n > 1 {
+    if a == Algo::Binomial && s.size() > 1 {
         return gather_binomial(s, root, src, blocks, block_len);
     }
+    rooted_linear(s, Flow::Gather, root, src, blocks)
+}
+
+/// Which way a rooted collective moves its blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// From every rank to the root.
+    Gather,
+    /// From the root to every rank.
+    Scatter,
+}
+
+impl Flow {
+    /// Posts this rank's side of moving block `l` between the root and another rank: `at_root`
+    /// says whether this rank is the root, `peer` is the other side, `remote` that the peer is
+    /// in the remote group of an intercommunicator.
+    pub(super) fn post(self, s: &mut Schedule, at_root: bool, peer: i32, l: Loc, remote: bool) {
+        let sends = (self == Flow::Gather) != at_root;
+        match (sends, remote) {
+            (true, false) => s.send(peer, l),
+            (false, false) => s.recv(peer, l),
+            (true, true) => s.send_remote(peer, l),
+            (false, true) => s.recv_remote(peer, l),
+        }
+    }
+}
+
+/// The root exchanges each block with its rank directly; `mine` is this rank's own block (None
+/// at a root using `MPI_IN_PLACE`).
+fn rooted_linear(s: &mut Schedule, flow: Flow, root: i32, mine: Option<Loc>, blocks: &[Loc]) {
+    let (n, me) = (s.size(), s.rank());
     if me != root {
-        s.send(root, src.expect("non-root ranks have a send buffer"));
+        flow.post(s, false, root, mine.expect("ranks other than the root have their block"), false);
     } else {
         for i in (0..n).filter(|&i| i != me) {
-            s.recv(i, blocks[i as usize]);
+            flow.post(s, true, i, blocks[i as usize], false);
         }
-        if let Some(sb) = src {
-            s.copy(sb, blocks[me as usize]);
+        match (mine, flow) {
+            (Some(m), Flow::Gather) => s.copy(m, blocks[me as usize]),
+            (Some(m), Flow::Scatter) => s.copy(blocks[me as usize], m),
+            (None, _) => {}
         }
     }
     s.end_round();
@@ -679,21 +883,10 @@ fn gather_binomial(s: &mut Schedule, root: i32, src: Option<Loc>, blocks: &[Loc]
 /// Scatters `blocks` (at the root) so that every rank gets its block in `dst` (None at a root
 /// using `MPI_IN_PLACE`).
 pub fn scatter(s: &mut Schedule, a: Algo, root: i32, blocks: &[Loc], dst: Option<Loc>, block_len: usize) {
-    let (n, me) = (s.size(), s.rank());
-    if a == Algo::Binomial && n > 1 {
+    if a == Algo::Binomial && s.size() > 1 {
         return scatter_binomial(s, root, blocks, dst, block_len);
     }
-    if me != root {
-        s.recv(root, dst.expect("non-root ranks have a receive buffer"));
-    } else {
-        for i in (0..n).filter(|&i| i != me) {
-            s.send(i, blocks[i as usize]);
-        }
-        if let Some(d) = dst {
-            s.copy(blocks[me as usize], d);
-        }
-    }
-    s.end_round();
+    rooted_linear(s, Flow::Scatter, root, dst, blocks)
 }
 
 fn scatter_binomial(s: &mut Schedule, root: i32, blocks: &[Loc], dst: Option<Loc>, b: usize) {
@@ -823,341 +1016,6 @@ fn copy_own(s: &mut Schedule, src: Loc, own: Loc) {
     }
 }
 
-// ----- alltoall -----
-
-/// `src[j]` of every rank i to `dst[i]` of rank j. `src` None: in place (the data is in `dst`).
-pub fn alltoall(s: &mut Schedule, a: Algo, src: Option<&[Loc]>, dst: &[Loc]) {
-    let (n, me) = (s.size(), s.rank());
-    let copies: Vec<Loc>;
-    let src = match src {
-        Some(v) => v,
-        None => {
-            // In place: the outgoing blocks must survive the incoming ones.
-            let total: usize = dst.iter().map(|l| l.len).sum();
-            let t = s.scratch(total);
-            let mut at = 0;
-            copies = dst
-                .iter()
-                .map(|l| {
-                    let w = t.at(at, l.len);
-                    at += l.len;
-                    w
-                })
-                .collect();
-            for (d, c) in dst.iter().zip(&copies) {
-                s.copy(*d, *c);
-            }
-            s.end_round();
-            &copies
-        }
-    };
-    match a {
-        Algo::Shm if n > 1 => alltoall_shm(s, src, dst),
-        Algo::Bruck if n > 1 => alltoall_bruck(s, src, dst),
-        Algo::Mesh if n > 1 => alltoall_mesh(s, src, dst),
-        Algo::Linear => {
-            for i in (0..n).filter(|&i| i != me) {
-                s.recv(i, dst[i as usize]);
-                s.send(i, src[i as usize]);
-            }
-            s.copy(src[me as usize], dst[me as usize]);
-            s.end_round();
-        }
-        _ => {
-            s.copy(src[me as usize], dst[me as usize]);
-            s.end_round();
-            for k in 1..n {
-                let (to, from) = (ring_idx(me + k, n), ring_idx(me - k, n));
-                s.send(to, src[to as usize]);
-                s.recv(from, dst[from as usize]);
-                s.end_round();
-            }
-        }
-    }
-}
-
-/// Alltoall through the collective area: one shared-memory step, with copies through scratch
-/// where the blocks do not lie end to end.
-fn alltoall_shm(s: &mut Schedule, src: &[Loc], dst: &[Loc]) {
-    let (n, b) = (s.size() as usize, dst[0].len);
-    let from = Loc::joined(src).unwrap_or_else(|| {
-        let t = s.scratch(n * b);
-        for (i, &l) in src.iter().enumerate() {
-            s.copy(l, t.at(i * b, b));
-        }
-        s.end_round();
-        t
-    });
-    match Loc::joined(dst) {
-        Some(to) => s.shm(ShmKind::Alltoall, Some(from), Some(to), b),
-        None => {
-            let t = s.scratch(n * b);
-            s.shm(ShmKind::Alltoall, Some(from), Some(t), b);
-            for (i, &l) in dst.iter().enumerate() {
-                s.copy(t.at(i * b, b), l);
-            }
-        }
-    }
-    s.end_round();
-}
-
-/// Bruck's alltoall: log n rounds; in round k every block whose (rotated) index has bit k set
-/// moves k ranks on, all in one message.
-fn alltoall_bruck(s: &mut Schedule, src: &[Loc], dst: &[Loc]) {
-    let (n, me) = (s.size(), s.rank());
-    let b = dst[0].len;
-    let tmp = s.scratch(n as usize * b);
-    let at = |i: i32| tmp.at(i as usize * b, b);
-    for i in 0..n {
-        s.copy(src[ring_idx(me + i, n) as usize], at(i));
-    }
-    s.end_round();
-    let stage = s.scratch(n as usize * b);
-    let mut k = 1;
-    while k < n {
-        let idx: Vec<i32> = (0..n).filter(|i| i & k != 0).collect();
-        s.send_v(ring_idx(me + k, n), idx.iter().map(|&i| at(i)).collect());
-        s.recv(ring_idx(me - k, n), stage.at(0, idx.len() * b));
-        for (j, &i) in idx.iter().enumerate() {
-            s.copy(stage.at(j * b, b), at(i));
-        }
-        s.end_round();
-        k *= 2;
-    }
-    for i in 0..n {
-        s.copy(at(i), dst[ring_idx(me - i, n) as usize]);
-    }
-    s.end_round();
-}
-
-/// Which rank relays the block from `src` to `dst` in the 2-D mesh of `cols` columns: the one
-/// in the source's row and the destination's column (the row above when the last, partial row
-/// has no such rank).
-fn relay(src: i32, dst: i32, cols: i32, n: i32) -> i32 {
-    let r = (src / cols) * cols + dst % cols;
-    if r < n {
-        r
-    } else {
-        r - cols
-    }
-}
-
-/// Message combining over a virtual 2-D mesh: a block goes from (x1,y1) to (x2,y2) via
-/// (x1,y2), so each rank sends about 2√n combined messages instead of n small ones.
-fn alltoall_mesh(s: &mut Schedule, src: &[Loc], dst: &[Loc]) {
-    let (n, me) = (s.size(), s.rank());
-    let b = dst[0].len;
-    let cols = (1..=n).find(|c| c * c >= n).unwrap_or(1);
-    let my_col: Vec<i32> = (0..n).filter(|d| d % cols == me % cols).collect();
-    // The (source, destination) pairs this rank relays, each with a slot in the staging area.
-    let mut relayed = Vec::new();
-    for sr in 0..n {
-        for &d in &my_col {
-            if relay(sr, d, cols, n) == me {
-                relayed.push((sr, d));
-            }
-        }
-    }
-    let stage = s.scratch(relayed.len() * b);
-    let slot = |sr: i32, d: i32| {
-        let i = relayed.iter().position(|&p| p == (sr, d)).expect("relayed pair");
-        stage.at(i * b, b)
-    };
-    // Phase 1: to each relay the blocks it forwards for this rank, in destination order.
-    for r in 0..n {
-        let ds: Vec<i32> = (0..n).filter(|&d| relay(me, d, cols, n) == r).collect();
-        if ds.is_empty() {
-            continue;
-        }
-        if r == me {
-            for &d in &ds {
-                s.copy(src[d as usize], slot(me, d));
-            }
-        } else {
-            s.send_v(r, ds.iter().map(|&d| src[d as usize]).collect());
-        }
-    }
-    for sr in (0..n).filter(|&sr| sr != me) {
-        let ds: Vec<Loc> = my_col.iter().filter(|&&d| relay(sr, d, cols, n) == me).map(|&d| slot(sr, d)).collect();
-        if !ds.is_empty() {
-            s.recv_v(sr, ds);
-        }
-    }
-    s.end_round();
-    // Phase 2: to each destination in this column the blocks relayed for it, in source order.
-    for &d in &my_col {
-        let srcs: Vec<i32> = (0..n).filter(|&sr| relay(sr, d, cols, n) == me).collect();
-        if srcs.is_empty() {
-            continue;
-        }
-        if d == me {
-            for &sr in &srcs {
-                s.copy(slot(sr, me), dst[sr as usize]);
-            }
-        } else {
-            s.send_v(d, srcs.iter().map(|&sr| slot(sr, d)).collect());
-        }
-    }
-    for r in (0..n).filter(|&r| r != me) {
-        let srcs: Vec<Loc> = (0..n).filter(|&sr| relay(sr, me, cols, n) == r).map(|sr| dst[sr as usize]).collect();
-        if !srcs.is_empty() {
-            s.recv_v(r, srcs);
-        }
-    }
-    s.end_round();
-}
-
-// ----- reduce_scatter -----
-
-/// Reduces `src` (the whole vector, cut into `blocks` windows per rank) and leaves block `me`
-/// of the result in `dst`.
-pub fn reduce_scatter(s: &mut Schedule, a: Algo, src: Loc, blocks: &[Loc], dst: Loc) {
-    let (n, me) = (s.size(), s.rank());
-    if n == 1 {
-        s.copy(blocks[0], dst);
-        s.end_round();
-        return;
-    }
-    match a {
-        Algo::Pairwise => {
-            let acc = s.scratch(dst.len);
-            let t = s.scratch(dst.len);
-            s.copy(blocks[me as usize], acc);
-            s.end_round();
-            for k in 1..n {
-                let (to, from) = (ring_idx(me + k, n), ring_idx(me - k, n));
-                s.send(to, blocks[to as usize]);
-                s.recv(from, t);
-                s.reduce(t, acc, true);
-                s.end_round();
-            }
-            s.copy(acc, dst);
-            s.end_round();
-        }
-        Algo::RecursiveHalving => {
-            let acc = s.scratch(src.len);
-            let t = s.scratch(src.len);
-            // The blocks as windows of acc and t (same offsets as in src).
-            let rel = |l: Loc, base: Loc| base.at(l.off - src.off, l.len);
-            s.copy(src, acc);
-            s.end_round();
-            let (mut lo, mut hi) = (0usize, n as usize);
-            let mut mask = n / 2;
-            while mask >= 1 {
-                let peer = me ^ mask;
-                let mid = (lo + hi) / 2;
-                let (keep, give) = if me & mask == 0 { ((lo, mid), (mid, hi)) } else { ((mid, hi), (lo, mid)) };
-                let ab: Vec<Loc> = blocks.iter().map(|l| rel(*l, acc)).collect();
-                let tb: Vec<Loc> = blocks.iter().map(|l| rel(*l, t)).collect();
-                s.send(peer, span(&ab, give.0, give.1));
-                s.recv(peer, span(&tb, keep.0, keep.1));
-                s.reduce(span(&tb, keep.0, keep.1), span(&ab, keep.0, keep.1), peer < me);
-                s.end_round();
-                (lo, hi) = keep;
-                mask /= 2;
-            }
-            s.copy(rel(blocks[me as usize], acc), dst);
-            s.end_round();
-        }
-        _ => {
-            let full = s.scratch(src.len);
-            reduce_binomial(s, 0, src, Some(full));
-            let rel: Vec<Loc> = blocks.iter().map(|l| full.at(l.off - src.off, l.len)).collect();
-            if me == 0 {
-                for i in 1..n {
-                    s.send(i, rel[i as usize]);
-                }
-                s.copy(rel[0], dst);
-            } else {
-                s.recv(0, dst);
-            }
-            s.end_round();
-        }
-    }
-}
-
-// ----- scan -----
-
-/// Inclusive (or, with `exclusive`, exclusive) prefix reduction of `src` into `dst`.
-pub fn scan(s: &mut Schedule, a: Algo, src: Loc, dst: Loc, exclusive: bool) {
-    let (n, me) = (s.size(), s.rank());
-    let len = src.len;
-    if a == Algo::Linear {
-        let t = s.scratch(len);
-        if exclusive {
-            if me > 0 {
-                s.recv(me - 1, t);
-            }
-            let acc = s.scratch(len);
-            if me > 0 && me < n - 1 {
-                s.copy(t, acc);
-                s.reduce(src, acc, false);
-            } else {
-                s.copy(src, acc);
-            }
-            if me > 0 {
-                s.copy(t, dst);
-            }
-            s.end_round();
-            if me < n - 1 {
-                s.send(me + 1, acc);
-                s.end_round();
-            }
-        } else {
-            let acc = accumulator(s, dst);
-            if me > 0 {
-                s.recv(me - 1, t);
-            }
-            s.copy(src, acc);
-            if me > 0 {
-                s.reduce(t, acc, true);
-            }
-            s.end_round();
-            if me < n - 1 {
-                s.send(me + 1, acc);
-                s.end_round();
-            }
-            s.copy(acc, dst);
-            s.end_round();
-        }
-        return;
-    }
-    let partial = s.scratch(len);
-    let result = accumulator(s, dst);
-    s.copy(src, partial);
-    if !exclusive {
-        s.copy(src, result);
-    }
-    s.end_round();
-    let t = s.scratch(len);
-    let mut have = !exclusive;
-    let mut mask = 1;
-    while mask < n {
-        let peer = me ^ mask;
-        if peer < n {
-            s.send(peer, partial);
-            s.recv(peer, t);
-            if peer < me {
-                if have {
-                    s.reduce(t, result, true);
-                } else {
-                    s.copy(t, result);
-                }
-                have = true;
-                s.reduce(t, partial, true);
-            } else {
-                s.reduce(t, partial, false);
-            }
-            s.end_round();
-        }
-        mask <<= 1;
-    }
-    if have {
-        s.copy(result, dst);
-        s.end_round();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1168,7 +1026,7 @@ mod tests {
         for k in COLLS {
             assert!(!k.algos().is_empty(), "{k:?}");
             for a in k.algos() {
-                assert!(Algo::parse(a).is_some(), "{}: {a}", k.env_name());
+                assert!(Algo::named(a).is_some(), "{}: {a}", k.env_name());
             }
         }
     }

@@ -163,11 +163,13 @@ impl Layout {
     }
 
     /// Elements sit back to back with no gaps: the bytes can be used in place.
+    #[inline]
     pub fn is_contiguous(&self) -> bool {
         self.blocks.len() == 1 && self.blocks[0] == (0, self.size) && self.extent == self.size as isize
     }
 
     /// Byte range touched by `count` elements, relative to the buffer address: (low, high).
+    #[inline]
     pub fn span(&self, count: usize) -> (isize, isize) {
         if count == 0 || self.size == 0 {
             return (0, 0);
