@@ -79,6 +79,8 @@ step "fuzz the TCP frame decoder (20 s)" cargo run --release -q -p baton-transpo
 step "rustfmt" cargo fmt --all -- --check
 step "clippy" cargo clippy --release --workspace --all-targets -q -- -D warnings
 step "abi data matches shared/" tests/abi-data-sync.sh
+# Layering: no crate's top-level modules import each other in a circle.
+step "no module import cycles" tests/arch/module-cycles.py
 step "mpi.h and exported symbols" tests/abi/header.sh "$prefix"
 step "profiling interface" run_abi_prog profiling 2
 step "unsupported functions" run_abi_prog unsupported 1

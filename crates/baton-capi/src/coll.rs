@@ -10,7 +10,7 @@
 use crate::errors::guard;
 use crate::p2p::dtype;
 use crate::request::handle_of;
-use crate::state::{lib, lib_fast, CommObj, Lib, PersistentOp, PersistentReq};
+use crate::state::{lib, lib_fast, CommObj, Lib, PersistentEntry};
 use baton_abi::consts as c;
 use baton_core::datatype::Layout;
 use baton_core::device::coll::{Call, Neighborhood};
@@ -134,35 +134,19 @@ pub(crate) fn run(
             Call { comm: &cm.core, handle: comm_h, form, thread_multiple: l.thread_level == c::MPI_THREAD_MULTIPLE };
         match (mode, f(&l.mpi, &cm, at)?) {
             (Mode::Blocking, Started::Done) => Ok(()),
-            (mode, started) => hand_over(l, &cm, comm_h, mode, started),
+            (mode, started) => hand_over(l, comm_h, mode, started),
         }
     })
 }
 
 /// Writes the request a nonblocking call started, or keeps a persistent call's schedule behind
 /// a new persistent request (pointers checked by [`run`]).
-fn hand_over(l: &Lib, cm: &Arc<CommObj>, comm_h: usize, mode: Mode, started: Started) -> Result<()> {
+fn hand_over(l: &Lib, comm_h: usize, mode: Mode, started: Started) -> Result<()> {
     match (mode, started) {
         // SAFETY: checked non-null; the caller's request variable.
         (Mode::Nonblocking(r), Started::Request(id)) => unsafe { *r = handle_of(id) },
-        (Mode::Persistent(r), Started::Persistent(Persistent::Coll(sched))) => {
-            // A persistent collective keeps its schedule; the point-to-point part is unused.
-            let op = PersistentOp {
-                send: false,
-                mode: crate::p2p::SendMode::Standard,
-                buf: 0,
-                count: 0,
-                dtype: c::MPI_DATATYPE_NULL,
-                peer: c::MPI_PROC_NULL,
-                tag: 0,
-                comm: cm.clone(),
-            };
-            let h = l.t().persistent.insert(PersistentReq {
-                op: Box::new(op),
-                coll: Some(sched),
-                active: None,
-                comm: comm_h,
-            });
+        (Mode::Persistent(r), Started::Persistent(op @ Persistent::Coll(_))) => {
+            let h = l.t().persistent.insert(PersistentEntry { op, active: None, comm: comm_h });
             // SAFETY: checked non-null; the caller's request variable.
             unsafe { *r = h };
         }
