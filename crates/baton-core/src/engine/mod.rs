@@ -25,97 +25,24 @@
 //! receive buffer while it reads others, both taking chunks from a counter the two share; the
 //! receiver completes once every chunk is in place and answers `Fin` as usual.
 
-use crate::datatype::Layout;
 use baton_abi::consts as c;
-use baton_transport::coop::CoopSlot;
 use baton_transport::frame::{Header, Kind};
-use baton_transport::mem::{Scratch, UserBuf};
+use baton_transport::mem::UserBuf;
 use std::collections::VecDeque;
-use std::sync::Arc;
+
+mod buffers;
+mod coop;
+mod net;
+
+use buffers::read_into_sink;
+pub use buffers::{SendData, Sink, Status};
+pub use net::{Net, Sender};
 
 /// Index of a process in the runtime's process table.
 pub type ProcIdx = u32;
 
 pub const ANY_SOURCE: i32 = c::MPI_ANY_SOURCE;
 pub const ANY_TAG: i32 = c::MPI_ANY_TAG;
-
-/// What the sending application does while a message is on its way, which decides how large
-/// a message still goes eagerly ([`Net::eager_limit`]) and whether TCP may hold a small one
-/// back to leave with the next ones (`TcpNet::try_send_more`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sender {
-    /// It waits for this send before going on (`MPI_Send`, `MPI_Ssend`, `MPI_Rsend`,
-    /// `MPI_Sendrecv_replace`): it loses nothing while the receiver copies straight from its
-    /// buffer.
-    Waits,
-    /// It goes on, and more messages may follow (`MPI_Isend`, collective schedules): the eager
-    /// copies of successive messages overlap, where the receiver's single copies of rendezvous
-    /// messages come one after the other.
-    GoesOn,
-}
-
-/// What the engine needs from the transports.
-pub trait Net {
-    /// Pushes one whole frame; false if there is no room now.
-    fn try_send(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> bool;
-    /// Starts a data frame that may leave in pieces (a byte stream can take part of it now):
-    /// `None` if it did not start; else the lane it uses and how many payload bytes it took.
-    /// The rest must follow through [`send_continue`](Self::send_continue) on that lane before
-    /// anything else uses it. Frame-based transports take all or nothing.
-    fn send_start(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> Option<(u8, usize)> {
-        self.try_send(to, h, payload).then_some((0, payload.len()))
-    }
-    /// Continues the data frame started on `lane` with the rest of its payload; returns the
-    /// bytes taken.
-    fn send_continue(&mut self, _to: ProcIdx, _lane: u8, _rest: &[u8]) -> usize {
-        unreachable!("frame-based transports never leave a frame unfinished")
-    }
-    /// Pushes one whole frame of `len` payload bytes that `fill` writes in place (a window of a
-    /// derived datatype packed straight into the transport's memory); false, without calling
-    /// `fill`, if there is no room now. The engine uses it only where
-    /// [`fills_in_place`](Self::fills_in_place) says so; elsewhere it packs into a buffer of its
-    /// own and sends that.
-    fn try_send_with(&mut self, to: ProcIdx, h: &Header, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> bool {
-        let mut v = vec![0u8; len];
-        fill(&mut v);
-        self.try_send(to, h, &v)
-    }
-    /// Whether [`try_send_with`](Self::try_send_with) to `to` writes into the transport's own
-    /// memory (a ring record) and takes whole frames only.
-    fn fills_in_place(&self, _to: ProcIdx) -> bool {
-        false
-    }
-    /// Largest payload of one frame to `to`.
-    fn max_frame(&self, to: ProcIdx) -> usize;
-
-    /// Sends an eager frame if its payload is within the eager limit for `to` and the
-    /// transport takes it now; false, having done nothing, otherwise. One call where the hot
-    /// path would otherwise ask for both limits and then send.
-    fn try_send_eager(&mut self, to: ProcIdx, h: &Header, payload: &[u8], sender: Sender) -> bool {
-        payload.len() <= self.eager_limit(to, sender).min(self.max_frame(to)) && self.try_send(to, h, payload)
-    }
-    /// Messages up to this many bytes go eagerly to `to` from a sender that does as `sender`
-    /// says.
-    fn eager_limit(&self, to: ProcIdx, sender: Sender) -> usize;
-    /// Copies `dst.len()` bytes at `addr` in process `from` straight into the application's
-    /// span `dst` (single copy); false when this process cannot read `from`'s memory.
-    fn read_remote(&mut self, from: ProcIdx, addr: u64, dst: &UserBuf) -> bool;
-    /// The same into a buffer of the library's own.
-    fn read_remote_into(&mut self, from: ProcIdx, addr: u64, dst: &mut [u8]) -> bool;
-    /// Writes `src` at `addr` in process `to` (single copy); false if that is not possible.
-    fn write_remote(&mut self, _to: ProcIdx, _addr: u64, _src: &[u8]) -> bool {
-        false
-    }
-    /// The shared counters for cooperative copies of rendezvous messages between this process
-    /// and `peer` (this one sending when `sending`); None where the two cannot share copies.
-    fn coop_slot(&mut self, _peer: ProcIdx, _sending: bool) -> Option<&CoopSlot> {
-        None
-    }
-    /// Smallest message worth a cooperative copy.
-    fn coop_min(&self) -> usize {
-        usize::MAX
-    }
-}
 
 /// Largest message of sparse elements sent eagerly (in one frame, packed whole).
 const TYPED_EAGER_MAX: usize = 2048;
@@ -131,134 +58,6 @@ fn typed_chunk(n: usize) -> usize {
 /// the last chunk does not keep the other side waiting long.
 fn coop_chunk(n: usize) -> usize {
     (n / 16).clamp(64 * 1024, 1024 * 1024)
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Status {
-    pub source: i32,
-    pub tag: i32,
-    pub error: i32,
-    /// Bytes received (or set by `Status_set_elements`).
-    pub bytes: u64,
-    pub cancelled: bool,
-}
-
-/// Bytes to send: the application's buffer, a packed copy owned by the request, or elements of
-/// a derived datatype packed window by window as they leave.
-pub enum SendData {
-    User(UserBuf),
-    Packed(Vec<u8>),
-    /// Bytes `[off, off+len)` of a collective schedule's scratch memory.
-    Scratch(Arc<Scratch>, usize, usize),
-    /// The `len` packed bytes of the elements of `layout` at `base_off` within `span`. Never
-    /// packed whole: each frame packs its own window (into the ring record itself where the
-    /// transport allows), so a large message is gathered while earlier frames are unpacked.
-    Typed {
-        span: UserBuf,
-        base_off: isize,
-        layout: Arc<Layout>,
-        len: usize,
-    },
-}
-
-impl SendData {
-    /// The bytes, when they lie contiguous in memory (every form but `Typed`).
-    pub fn contig(&self) -> Option<&[u8]> {
-        match self {
-            SendData::User(b) => Some(b.read(0, b.len())),
-            SendData::Packed(v) => Some(v),
-            SendData::Scratch(s, off, len) => Some(s.read(*off, *len)),
-            SendData::Typed { .. } => None,
-        }
-    }
-    pub fn len(&self) -> usize {
-        match self {
-            SendData::Typed { len, .. } => *len,
-            d => d.contig().map_or(0, <[u8]>::len),
-        }
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// Elements of a derived datatype spread over at least four times their bytes (a column
-    /// of a matrix, not an array of structs): gathering them misses the cache at every few.
-    fn is_sparse(&self) -> bool {
-        matches!(self, SendData::Typed { span, len, .. } if span.len() / 4 >= *len)
-    }
-    /// Fills `dst` with the bytes from offset `off` on.
-    pub fn pack(&self, off: usize, dst: &mut [u8]) {
-        match self {
-            SendData::Typed { span, base_off, layout, .. } => layout.pack_window(span, *base_off, off, dst),
-            d => dst.copy_from_slice(&d.contig().expect("contiguous")[off..off + dst.len()]),
-        }
-    }
-    /// A packed copy of all the bytes.
-    pub fn to_vec(&self) -> Vec<u8> {
-        match self.contig() {
-            Some(b) => b.to_vec(),
-            None => {
-                let mut v = vec![0u8; self.len()];
-                self.pack(0, &mut v);
-                v
-            }
-        }
-    }
-    /// Where a receiver may read the bytes directly; 0 (none) for a datatype's elements, which
-    /// the receiver cannot locate without the sender's type map.
-    fn addr(&self) -> u64 {
-        match self {
-            SendData::User(b) => b.addr() as u64,
-            SendData::Packed(v) => v.as_ptr() as u64,
-            SendData::Scratch(s, off, _) => (s.addr() + off) as u64,
-            SendData::Typed { .. } => 0,
-        }
-    }
-}
-
-/// Where received bytes go: a contiguous span, `count` elements of a layout within a span, or a
-/// buffer of the library's own (internal messages), handed back through [`Request::owned`].
-pub enum Sink {
-    Contig(UserBuf),
-    /// Packed bytes `[start, start+len)` of the elements of `layout` at `base_off` within `span`.
-    Typed {
-        span: UserBuf,
-        base_off: isize,
-        layout: Arc<Layout>,
-        start: usize,
-        len: usize,
-    },
-    Owned(Vec<u8>),
-    /// Bytes `[off, off+len)` of a collective schedule's scratch memory.
-    Scratch(Arc<Scratch>, usize, usize),
-}
-
-impl Sink {
-    pub fn capacity(&self) -> usize {
-        match self {
-            Sink::Contig(b) => b.len(),
-            Sink::Typed { len, .. } => *len,
-            Sink::Owned(v) => v.len(),
-            Sink::Scratch(_, _, len) => *len,
-        }
-    }
-    /// Writes packed bytes `src` at packed offset `off`, clipped to the capacity.
-    pub fn write(&mut self, off: usize, src: &[u8]) {
-        let cap = self.capacity();
-        if off >= cap {
-            return;
-        }
-        let src = &src[..src.len().min(cap - off)];
-        match self {
-            Sink::Contig(b) => {
-                b.write(off, src);
-            }
-            Sink::Typed { span, base_off, layout, start, .. } => layout.unpack_into(span, *base_off, *start + off, src),
-            Sink::Owned(v) => v[off..off + src.len()].copy_from_slice(src),
-            Sink::Scratch(s, at, _) => {
-                s.write(*at + off, src);
-            }
-        }
-    }
 }
 
 enum Proto {
@@ -416,7 +215,7 @@ pub enum DirectEnd {
 
 /// Bytes of a single-copy read into [`Engine::bounce`]: small enough to stay in cache between
 /// the read and the unpacking.
-const BOUNCE: usize = 64 * 1024;
+pub(super) const BOUNCE: usize = 64 * 1024;
 
 fn matches(ctx: u64, src: i32, tag: i32, h: &Header) -> bool {
     ctx == h.ctx && (src == ANY_SOURCE || src == h.src) && (tag == ANY_TAG || tag == h.tag)
@@ -821,130 +620,6 @@ impl Engine {
         }
     }
 
-    /// Starts the cooperative copy of receive `id` (in state `RecvCoopWait`), or, when the
-    /// first read is refused, falls back to [`rendezvous`](Self::rendezvous). Returns whether
-    /// the copy goes on (the pair's slot is in use) rather than having ended already.
-    fn start_coop(&mut self, net: &mut dyn Net, id: ReqId) -> bool {
-        let Some(r) = self.get(id) else { return false };
-        let Proto::RecvCoopWait { buf, h, n } = r.proto else { return false };
-        let from = r.to;
-        let chunk = coop_chunk(n);
-        // The first chunk proves that single-copy reads work before the sender is invited.
-        if !net.read_remote(from, h.aux, &buf.sub(0, chunk.min(n))) {
-            self.rendezvous(net, id, from, &h, Sink::Contig(buf), n);
-            return false;
-        }
-        self.coop_seq = self.coop_seq.wrapping_add(1).max(1);
-        let coop = Coop {
-            seq: self.coop_seq,
-            chunks: n.div_ceil(chunk) as u32,
-            mine: 1,
-            chunk,
-            addr: h.aux,
-            sreq: h.id,
-            n,
-            expect: 1,
-            run: 1,
-            joined: false,
-        };
-        if coop.chunks > 1 {
-            if let Some(slot) = net.coop_slot(from, false) {
-                slot.begin(coop.seq, 1);
-            }
-            let invite = Header {
-                kind: Kind::Help,
-                ctx: coop.seq as u64,
-                src: 0,
-                tag: chunk as i32,
-                len: n as u64,
-                id: h.id,
-                aux: buf.addr() as u64,
-            };
-            self.send_control(net, from, invite);
-        }
-        self.get_mut(id).unwrap().proto = Proto::RecvCoop { buf, coop };
-        if self.coop_copy(net, id) {
-            return false;
-        }
-        self.coop.push(id);
-        true
-    }
-
-    /// Copies every chunk of receive `id`'s cooperative copy still free, and completes it if
-    /// the sender has written the rest; else leaves it in [`Engine::coop`] for `progress`.
-    fn coop_copy(&mut self, net: &mut dyn Net, id: ReqId) -> bool {
-        let Some(r) = self.get_mut(id) else { return true };
-        let Proto::RecvCoop { buf, mut coop } = r.proto else { return true };
-        let from = r.to;
-        // A read refused midway (the sender's memory gone) fails the receive, once every chunk
-        // is settled: the sender may still be writing one.
-        let mut ok = true;
-        loop {
-            let want = if coop.joined { 1 } else { coop.run };
-            let Some(slot) = net.coop_slot(from, false) else { break };
-            let (c, k) = match slot.claim_run(coop.seq, coop.chunks, want) {
-                Some((c, k)) => {
-                    coop.joined |= c != coop.expect;
-                    coop.expect = c + k;
-                    coop.run = coop.run.saturating_mul(2);
-                    (c, k)
-                }
-                // A chunk the sender took and could not write is this side's to copy too.
-                None => match slot.take_failed(coop.seq) {
-                    Some(c) => (c, 1),
-                    None => break,
-                },
-            };
-            let off = c as usize * coop.chunk;
-            let len = (k as usize * coop.chunk).min(coop.n - off);
-            ok &= net.read_remote(from, coop.addr + off as u64, &buf.sub(off, len));
-            coop.mine += k;
-        }
-        let helped = net.coop_slot(from, false).map_or(0, |s| s.helped(coop.seq));
-        let r = self.get_mut(id).unwrap();
-        if !ok {
-            r.status.error = c::MPI_ERR_OTHER;
-        }
-        if coop.mine + helped < coop.chunks {
-            r.proto = Proto::RecvCoop { buf, coop };
-            return false;
-        }
-        r.proto = Proto::RecvPosted { sink: Sink::Contig(buf) };
-        self.send_control(net, from, Header::control(Kind::Fin, coop.sreq, 0));
-        self.finish(id);
-        true
-    }
-
-    /// The sender's side of a cooperative copy: writes chunks of send `h.id` into the
-    /// receiver's buffer until none is left.
-    fn help(&mut self, net: &mut dyn Net, from: ProcIdx, h: &Header) {
-        if !self.coop.is_empty() {
-            // This core copies a message of its own (both sides of an exchange receive): helping
-            // would only add chunk overhead, the receiver copies faster alone.
-            return;
-        }
-        let Some(r) = self.get(ReqId::from_wire(h.id)) else { return };
-        let Proto::SendRdv { data } = &r.proto else { return };
-        let (Some(src), seq, chunk, n) = (data.contig(), h.ctx as u32, h.tag as usize, h.len as usize) else {
-            return;
-        };
-        if chunk == 0 || n > src.len() {
-            return;
-        }
-        let chunks = n.div_ceil(chunk) as u32;
-        while let Some(c) = net.coop_slot(from, true).and_then(|s| s.claim(seq, chunks)) {
-            let off = c as usize * chunk;
-            let len = chunk.min(n - off);
-            let wrote = net.write_remote(from, h.aux + off as u64, &src[off..off + len]);
-            let Some(slot) = net.coop_slot(from, true) else { return };
-            if !wrote {
-                slot.help_failed(seq, c);
-                return;
-            }
-            slot.helped_one(seq);
-        }
-    }
-
     /// Lends the memory where the payload of data frame `h` goes, from payload byte `at` to the
     /// frame's end, to `fill` (a transport reading from a socket straight into the receive
     /// buffer); returns what `fill` returned, or `None` if the bytes have no such place (a
@@ -1079,28 +754,6 @@ impl Engine {
         }
         if !self.coop.is_empty() {
             self.progress_coop(net);
-        }
-    }
-
-    #[inline(never)]
-    fn progress_coop(&mut self, net: &mut dyn Net) {
-        let mut i = 0;
-        while i < self.coop.len() {
-            let id = self.coop[i];
-            // Read first: a completed request may be released at once (freed by the application).
-            let from = self.get(id).map(|r| r.to);
-            if !self.coop_copy(net, id) {
-                i += 1;
-                continue;
-            }
-            self.coop.swap_remove(i);
-            // The pair's slot is free: the next copy from the same sender may start.
-            while let Some(k) = self.coop_wait.iter().position(|w| self.get(*w).map(|r| r.to) == from) {
-                let next = self.coop_wait.remove(k).expect("found above");
-                if self.start_coop(net, next) {
-                    break;
-                }
-            }
         }
     }
 
@@ -1270,37 +923,5 @@ impl Engine {
     /// Number of messages waiting unmatched (for tests and diagnostics).
     pub fn unexpected_len(&self) -> usize {
         self.unexpected.len()
-    }
-}
-
-fn read_into_sink(
-    net: &mut dyn Net,
-    from: ProcIdx,
-    addr: u64,
-    sink: &mut Sink,
-    n: usize,
-    bounce: &mut Vec<u8>,
-) -> bool {
-    match sink {
-        Sink::Contig(buf) => net.read_remote(from, addr, &buf.prefix(n)),
-        Sink::Owned(v) => net.read_remote_into(from, addr, &mut v[..n]),
-        Sink::Scratch(s, off, _) => s.modify(*off, n, |d| net.read_remote_into(from, addr, d)),
-        Sink::Typed { .. } => {
-            // Read and unpack in cache-sized pieces: one pass over memory for the receive
-            // buffer, where reading the message whole first would make a second. (A read
-            // straight into the blocks, one iovec each, costs the kernel more per block than
-            // this copy: docs/PERFORMANCE.md.)
-            bounce.resize(BOUNCE.min(n), 0);
-            let mut off = 0;
-            while off < n {
-                let k = (n - off).min(bounce.len());
-                if !net.read_remote_into(from, addr + off as u64, &mut bounce[..k]) {
-                    return false;
-                }
-                sink.write(off, &bounce[..k]);
-                off += k;
-            }
-            true
-        }
     }
 }
