@@ -107,6 +107,7 @@ pub(crate) fn blocks(call: &str, what: &str, p: *const c_void, count: i64, dt: u
 
 /// Looks the communicator up, checks the request argument, and lets `f` decode the rest and
 /// call the device; then hands the result over in the form `mode` asks.
+#[inline(always)]
 pub(crate) fn run(
     mode: Mode,
     call: &'static str,
@@ -132,9 +133,11 @@ pub(crate) fn run(
         };
         let at =
             Call { comm: &cm.core, handle: comm_h, form, thread_multiple: l.thread_level == c::MPI_THREAD_MULTIPLE };
-        match (mode, f(&l.mpi, &cm, at)?) {
-            (Mode::Blocking, Started::Done) => Ok(()),
-            (mode, started) => hand_over(l, comm_h, mode, started),
+        let started = f(&l.mpi, &cm, at)?;
+        match mode {
+            // A blocking call's collective is over (`Started::Done`).
+            Mode::Blocking => Ok(()),
+            _ => hand_over(l, comm_h, mode, started),
         }
     })
 }
@@ -269,7 +272,7 @@ coll_entry!(PMPI_Barrier, PMPI_Ibarrier, PMPI_Barrier_init, barrier, (comm: usiz
 
 fn bcast(mode: Mode, buf: *mut c_void, count: i64, dt: usize, root: c_int, comm_h: usize) -> c_int {
     let call = "MPI_Bcast";
-    run(mode, call, comm_h, |d, _, at| d.bcast(at, || buffer(call, "", buf, count, dt), root))
+    run(mode, call, comm_h, |d, _, at| d.bcast(at, buffer(call, "", buf, count, dt), root))
 }
 
 coll_entry!(PMPI_Bcast, PMPI_Ibcast, PMPI_Bcast_init, bcast,

@@ -12,14 +12,14 @@ use crate::shm_coll::ShmKind;
 
 impl Device {
     /// `MPI_Bcast`: `buf` is not significant at an intercommunicator process that is neither
-    /// the root nor in the receiving group.
+    /// the root nor in the receiving group (`MPI_PROC_NULL`).
     #[inline]
-    pub fn bcast(&self, at: Call, buf: impl Lazy<Buffer>, root: i32) -> Result<Started> {
+    pub fn bcast(&self, at: Call, buf: Arg<Buffer>, root: i32) -> Result<Started> {
         const CALL: &str = "MPI_Bcast";
         let comm = at.comm;
         if comm.is_inter() {
             let root = inter_root(CALL, comm, root)?;
-            let buf = if root == Root::Idle { None } else { Some(buf()?) };
+            let buf = if root == Root::Idle { None } else { Some(buf?) };
             let mut s = sched(&at, CALL);
             if let Some(b) = buf {
                 let l = b.region(&mut s);
@@ -28,7 +28,7 @@ impl Device {
             return self.in_form(&at, s);
         }
         check_root(CALL, comm, root)?;
-        let buf = buf()?;
+        let buf = buf?;
         self.attach(&at);
         let a = algo::choose(Coll::Bcast, CALL, Shape::of(comm, buf.bytes()))?;
         if let (Some(sh), Some(b)) = (direct(&at, a), buf.contiguous()) {
