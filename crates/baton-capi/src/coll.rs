@@ -1,8 +1,6 @@
-//! Collectives at the C boundary. Each function decodes its handles and buffers (the `unsafe`
-//! steps that turn addresses into [`Buffer`]s), checks what needs no communicator (datatypes,
-//! counts, `NULL` pointers, per-rank arrays), calls its device entry
-//! (`baton_core::device::coll`: roots, `MPI_IN_PLACE` rules, the algorithm, shared memory or a
-//! schedule, the form) and writes the request handle a nonblocking or persistent call returns.
+//! Collectives at the C boundary: arguments checked and turned into a schedule
+//! (`baton_core::coll`), which the blocking form runs, the nonblocking form starts in the
+//! background and the persistent form keeps for `MPI_Start`.
 //!
 //! Each collective is one function taking a [`Mode`]; the `coll_entry!` macro generates its
 //! blocking, `I…` and `…_init` entry points (and the `_c` ones) from that function.
@@ -10,16 +8,17 @@
 use crate::errors::guard;
 use crate::p2p::dtype;
 use crate::request::handle_of;
-use crate::state::{lib, lib_fast, CommObj, Lib, PersistentEntry};
+use crate::state::{lib, lib_fast, CommObj, Lib, PersistentOp, PersistentReq};
 use baton_abi::consts as c;
+use baton_core::coll::algo::{self, Algo, Coll, Shape};
+use baton_core::coll::inter::{self, Root};
+use baton_core::coll::schedule::{Loc, Region, Schedule};
 use baton_core::datatype::Layout;
-use baton_core::device::coll::{Call, Neighborhood};
-use baton_core::device::{Buffer, Device, Form, Persistent, Started};
-use baton_core::err;
-use baton_core::error::Result;
+use baton_core::error::{MpiError, Result};
+use baton_core::shm_coll::{ShmColl, ShmKind};
 use baton_transport::mem::UserBuf;
 use std::ffi::{c_int, c_void};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Which form of a collective was called.
 #[derive(Clone, Copy)]
@@ -35,127 +34,171 @@ fn in_place(p: *const c_void) -> bool {
     p as usize == c::MPI_IN_PLACE
 }
 
-/// `count` elements of `lay` at `p` pass the checks every buffer argument must (`what` names
-/// the buffer in messages); the count as a size.
-#[inline(always)]
-fn checked(call: &str, what: &str, p: *const c_void, count: i64, lay: &Layout) -> Result<usize> {
-    // The usual case, decided here without a call: a non-negative count whose bytes fit, at an
-    // address (a NULL one passes only with nothing to hold).
-    let n = count as usize;
-    if count >= 0 && (!p.is_null() || count == 0) && n.checked_mul(lay.size).is_some_and(|b| b <= isize::MAX as usize) {
-        return Ok(n);
-    }
-    checked_slowly(call, what, p, count, lay)
+/// A buffer argument: address, element count and datatype, checked.
+pub(crate) struct Buf {
+    addr: usize,
+    count: usize,
+    lay: Arc<Layout>,
 }
 
-/// [`checked`] for the cases its first test leaves: each check in turn, with its message.
-#[cold]
-fn checked_slowly(call: &str, what: &str, p: *const c_void, count: i64, lay: &Layout) -> Result<usize> {
-    if count < 0 {
-        return Err(err!(MPI_ERR_COUNT, "{call}: {what} count {count} is negative"));
+impl Buf {
+    pub(crate) fn new(call: &str, what: &str, p: *const c_void, count: i64, dt: usize) -> Result<Buf> {
+        let lay: Arc<Layout> = dtype(call, dt)?.clone();
+        if count < 0 {
+            return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: {what} count {count} is negative")));
+        }
+        crate::p2p::check_buf(call, p as usize, count as usize, &lay)
+            .map_err(|e| MpiError::new(e.class, format!("{} ({what} buffer)", e.msg)))?;
+        count
+            .checked_mul(lay.size as i64)
+            .filter(|&b| b <= isize::MAX as i64)
+            .ok_or_else(|| MpiError::new(c::MPI_ERR_COUNT, format!("{call}: {what} count {count} overflows")))?;
+        Ok(Buf { addr: p as usize, count: count as usize, lay })
     }
-    crate::p2p::check_buf(call, p as usize, count as usize, lay).map_err(|mut e| {
-        e.msg = format!("{} ({what} buffer)", e.msg);
-        e
-    })?;
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.count * self.lay.size
+    }
+
+    /// The buffer as a region of schedule `s`.
+    pub(crate) fn region(&self, s: &mut Schedule) -> Loc {
+        let (lo, hi) = self.lay.span(self.count);
+        // SAFETY: MPI requires a collective's buffers to hold `count` elements of the datatype
+        // and to stay valid and untouched by the application until the operation completes (for
+        // persistent collectives, until the request is freed); (lo, hi) is exactly what they cover.
+        let span = unsafe { UserBuf::new(self.addr.wrapping_add_signed(lo), (hi - lo) as usize) };
+        s.region(Region::User { span, base_off: -lo, layout: self.lay.clone() }, self.bytes())
+    }
+}
+
+/// `n` consecutive blocks of `b` bytes of a window.
+pub(crate) fn blocks(whole: Loc, n: usize, b: usize) -> Vec<Loc> {
+    (0..n).map(|i| whole.at(i * b, b)).collect()
+}
+
+/// `count * n` elements (a buffer of `n` blocks), checked for overflow.
+pub(crate) fn times(call: &str, what: &str, count: i64, n: usize) -> Result<i64> {
     count
-        .checked_mul(lay.size as i64)
-        .filter(|&b| b <= isize::MAX as i64)
-        .ok_or_else(|| err!(MPI_ERR_COUNT, "{call}: {what} count {count} overflows"))?;
-    Ok(count as usize)
+        .checked_mul(n as i64)
+        .ok_or_else(|| MpiError::new(c::MPI_ERR_COUNT, format!("{call}: {what} count {count} overflows")))
 }
 
-/// The device's view of `count` elements of `lay` at `p` (checked).
-#[inline(always)]
-fn span_of(p: *const c_void, count: usize, lay: Arc<Layout>) -> Buffer {
-    let (lo, hi) = lay.span(count);
-    // SAFETY: MPI requires a collective's buffers to hold `count` elements of the datatype and
-    // to stay valid and untouched by the application until the operation completes (for
-    // persistent collectives, until the request is freed); (lo, hi) is exactly what they cover.
-    let span = unsafe { UserBuf::new((p as usize).wrapping_add_signed(lo), (hi - lo) as usize) };
-    Buffer { span, base_off: -lo, layout: lay, count }
-}
-
-/// A buffer argument: `count` elements of datatype `dt` at `p`.
-#[inline(always)]
-pub(crate) fn buffer(call: &str, what: &str, p: *const c_void, count: i64, dt: usize) -> Result<Buffer> {
-    let lay = dtype(call, dt)?;
-    let count = checked(call, what, p, count, &lay)?;
-    Ok(span_of(p, count, lay.clone()))
-}
-
-/// A buffer argument that may be `MPI_IN_PLACE` (None).
-#[inline]
-fn or_in_place(call: &str, what: &str, p: *const c_void, count: i64, dt: usize) -> Result<Option<Buffer>> {
-    if in_place(p) {
-        return Ok(None);
+fn check_root(call: &str, cm: &CommObj, root: c_int) -> Result<()> {
+    let n = cm.core.size();
+    if !(0..n).contains(&root) {
+        return Err(MpiError::new(
+            c::MPI_ERR_ROOT,
+            format!("{call}: root {root} is out of range for a communicator of size {n}"),
+        ));
     }
-    buffer(call, what, p, count, dt).map(Some)
+    Ok(())
 }
 
-/// A buffer argument of `n` blocks of `count` elements: a block's checks first (their messages
-/// name its count), then the whole buffer's.
-#[inline]
-pub(crate) fn blocks(call: &str, what: &str, p: *const c_void, count: i64, dt: usize, n: usize) -> Result<Buffer> {
-    let lay = dtype(call, dt)?;
-    checked(call, what, p, count, &lay)?;
-    let total =
-        count.checked_mul(n as i64).ok_or_else(|| err!(MPI_ERR_COUNT, "{call}: {what} count {count} overflows"))?;
-    let total = checked(call, what, p, total, &lay)?;
-    Ok(span_of(p, total, lay.clone()))
+fn same_size(call: &str, got: usize, want: usize) -> Result<()> {
+    if got != want {
+        return Err(MpiError::new(
+            c::MPI_ERR_TRUNCATE,
+            format!("{call}: the send buffer holds {got} bytes where the receive block holds {want} (type signatures differ)"),
+        ));
+    }
+    Ok(())
 }
 
-/// Looks the communicator up, checks the request argument, and lets `f` decode the rest and
-/// call the device; then hands the result over in the form `mode` asks.
-#[inline(always)]
-pub(crate) fn run(
+fn in_place_at_root(call: &str) -> MpiError {
+    MpiError::new(c::MPI_ERR_BUFFER, format!("{call}: MPI_IN_PLACE is only valid at the root"))
+}
+
+/// What a rooted collective's `root` makes of this process on intercommunicator `cm`.
+fn inter_root(call: &str, cm: &CommObj, root: c_int) -> Result<Root> {
+    let n = cm.core.peer_size();
+    match root {
+        c::MPI_ROOT => Ok(Root::Me),
+        c::MPI_PROC_NULL => Ok(Root::Idle),
+        r if (0..n).contains(&r) => Ok(Root::Remote(r)),
+        r => Err(MpiError::new(
+            c::MPI_ERR_ROOT,
+            format!("{call}: root {r} on an intercommunicator is neither MPI_ROOT, MPI_PROC_NULL nor a rank of the remote group (size {n})"),
+        )),
+    }
+}
+
+/// The standard has no `MPI_IN_PLACE` on intercommunicators.
+fn no_in_place(call: &str, cm: &CommObj, what: &str, p: *const c_void) -> Result<()> {
+    if cm.core.is_inter() && in_place(p) {
+        return Err(MpiError::new(
+            c::MPI_ERR_BUFFER,
+            format!("{call}: MPI_IN_PLACE is not allowed on an intercommunicator ({what} buffer)"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the arguments, builds the schedule with `build` and runs it in the form `mode` asks.
+fn launch(
     mode: Mode,
     call: &'static str,
     comm_h: usize,
-    f: impl FnOnce(&Device, &CommObj, Call) -> Result<Started>,
+    build: impl FnOnce(&Lib, &Arc<CommObj>) -> Result<Schedule>,
 ) -> c_int {
     guard(comm_h, || {
-        let l = match lib_fast() {
-            Some(l) => l,
-            None => lib(call)?,
+        let l = lib(call)?;
+        let cm = match comm_h {
+            c::MPI_COMM_WORLD => l.world.clone(),
+            c::MPI_COMM_SELF => l.self_comm.clone(),
+            h => l.comm_arc(call, h)?,
         };
-        let cm = l.comm(call, comm_h)?;
-        let form = match mode {
-            Mode::Blocking => Form::Blocking,
-            Mode::Nonblocking(r) => {
-                crate::nonnull_mut(call, "request", r)?;
-                Form::Nonblocking
-            }
-            Mode::Persistent(r) => {
-                crate::nonnull_mut(call, "request", r)?;
-                Form::Persistent
-            }
-        };
-        let at =
-            Call { comm: &cm.core, handle: comm_h, form, thread_multiple: l.thread_level == c::MPI_THREAD_MULTIPLE };
-        let started = f(&l.mpi, &cm, at)?;
-        match mode {
-            // A blocking call's collective is over (`Started::Done`).
-            Mode::Blocking => Ok(()),
-            _ => hand_over(l, comm_h, mode, started),
-        }
+        check_request(call, mode)?;
+        let s = build(l, &cm)?;
+        submit(l, &cm, comm_h, mode, s)
     })
 }
 
-/// Writes the request a nonblocking call started, or keeps a persistent call's schedule behind
-/// a new persistent request (pointers checked by [`run`]).
-fn hand_over(l: &Lib, comm_h: usize, mode: Mode, started: Started) -> Result<()> {
-    match (mode, started) {
-        // SAFETY: checked non-null; the caller's request variable.
-        (Mode::Nonblocking(r), Started::Request(id)) => unsafe { *r = handle_of(id) },
-        (Mode::Persistent(r), Started::Persistent(op @ Persistent::Coll(_))) => {
-            let h = l.t().persistent.insert(PersistentEntry { op, active: None, comm: comm_h });
+/// A nonblocking or persistent call's request argument must be somewhere to write to.
+pub(crate) fn check_request(call: &str, mode: Mode) -> Result<()> {
+    match mode {
+        Mode::Nonblocking(r) | Mode::Persistent(r) => crate::nonnull_mut(call, "request", r),
+        Mode::Blocking => Ok(()),
+    }
+}
+
+/// Runs schedule `s` in the form `mode` asks: to the end, in the background behind a new
+/// request, or kept behind a persistent request (whose pointer [`check_request`] checked).
+pub(crate) fn submit(l: &Lib, cm: &Arc<CommObj>, comm_h: usize, mode: Mode, mut s: Schedule) -> Result<()> {
+    match mode {
+        Mode::Blocking => s.run(l.mpi.runtime()),
+        Mode::Nonblocking(r) => {
+            let id = l.mpi.start_coll(Arc::new(Mutex::new(s)), comm_h);
+            // SAFETY: checked non-null; the caller's request variable.
+            unsafe { *r = handle_of(id) };
+            Ok(())
+        }
+        Mode::Persistent(r) => {
+            // A persistent collective keeps its schedule; the point-to-point part is unused.
+            let op = PersistentOp {
+                send: false,
+                mode: crate::p2p::SendMode::Standard,
+                buf: 0,
+                count: 0,
+                dtype: c::MPI_DATATYPE_NULL,
+                peer: c::MPI_PROC_NULL,
+                tag: 0,
+                comm: cm.clone(),
+            };
+            let h = l.t().persistent.insert(PersistentReq {
+                op: Box::new(op),
+                coll: Some(Arc::new(Mutex::new(s))),
+                active: None,
+                comm: comm_h,
+            });
             // SAFETY: checked non-null; the caller's request variable.
             unsafe { *r = h };
+            Ok(())
         }
-        _ => return Err(err!(MPI_ERR_INTERN, "a collective's device entry answered in another form than called")),
     }
-    Ok(())
+}
+
+fn sched(cm: &CommObj, call: &'static str) -> Schedule {
+    Schedule::new(cm.core.clone(), call)
 }
 
 /// Generates the blocking, nonblocking and persistent entry points of one collective.
@@ -177,7 +220,449 @@ macro_rules! coll_entry {
 }
 pub(crate) use coll_entry;
 
-// ----- per-rank arrays -----
+// ----- the shared-memory fast path -----
+
+/// A blocking barrier, bcast, reduce, allreduce, allgather or alltoall is where a
+/// communicator gets its shared-memory area, if it can have one (`Mpi::attach_shm`): every member calls it there.
+/// An invalid handle is left to the call's own checks, which report it.
+fn attach_shm(call: &str, mode: &Mode, comm_h: usize) {
+    if !matches!(mode, Mode::Blocking) || comm_h == c::MPI_COMM_WORLD || comm_h == c::MPI_COMM_SELF {
+        return;
+    }
+    let Some(l) = lib_fast() else { return };
+    if let Ok(cm) = l.comm(call, comm_h) {
+        l.mpi.attach_shm(&cm.core, l.thread_level == c::MPI_THREAD_MULTIPLE);
+    }
+}
+
+/// A blocking call on contiguous data that would run a single shared-memory step skips the
+/// schedule: `f` runs with the communicator's area when `coll` on `bytes` (with `shape`'s
+/// other facts) chooses shared memory. None sends the call down the general path, which also
+/// reports any argument error.
+fn shm_fast(
+    call: &str,
+    comm_h: usize,
+    coll: Coll,
+    bytes: usize,
+    tweak: impl FnOnce(Shape) -> Shape,
+    f: impl FnOnce(&Lib, &CommObj, &ShmColl) -> Result<()>,
+) -> Option<c_int> {
+    let l = lib_fast()?;
+    let cm = l.comm(call, comm_h).ok()?;
+    let sh = cm.core.shm.get()?;
+    if algo::choose(coll, tweak(Shape::of(&cm.core, bytes))).ok()? != Algo::Shm {
+        return None;
+    }
+    Some(guard(comm_h, || f(l, &cm, sh)))
+}
+
+/// The shared-memory fast path of a blocking allgather or alltoall on contiguous buffers whose
+/// blocks (`count` elements of the datatype) agree in size; None sends the call down the
+/// general path.
+fn blocks_fast(
+    call: &str,
+    mode: &Mode,
+    comm_h: usize,
+    send: (*const c_void, i64, usize),
+    recv: (*mut c_void, i64, usize),
+    coll: Coll,
+) -> Option<c_int> {
+    if !matches!(mode, Mode::Blocking) {
+        return None;
+    }
+    let (sblk, rblk) = (contig_span(call, send.0, send.1, send.2)?, contig_span(call, recv.0, recv.1, recv.2)?);
+    let b = rblk.len();
+    if sblk.len() != b {
+        return None;
+    }
+    shm_fast(
+        call,
+        comm_h,
+        coll,
+        b,
+        |s| s,
+        |l, cm, sh| {
+            let n = cm.core.size() as usize;
+            let kind = if coll == Coll::Alltoall { ShmKind::Alltoall } else { ShmKind::Allgather };
+            let sent = sh.published(kind, b);
+            // SAFETY: MPI requires the send buffer to hold `sent` bytes (a block per rank for
+            // alltoall) and the receive buffer a block per rank, for the duration of this call.
+            let (src, dst) = unsafe { (UserBuf::new(send.0 as usize, sent), UserBuf::new(recv.0 as usize, n * b)) };
+            let seq = sh.run_blocking(l.mpi.runtime(), kind, Some(src.read(0, sent)));
+            for r in 0..n {
+                dst.write(r * b, sh.block(kind, r, seq, b));
+            }
+            sh.finish(seq);
+            Ok(())
+        },
+    )
+}
+
+/// The bytes of `count` elements of contiguous datatype `dt` at `p`, when that is what they
+/// are (None: non-contiguous, invalid or NULL; the general path takes those).
+fn contig_span(call: &str, p: *const c_void, count: i64, dt: usize) -> Option<UserBuf> {
+    let lay = dtype(call, dt).ok()?;
+    let len = usize::try_from(count).ok()?.checked_mul(lay.size)?;
+    if !lay.is_contiguous() || (p.is_null() && len > 0) || in_place(p) {
+        return None;
+    }
+    // SAFETY: MPI requires the buffer to hold `count` elements of the datatype for the
+    // duration of this blocking call.
+    Some(unsafe { UserBuf::new(p as usize, len) })
+}
+
+// ----- barrier, bcast -----
+
+fn barrier(mode: Mode, comm_h: usize) -> c_int {
+    let call = "MPI_Barrier";
+    attach_shm(call, &mode, comm_h);
+    if let Mode::Blocking = mode {
+        if let Some(rc) = shm_fast(
+            call,
+            comm_h,
+            Coll::Barrier,
+            0,
+            |s| s,
+            |l, _, sh| {
+                let seq = sh.run_blocking(l.mpi.runtime(), ShmKind::Barrier, None);
+                sh.finish(seq);
+                Ok(())
+            },
+        ) {
+            return rc;
+        }
+    }
+    launch(mode, call, comm_h, |_, cm| {
+        let mut s = sched(cm, call);
+        if cm.core.is_inter() {
+            inter::barrier(&mut s);
+            return Ok(s);
+        }
+        let a = algo::choose(Coll::Barrier, Shape::of(&cm.core, 0))?;
+        algo::barrier(&mut s, a);
+        Ok(s)
+    })
+}
+
+coll_entry!(PMPI_Barrier, PMPI_Ibarrier, PMPI_Barrier_init, barrier, (comm: usize) => (comm));
+
+fn bcast(mode: Mode, buf: *mut c_void, count: i64, dt: usize, root: c_int, comm_h: usize) -> c_int {
+    let call = "MPI_Bcast";
+    attach_shm(call, &mode, comm_h);
+    if let (Mode::Blocking, Some(b)) = (mode, contig_span(call, buf, count, dt)) {
+        let fast = shm_fast(
+            call,
+            comm_h,
+            Coll::Bcast,
+            b.len(),
+            |s| s,
+            |l, cm, sh| {
+                check_root(call, cm, root)?;
+                let me = cm.core.rank == root;
+                let seq = sh.run_blocking(
+                    l.mpi.runtime(),
+                    ShmKind::Bcast { root: root as usize },
+                    me.then(|| b.read(0, b.len())),
+                );
+                if !me {
+                    b.write(0, sh.data(root as usize, seq, b.len()));
+                }
+                sh.finish(seq);
+                Ok(())
+            },
+        );
+        if let Some(rc) = fast {
+            return rc;
+        }
+    }
+    launch(mode, call, comm_h, |_, cm| {
+        if cm.core.is_inter() {
+            let root = inter_root(call, cm, root)?;
+            let b = match root {
+                Root::Idle => None,
+                _ => Some(Buf::new(call, "", buf, count, dt)?),
+            };
+            let mut s = sched(cm, call);
+            if let Some(b) = b {
+                let l = b.region(&mut s);
+                inter::bcast(&mut s, root, l);
+            }
+            return Ok(s);
+        }
+        check_root(call, cm, root)?;
+        let b = Buf::new(call, "", buf, count, dt)?;
+        let a = algo::choose(Coll::Bcast, Shape::of(&cm.core, b.bytes()))?;
+        let mut s = sched(cm, call);
+        let l = b.region(&mut s);
+        algo::bcast(&mut s, a, root, l);
+        Ok(s)
+    })
+}
+
+coll_entry!(PMPI_Bcast, PMPI_Ibcast, PMPI_Bcast_init, bcast,
+    (buf: *mut c_void, count: c_int, dt: usize, root: c_int, comm: usize) => (buf, count as i64, dt, root, comm));
+coll_entry!(PMPI_Bcast_c, PMPI_Ibcast_c, PMPI_Bcast_init_c, bcast,
+    (buf: *mut c_void, count: i64, dt: usize, root: c_int, comm: usize) => (buf, count, dt, root, comm));
+
+// ----- reductions -----
+
+/// Reduce: `rbuf` matters at the root only.
+#[allow(clippy::too_many_arguments)]
+fn reduce(
+    mode: Mode,
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    count: i64,
+    dt: usize,
+    oph: usize,
+    root: c_int,
+    comm_h: usize,
+) -> c_int {
+    let call = "MPI_Reduce";
+    attach_shm(call, &mode, comm_h);
+    if let Mode::Blocking = mode {
+        let d = contig_span(call, rbuf, count, dt);
+        let src = if in_place(sbuf) { d } else { contig_span(call, sbuf, count, dt) };
+        let len = src.map(|b| b.len());
+        if let (Some(src), Some(len), Ok(r)) = (src, len, crate::ops::reducer(call, oph, dt)) {
+            let tweak = |s: Shape| Shape { commutative: r.commutative, elems: count as usize, ..s };
+            let fast = shm_fast(call, comm_h, Coll::Reduce, len, tweak, |l, cm, sh| {
+                check_root(call, cm, root)?;
+                let me = cm.core.rank == root;
+                // The root's receive buffer is checked only at the root, like the general path.
+                let dst = match (me, d) {
+                    (true, Some(d)) => Some(d),
+                    (true, None) => {
+                        return Err(MpiError::new(c::MPI_ERR_BUFFER, format!("{call}: receive buffer is NULL")))
+                    }
+                    (false, _) if in_place(sbuf) => return Err(in_place_at_root(call)),
+                    (false, _) => None,
+                };
+                let seq =
+                    sh.run_blocking(l.mpi.runtime(), ShmKind::Reduce { root: root as usize }, Some(src.read(0, len)));
+                if let Some(d) = dst {
+                    d.modify(0, len, |acc| sh.combine(seq, &r, acc));
+                }
+                sh.finish(seq);
+                Ok(())
+            });
+            if let Some(rc) = fast {
+                return rc;
+            }
+        }
+    }
+    launch(mode, call, comm_h, |_, cm| {
+        if cm.core.is_inter() {
+            let root = inter_root(call, cm, root)?;
+            let rb = if root == Root::Me { Some(Buf::new(call, "receive", rbuf, count, dt)?) } else { None };
+            let sb = match root {
+                Root::Remote(_) => {
+                    no_in_place(call, cm, "send", sbuf)?;
+                    Some(Buf::new(call, "send", sbuf, count, dt)?)
+                }
+                _ => None,
+            };
+            let r = if root == Root::Idle { None } else { Some(crate::ops::reducer(call, oph, dt)?) };
+            let mut s = sched(cm, call);
+            if let Some(r) = r {
+                s.set_reducer(r);
+            }
+            let dst = rb.map(|b| b.region(&mut s));
+            let src = sb.map(|b| b.region(&mut s));
+            inter::reduce(&mut s, root, src, dst);
+            return Ok(s);
+        }
+        check_root(call, cm, root)?;
+        let is_root = cm.core.rank == root;
+        if in_place(sbuf) && !is_root {
+            return Err(in_place_at_root(call));
+        }
+        let rb = if is_root { Some(Buf::new(call, "receive", rbuf, count, dt)?) } else { None };
+        let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, count, dt)?) };
+        let r = crate::ops::reducer(call, oph, dt)?;
+        let shape = Shape { commutative: r.commutative, ..Shape::of(&cm.core, count as usize * dtype(call, dt)?.size) };
+        let a = algo::choose(Coll::Reduce, shape)?;
+        let mut s = sched(cm, call);
+        s.set_reducer(r);
+        let dst = rb.map(|b| b.region(&mut s));
+        let src = match sb {
+            Some(b) => b.region(&mut s),
+            None => dst.expect("in place only at the root"),
+        };
+        algo::reduce(&mut s, a, root, src, dst);
+        Ok(s)
+    })
+}
+
+coll_entry!(PMPI_Reduce, PMPI_Ireduce, PMPI_Reduce_init, reduce,
+    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, root: c_int, comm: usize)
+    => (sbuf, rbuf, count as i64, dt, op, root, comm));
+coll_entry!(PMPI_Reduce_c, PMPI_Ireduce_c, PMPI_Reduce_init_c, reduce,
+    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, root: c_int, comm: usize)
+    => (sbuf, rbuf, count, dt, op, root, comm));
+
+/// The shared part of Allreduce, Scan and Exscan: send and receive windows and the reducer.
+fn reduction_bufs(
+    call: &'static str,
+    cm: &CommObj,
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    count: i64,
+    dt: usize,
+    oph: usize,
+) -> Result<(Schedule, Loc, Loc, Shape)> {
+    no_in_place(call, cm, "send", sbuf)?;
+    let rb = Buf::new(call, "receive", rbuf, count, dt)?;
+    let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, count, dt)?) };
+    let r = crate::ops::reducer(call, oph, dt)?;
+    let shape =
+        Shape { commutative: r.commutative, elems: rb.bytes() / r.unit.max(1), ..Shape::of(&cm.core, rb.bytes()) };
+    let mut s = sched(cm, call);
+    s.set_reducer(r);
+    let dst = rb.region(&mut s);
+    let src = match sb {
+        Some(b) => b.region(&mut s),
+        None => dst,
+    };
+    Ok((s, src, dst, shape))
+}
+
+fn allreduce(
+    mode: Mode,
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    count: i64,
+    dt: usize,
+    oph: usize,
+    comm_h: usize,
+) -> c_int {
+    let call = "MPI_Allreduce";
+    attach_shm(call, &mode, comm_h);
+    if let (Mode::Blocking, Some(d)) = (mode, contig_span(call, rbuf, count, dt)) {
+        let src = if in_place(sbuf) { Some(None) } else { contig_span(call, sbuf, count, dt).map(Some) };
+        if let (Some(src), Ok(r)) = (src, crate::ops::reducer(call, oph, dt)) {
+            let tweak = |s: Shape| Shape { commutative: r.commutative, elems: count as usize, ..s };
+            let fast = shm_fast(call, comm_h, Coll::Allreduce, d.len(), tweak, |l, _, sh| {
+                // In place, the contribution is copied into the segment before the result is written.
+                let seq = sh.run_blocking(l.mpi.runtime(), ShmKind::Allreduce, Some(src.unwrap_or(d).read(0, d.len())));
+                d.modify(0, d.len(), |acc| sh.combine(seq, &r, acc));
+                sh.finish(seq);
+                Ok(())
+            });
+            if let Some(rc) = fast {
+                return rc;
+            }
+        }
+    }
+    launch(mode, call, comm_h, |_, cm| {
+        let (mut s, src, dst, shape) = reduction_bufs(call, cm, sbuf, rbuf, count, dt, oph)?;
+        if cm.core.is_inter() {
+            inter::allreduce(&mut s, src, dst);
+            return Ok(s);
+        }
+        let a = algo::choose(Coll::Allreduce, shape)?;
+        algo::allreduce(&mut s, a, src, dst);
+        Ok(s)
+    })
+}
+
+coll_entry!(PMPI_Allreduce, PMPI_Iallreduce, PMPI_Allreduce_init, allreduce,
+    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, comm: usize)
+    => (sbuf, rbuf, count as i64, dt, op, comm));
+coll_entry!(PMPI_Allreduce_c, PMPI_Iallreduce_c, PMPI_Allreduce_init_c, allreduce,
+    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, comm: usize)
+    => (sbuf, rbuf, count, dt, op, comm));
+
+#[allow(clippy::too_many_arguments)]
+fn scan(
+    mode: Mode,
+    exclusive: bool,
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    count: i64,
+    dt: usize,
+    oph: usize,
+    comm_h: usize,
+) -> c_int {
+    let call = if exclusive { "MPI_Exscan" } else { "MPI_Scan" };
+    launch(mode, call, comm_h, |_, cm| {
+        // The standard defines no prefix reduction across two groups.
+        crate::comm::require_intra(call, "comm", cm)?;
+        let (mut s, src, dst, shape) = reduction_bufs(call, cm, sbuf, rbuf, count, dt, oph)?;
+        let a = algo::choose(Coll::Scan, shape)?;
+        algo::scan(&mut s, a, src, dst, exclusive);
+        Ok(s)
+    })
+}
+
+coll_entry!(PMPI_Scan, PMPI_Iscan, PMPI_Scan_init, scan,
+    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, comm: usize)
+    => (false, sbuf, rbuf, count as i64, dt, op, comm));
+coll_entry!(PMPI_Scan_c, PMPI_Iscan_c, PMPI_Scan_init_c, scan,
+    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, comm: usize)
+    => (false, sbuf, rbuf, count, dt, op, comm));
+coll_entry!(PMPI_Exscan, PMPI_Iexscan, PMPI_Exscan_init, scan,
+    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, comm: usize)
+    => (true, sbuf, rbuf, count as i64, dt, op, comm));
+coll_entry!(PMPI_Exscan_c, PMPI_Iexscan_c, PMPI_Exscan_init_c, scan,
+    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, comm: usize)
+    => (true, sbuf, rbuf, count, dt, op, comm));
+
+/// Reduce_scatter (`counts` per rank) and Reduce_scatter_block (`counts` None, `count` each).
+#[allow(clippy::too_many_arguments)]
+fn reduce_scatter(
+    mode: Mode,
+    call: &'static str,
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    count: i64,
+    counts: Option<Vec<i64>>,
+    dt: usize,
+    oph: usize,
+    comm_h: usize,
+) -> c_int {
+    launch(mode, call, comm_h, |_, cm| {
+        let (n, me) = (cm.core.size() as usize, cm.core.rank as usize);
+        let counts = counts.unwrap_or_else(|| vec![count; n]);
+        if let Some(bad) = counts.iter().find(|&&c| c < 0) {
+            return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: recvcounts holds a negative count {bad}")));
+        }
+        let total: i64 = counts.iter().sum();
+        no_in_place(call, cm, "send", sbuf)?;
+        let whole = Buf::new(call, "send", if in_place(sbuf) { rbuf } else { sbuf }, total, dt)?;
+        let mine = Buf::new(call, "receive", rbuf, counts[me], dt)?;
+        let r = crate::ops::reducer(call, oph, dt)?;
+        let size = whole.lay.size;
+        let shape = Shape {
+            uniform: counts.iter().all(|&c| c == counts[0]),
+            commutative: r.commutative,
+            elems: total as usize,
+            ..Shape::of(&cm.core, whole.bytes())
+        };
+        let a = algo::choose(Coll::ReduceScatter, shape)?;
+        let mut s = sched(cm, call);
+        s.set_reducer(r);
+        let src = whole.region(&mut s);
+        let dst = mine.region(&mut s);
+        if cm.core.is_inter() {
+            // Each group's result is the other group's vector, cut by this group's counts.
+            let lens: Vec<usize> = counts.iter().map(|&c| c as usize * size).collect();
+            inter::reduce_scatter(&mut s, src, &lens, dst);
+            return Ok(s);
+        }
+        let mut at = 0;
+        let bl: Vec<Loc> = counts
+            .iter()
+            .map(|&c| {
+                let w = src.at(at, c as usize * size);
+                at += c as usize * size;
+                w
+            })
+            .collect();
+        algo::reduce_scatter(&mut s, a, src, &bl, dst);
+        Ok(s)
+    })
+}
 
 unsafe fn array<'a, T: Copy>(call: &str, what: &str, p: *const T, n: usize) -> Result<&'a [T]> {
     if n == 0 {
@@ -194,8 +679,548 @@ unsafe fn wide<T: Copy + Into<i64>>(call: &str, what: &str, p: *const T, n: usiz
     Ok(unsafe { array(call, what, p, n)? }.iter().map(|&v| v.into()).collect())
 }
 
+/// Size of the communicator and this process's rank in it, for reading per-rank array
+/// arguments before the call proper (None for an invalid handle, which the call then reports).
+fn comm_info(comm_h: usize) -> Option<(usize, c_int)> {
+    let l = lib("").ok()?;
+    let core = match comm_h {
+        c::MPI_COMM_WORLD => l.world.core.clone(),
+        c::MPI_COMM_SELF => l.self_comm.core.clone(),
+        h => l.comm_arc("", h).ok()?.core.clone(),
+    };
+    Some((core.size() as usize, core.rank))
+}
+
+fn comm_size(comm_h: usize) -> usize {
+    comm_info(comm_h).map_or(0, |(n, _)| n)
+}
+
+/// The communicator behind `comm_h`, if valid (its errors are reported by the call proper).
+fn comm_core(comm_h: usize) -> Option<Arc<baton_core::comm::Comm>> {
+    let l = lib("").ok()?;
+    Some(match comm_h {
+        c::MPI_COMM_WORLD => l.world.core.clone(),
+        c::MPI_COMM_SELF => l.self_comm.core.clone(),
+        h => l.comm_arc("", h).ok()?.core.clone(),
+    })
+}
+
+/// How many ranks per-peer array arguments cover: the remote group's size on an
+/// intercommunicator, else the size.
+fn comm_peers(comm_h: usize) -> usize {
+    comm_core(comm_h).map_or(0, |c| c.peer_size() as usize)
+}
+
+unsafe fn reduce_scatter_v<C: Copy + Into<i64>>(
+    mode: Mode,
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    rcounts: *const C,
+    dt: usize,
+    op: usize,
+    comm_h: usize,
+) -> c_int {
+    let call = "MPI_Reduce_scatter";
+    // SAFETY: one count per process (an invalid communicator yields none and fails in launch).
+    match unsafe { wide(call, "recvcounts", rcounts, comm_size(comm_h)) } {
+        Ok(v) => reduce_scatter(mode, call, sbuf, rbuf, 0, Some(v), dt, op, comm_h),
+        Err(e) => guard(comm_h, || Err(e)),
+    }
+}
+
+coll_entry!(PMPI_Reduce_scatter, PMPI_Ireduce_scatter, PMPI_Reduce_scatter_init, reduce_scatter_v,
+    (sbuf: *mut c_void, rbuf: *mut c_void, rc: *mut c_int, dt: usize, op: usize, comm: usize)
+    => (sbuf, rbuf, rc, dt, op, comm));
+coll_entry!(PMPI_Reduce_scatter_c, PMPI_Ireduce_scatter_c, PMPI_Reduce_scatter_init_c, reduce_scatter_v,
+    (sbuf: *mut c_void, rbuf: *mut c_void, rc: *mut i64, dt: usize, op: usize, comm: usize)
+    => (sbuf, rbuf, rc, dt, op, comm));
+
+fn reduce_scatter_block(
+    mode: Mode,
+    sbuf: *const c_void,
+    rbuf: *mut c_void,
+    rc: i64,
+    dt: usize,
+    op: usize,
+    comm_h: usize,
+) -> c_int {
+    reduce_scatter(mode, "MPI_Reduce_scatter_block", sbuf, rbuf, rc, None, dt, op, comm_h)
+}
+
+coll_entry!(PMPI_Reduce_scatter_block, PMPI_Ireduce_scatter_block, PMPI_Reduce_scatter_block_init, reduce_scatter_block,
+    (sbuf: *mut c_void, rbuf: *mut c_void, rc: c_int, dt: usize, op: usize, comm: usize)
+    => (sbuf, rbuf, rc as i64, dt, op, comm));
+coll_entry!(PMPI_Reduce_scatter_block_c, PMPI_Ireduce_scatter_block_c, PMPI_Reduce_scatter_block_init_c, reduce_scatter_block,
+    (sbuf: *mut c_void, rbuf: *mut c_void, rc: i64, dt: usize, op: usize, comm: usize)
+    => (sbuf, rbuf, rc, dt, op, comm));
+
+// ----- gather, scatter -----
+
+/// Each buffer as a region of `s`, in order.
+pub(crate) fn regions(s: &mut Schedule, bufs: &[Buf]) -> Vec<Loc> {
+    bufs.iter().map(|b| b.region(s)).collect()
+}
+
+/// Gather and Gatherv (`v` = Some((counts, displs)), significant at the root).
+#[allow(clippy::too_many_arguments)]
+fn gather_any(
+    mode: Mode,
+    call: &'static str,
+    sbuf: *const c_void,
+    sc: i64,
+    st: usize,
+    rbuf: *mut c_void,
+    rc: i64,
+    v: Option<VSide>,
+    rt: usize,
+    root: c_int,
+    comm_h: usize,
+) -> c_int {
+    launch(mode, call, comm_h, |_, cm| {
+        if cm.core.is_inter() {
+            let root = inter_root(call, cm, root)?;
+            let n = cm.core.peer_size() as usize;
+            let mut s;
+            match root {
+                Root::Me => {
+                    no_in_place(call, cm, "send", sbuf)?;
+                    let bufs = match &v {
+                        Some(v) => v.bufs(call, "receive", rbuf)?,
+                        None => vec![Buf::new(call, "receive", rbuf, times(call, "receive", rc, n)?, rt)?],
+                    };
+                    let b = if v.is_none() { Buf::new(call, "receive", rbuf, rc, rt)?.bytes() } else { 0 };
+                    s = sched(cm, call);
+                    let dst = match v {
+                        Some(_) => regions(&mut s, &bufs),
+                        None => blocks(bufs[0].region(&mut s), n, b),
+                    };
+                    inter::gather(&mut s, root, None, &dst);
+                }
+                Root::Idle => s = sched(cm, call),
+                Root::Remote(_) => {
+                    no_in_place(call, cm, "send", sbuf)?;
+                    let sb = Buf::new(call, "send", sbuf, sc, st)?;
+                    s = sched(cm, call);
+                    let src = sb.region(&mut s);
+                    inter::gather(&mut s, root, Some(src), &[]);
+                }
+            }
+            return Ok(s);
+        }
+        check_root(call, cm, root)?;
+        let (n, me) = (cm.core.size(), cm.core.rank);
+        let is_root = me == root;
+        if in_place(sbuf) && !is_root {
+            return Err(in_place_at_root(call));
+        }
+        let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, sc, st)?) };
+        let block = if is_root && v.is_none() { Some(Buf::new(call, "receive", rbuf, rc, rt)?) } else { None };
+        let b = match (&sb, &block) {
+            (_, Some(rb)) => {
+                if let Some(sb) = &sb {
+                    same_size(call, sb.bytes(), rb.bytes())?;
+                }
+                rb.bytes()
+            }
+            (Some(sb), None) => sb.bytes(),
+            (None, None) => 0,
+        };
+        let shape = Shape { n, bytes: b, uniform: v.is_none(), ..Default::default() };
+        let a = algo::choose(Coll::Gather, shape)?;
+        let whole = match (&v, is_root) {
+            (None, true) => Some(Buf::new(call, "receive", rbuf, times(call, "receive", rc, n as usize)?, rt)?),
+            _ => None,
+        };
+        let vbufs = match &v {
+            Some(v) => v.bufs(call, "receive", rbuf)?,
+            None => Vec::new(),
+        };
+        let mut s = sched(cm, call);
+        let dst = match whole {
+            Some(w) => blocks(w.region(&mut s), n as usize, b),
+            None => regions(&mut s, &vbufs),
+        };
+        let src = sb.map(|x| x.region(&mut s));
+        algo::gather(&mut s, a, root, src, &dst, b);
+        Ok(s)
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn gather(
+    mode: Mode,
+    sbuf: *const c_void,
+    sc: i64,
+    st: usize,
+    rbuf: *mut c_void,
+    rc: i64,
+    rt: usize,
+    root: c_int,
+    comm_h: usize,
+) -> c_int {
+    gather_any(mode, "MPI_Gather", sbuf, sc, st, rbuf, rc, None, rt, root, comm_h)
+}
+
+coll_entry!(PMPI_Gather, PMPI_Igather, PMPI_Gather_init, gather,
+    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, root: c_int, comm: usize)
+    => (sbuf, sc as i64, st, rbuf, rc as i64, rt, root, comm));
+coll_entry!(PMPI_Gather_c, PMPI_Igather_c, PMPI_Gather_init_c, gather,
+    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, root: c_int, comm: usize)
+    => (sbuf, sc, st, rbuf, rc, rt, root, comm));
+
+/// A rooted `v` collective's arrays, read at the root only, where they are significant
+/// (elsewhere: no blocks).
+unsafe fn root_side<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+    call: &str,
+    names: [&str; 2],
+    comm_h: usize,
+    root: c_int,
+    counts: *const C,
+    displs: *const D,
+    dt: usize,
+) -> Result<VSide> {
+    let Some(core) = comm_core(comm_h) else { return Ok(VSide::default()) };
+    // On an intercommunicator the root says MPI_ROOT, and the arrays cover the remote group.
+    let (n, is_root) = if core.is_inter() {
+        (core.peer_size() as usize, root == c::MPI_ROOT)
+    } else {
+        (core.size() as usize, core.rank == root)
+    };
+    if !is_root {
+        return Ok(VSide::default());
+    }
+    // SAFETY: forwarded contract: one entry per process at the root.
+    unsafe { VSide::read(call, [names[0], names[1], ""], counts, displs, (dt, std::ptr::null()), false, n) }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn gatherv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+    mode: Mode,
+    sbuf: *const c_void,
+    sc: i64,
+    st: usize,
+    rbuf: *mut c_void,
+    rcounts: *const C,
+    displs: *const D,
+    rt: usize,
+    root: c_int,
+    comm_h: usize,
+) -> c_int {
+    let call = "MPI_Gatherv";
+    // SAFETY: forwarded array contracts.
+    match unsafe { root_side(call, ["recvcounts", "displs"], comm_h, root, rcounts, displs, rt) } {
+        Ok(v) => gather_any(mode, call, sbuf, sc, st, rbuf, 0, Some(v), rt, root, comm_h),
+        Err(e) => guard(comm_h, || Err(e)),
+    }
+}
+
+coll_entry!(PMPI_Gatherv, PMPI_Igatherv, PMPI_Gatherv_init, gatherv,
+    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: *mut c_int, d: *mut c_int, rt: usize, root: c_int, comm: usize)
+    => (sbuf, sc as i64, st, rbuf, rc, d, rt, root, comm));
+coll_entry!(PMPI_Gatherv_c, PMPI_Igatherv_c, PMPI_Gatherv_init_c, gatherv,
+    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: *mut i64, d: *mut isize, rt: usize, root: c_int, comm: usize)
+    => (sbuf, sc, st, rbuf, rc, d as *const i64, rt, root, comm));
+
+/// Scatter and Scatterv (`v` significant at the root).
+#[allow(clippy::too_many_arguments)]
+fn scatter_any(
+    mode: Mode,
+    call: &'static str,
+    sbuf: *const c_void,
+    sc: i64,
+    v: Option<VSide>,
+    st: usize,
+    rbuf: *mut c_void,
+    rc: i64,
+    rt: usize,
+    root: c_int,
+    comm_h: usize,
+) -> c_int {
+    launch(mode, call, comm_h, |_, cm| {
+        if cm.core.is_inter() {
+            let root = inter_root(call, cm, root)?;
+            let n = cm.core.peer_size() as usize;
+            let mut s;
+            match root {
+                Root::Me => {
+                    no_in_place(call, cm, "receive", rbuf)?;
+                    let bufs = match &v {
+                        Some(v) => v.bufs(call, "send", sbuf)?,
+                        None => vec![Buf::new(call, "send", sbuf, times(call, "send", sc, n)?, st)?],
+                    };
+                    let b = if v.is_none() { Buf::new(call, "send", sbuf, sc, st)?.bytes() } else { 0 };
+                    s = sched(cm, call);
+                    let src = match v {
+                        Some(_) => regions(&mut s, &bufs),
+                        None => blocks(bufs[0].region(&mut s), n, b),
+                    };
+                    inter::scatter(&mut s, root, &src, None);
+                }
+                Root::Idle => s = sched(cm, call),
+                Root::Remote(_) => {
+                    no_in_place(call, cm, "receive", rbuf)?;
+                    let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
+                    s = sched(cm, call);
+                    let dst = rb.region(&mut s);
+                    inter::scatter(&mut s, root, &[], Some(dst));
+                }
+            }
+            return Ok(s);
+        }
+        check_root(call, cm, root)?;
+        let (n, me) = (cm.core.size(), cm.core.rank);
+        let is_root = me == root;
+        if in_place(rbuf) && !is_root {
+            return Err(in_place_at_root(call));
+        }
+        let rb = if in_place(rbuf) { None } else { Some(Buf::new(call, "receive", rbuf, rc, rt)?) };
+        let block = if is_root && v.is_none() { Some(Buf::new(call, "send", sbuf, sc, st)?) } else { None };
+        let b = match (&rb, &block) {
+            (_, Some(sb)) => {
+                if let Some(rb) = &rb {
+                    same_size(call, sb.bytes(), rb.bytes())?;
+                }
+                sb.bytes()
+            }
+            (Some(rb), None) => rb.bytes(),
+            (None, None) => 0,
+        };
+        let shape = Shape { n, bytes: b, uniform: v.is_none(), ..Default::default() };
+        let a = algo::choose(Coll::Scatter, shape)?;
+        let whole = match (&v, is_root) {
+            (None, true) => Some(Buf::new(call, "send", sbuf, times(call, "send", sc, n as usize)?, st)?),
+            _ => None,
+        };
+        let vbufs = match &v {
+            Some(v) => v.bufs(call, "send", sbuf)?,
+            None => Vec::new(),
+        };
+        let mut s = sched(cm, call);
+        let src = match whole {
+            Some(w) => blocks(w.region(&mut s), n as usize, b),
+            None => regions(&mut s, &vbufs),
+        };
+        let dst = rb.map(|x| x.region(&mut s));
+        algo::scatter(&mut s, a, root, &src, dst, b);
+        Ok(s)
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn scatter(
+    mode: Mode,
+    sbuf: *const c_void,
+    sc: i64,
+    st: usize,
+    rbuf: *mut c_void,
+    rc: i64,
+    rt: usize,
+    root: c_int,
+    comm_h: usize,
+) -> c_int {
+    scatter_any(mode, "MPI_Scatter", sbuf, sc, None, st, rbuf, rc, rt, root, comm_h)
+}
+
+coll_entry!(PMPI_Scatter, PMPI_Iscatter, PMPI_Scatter_init, scatter,
+    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, root: c_int, comm: usize)
+    => (sbuf, sc as i64, st, rbuf, rc as i64, rt, root, comm));
+coll_entry!(PMPI_Scatter_c, PMPI_Iscatter_c, PMPI_Scatter_init_c, scatter,
+    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, root: c_int, comm: usize)
+    => (sbuf, sc, st, rbuf, rc, rt, root, comm));
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn scatterv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+    mode: Mode,
+    sbuf: *const c_void,
+    scounts: *const C,
+    displs: *const D,
+    st: usize,
+    rbuf: *mut c_void,
+    rc: i64,
+    rt: usize,
+    root: c_int,
+    comm_h: usize,
+) -> c_int {
+    let call = "MPI_Scatterv";
+    // SAFETY: forwarded array contracts.
+    match unsafe { root_side(call, ["sendcounts", "displs"], comm_h, root, scounts, displs, st) } {
+        Ok(v) => scatter_any(mode, call, sbuf, 0, Some(v), st, rbuf, rc, rt, root, comm_h),
+        Err(e) => guard(comm_h, || Err(e)),
+    }
+}
+
+coll_entry!(PMPI_Scatterv, PMPI_Iscatterv, PMPI_Scatterv_init, scatterv,
+    (sbuf: *mut c_void, sc: *mut c_int, d: *mut c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, root: c_int, comm: usize)
+    => (sbuf, sc, d, st, rbuf, rc as i64, rt, root, comm));
+coll_entry!(PMPI_Scatterv_c, PMPI_Iscatterv_c, PMPI_Scatterv_init_c, scatterv,
+    (sbuf: *mut c_void, sc: *mut i64, d: *mut isize, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, root: c_int, comm: usize)
+    => (sbuf, sc, d as *const i64, st, rbuf, rc, rt, root, comm));
+
+// ----- allgather -----
+
+#[allow(clippy::too_many_arguments)]
+fn allgather(
+    mode: Mode,
+    sbuf: *const c_void,
+    sc: i64,
+    st: usize,
+    rbuf: *mut c_void,
+    rc: i64,
+    rt: usize,
+    comm_h: usize,
+) -> c_int {
+    let call = "MPI_Allgather";
+    attach_shm(call, &mode, comm_h);
+    if let Some(rc) = blocks_fast(call, &mode, comm_h, (sbuf, sc, st), (rbuf, rc, rt), Coll::Allgather) {
+        return rc;
+    }
+    launch(mode, call, comm_h, |_, cm| {
+        let n = cm.core.peer_size();
+        no_in_place(call, cm, "send", sbuf)?;
+        let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
+        let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, sc, st)?) };
+        if let (Some(sb), false) = (&sb, cm.core.is_inter()) {
+            same_size(call, sb.bytes(), rb.bytes())?;
+        }
+        let b = rb.bytes();
+        if cm.core.is_inter() {
+            let whole = Buf::new(call, "receive", rbuf, times(call, "receive", rc, n as usize)?, rt)?;
+            let sb = sb.expect("not in place");
+            let mut s = sched(cm, call);
+            let dst = blocks(whole.region(&mut s), n as usize, b);
+            let src = sb.region(&mut s);
+            inter::allgather(&mut s, src, &dst);
+            return Ok(s);
+        }
+        let a = algo::choose(Coll::Allgather, Shape::of(&cm.core, b))?;
+        let whole = Buf::new(call, "receive", rbuf, times(call, "receive", rc, n as usize)?, rt)?;
+        let mut s = sched(cm, call);
+        let whole = whole.region(&mut s);
+        let src = sb.map(|x| x.region(&mut s));
+        algo::allgather(&mut s, a, src, &blocks(whole, n as usize, b));
+        Ok(s)
+    })
+}
+
+coll_entry!(PMPI_Allgather, PMPI_Iallgather, PMPI_Allgather_init, allgather,
+    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, comm: usize)
+    => (sbuf, sc as i64, st, rbuf, rc as i64, rt, comm));
+coll_entry!(PMPI_Allgather_c, PMPI_Iallgather_c, PMPI_Allgather_init_c, allgather,
+    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, comm: usize)
+    => (sbuf, sc, st, rbuf, rc, rt, comm));
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn allgatherv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+    mode: Mode,
+    sbuf: *const c_void,
+    sc: i64,
+    st: usize,
+    rbuf: *mut c_void,
+    rcounts: *const C,
+    displs: *const D,
+    rt: usize,
+    comm_h: usize,
+) -> c_int {
+    let call = "MPI_Allgatherv";
+    let names = ["recvcounts", "displs", ""];
+    // SAFETY: one entry per process.
+    let side =
+        match unsafe { VSide::read(call, names, rcounts, displs, (rt, std::ptr::null()), false, comm_peers(comm_h)) } {
+            Ok(v) => v,
+            Err(e) => return guard(comm_h, || Err(e)),
+        };
+    launch(mode, call, comm_h, |_, cm| {
+        let (n, me) = (cm.core.size(), cm.core.rank as usize);
+        no_in_place(call, cm, "send", sbuf)?;
+        let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, sc, st)?) };
+        let rbufs = side.bufs(call, "receive", rbuf)?;
+        if cm.core.is_inter() {
+            let sb = sb.expect("not in place");
+            let mut s = sched(cm, call);
+            let bl = regions(&mut s, &rbufs);
+            let src = sb.region(&mut s);
+            inter::allgather(&mut s, src, &bl);
+            return Ok(s);
+        }
+        if let Some(sb) = &sb {
+            same_size(call, sb.bytes(), rbufs[me].bytes())?;
+        }
+        let a = algo::choose(Coll::Allgatherv, Shape { n, ..Default::default() })?;
+        let mut s = sched(cm, call);
+        let bl = regions(&mut s, &rbufs);
+        let src = sb.map(|x| x.region(&mut s));
+        algo::allgather(&mut s, a, src, &bl);
+        Ok(s)
+    })
+}
+
+coll_entry!(PMPI_Allgatherv, PMPI_Iallgatherv, PMPI_Allgatherv_init, allgatherv,
+    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: *mut c_int, d: *mut c_int, rt: usize, comm: usize)
+    => (sbuf, sc as i64, st, rbuf, rc, d, rt, comm));
+coll_entry!(PMPI_Allgatherv_c, PMPI_Iallgatherv_c, PMPI_Allgatherv_init_c, allgatherv,
+    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: *mut i64, d: *mut isize, rt: usize, comm: usize)
+    => (sbuf, sc, st, rbuf, rc, d as *const i64, rt, comm));
+
+// ----- alltoall -----
+
+#[allow(clippy::too_many_arguments)]
+fn alltoall(
+    mode: Mode,
+    sbuf: *const c_void,
+    sc: i64,
+    st: usize,
+    rbuf: *mut c_void,
+    rc: i64,
+    rt: usize,
+    comm_h: usize,
+) -> c_int {
+    let call = "MPI_Alltoall";
+    attach_shm(call, &mode, comm_h);
+    if let Some(rc) = blocks_fast(call, &mode, comm_h, (sbuf, sc, st), (rbuf, rc, rt), Coll::Alltoall) {
+        return rc;
+    }
+    launch(mode, call, comm_h, |_, cm| {
+        let n = cm.core.peer_size();
+        no_in_place(call, cm, "send", sbuf)?;
+        let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
+        let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, sc, st)?) };
+        if let (Some(sb), false) = (&sb, cm.core.is_inter()) {
+            same_size(call, sb.bytes(), rb.bytes())?;
+        }
+        let b = rb.bytes();
+        if let (Some(sb), true) = (&sb, cm.core.is_inter()) {
+            let sw = Buf::new(call, "send", sbuf, times(call, "send", sc, n as usize)?, st)?;
+            let rw = Buf::new(call, "receive", rbuf, times(call, "receive", rc, n as usize)?, rt)?;
+            let mut s = sched(cm, call);
+            let dst = blocks(rw.region(&mut s), n as usize, b);
+            let src = blocks(sw.region(&mut s), n as usize, sb.bytes());
+            inter::alltoall(&mut s, &src, &dst);
+            return Ok(s);
+        }
+        let a = algo::choose(Coll::Alltoall, Shape::of(&cm.core, b))?;
+        let rwhole = Buf::new(call, "receive", rbuf, times(call, "receive", rc, n as usize)?, rt)?;
+        let swhole = match sb {
+            Some(_) => Some(Buf::new(call, "send", sbuf, times(call, "send", sc, n as usize)?, st)?),
+            None => None,
+        };
+        let mut s = sched(cm, call);
+        let dst = blocks(rwhole.region(&mut s), n as usize, b);
+        let src = swhole.map(|w| blocks(w.region(&mut s), n as usize, b));
+        algo::alltoall(&mut s, a, src.as_deref(), &dst);
+        Ok(s)
+    })
+}
+
+coll_entry!(PMPI_Alltoall, PMPI_Ialltoall, PMPI_Alltoall_init, alltoall,
+    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, comm: usize)
+    => (sbuf, sc as i64, st, rbuf, rc as i64, rt, comm));
+coll_entry!(PMPI_Alltoall_c, PMPI_Ialltoall_c, PMPI_Alltoall_init_c, alltoall,
+    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, comm: usize)
+    => (sbuf, sc, st, rbuf, rc, rt, comm));
+
 /// Per-rank (or per-neighbour) blocks of a `v` or `w` argument: counts, displacements (in
 /// extents of the block's datatype for `v`, in bytes for `w`) and datatypes.
+#[derive(Default)]
 pub(crate) struct VSide {
     counts: Vec<i64>,
     displs: Vec<i64>,
@@ -219,7 +1244,7 @@ impl VSide {
         // SAFETY: forwarded contract: one entry per block in each array.
         let (counts, displs) = unsafe { (wide(call, names[0], counts, n)?, wide(call, names[1], displs, n)?) };
         if let Some((i, bad)) = counts.iter().enumerate().find(|(_, &v)| v < 0) {
-            return Err(err!(MPI_ERR_COUNT, "{call}: {}[{i}] is negative ({bad})", names[0]));
+            return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: {}[{i}] is negative ({bad})", names[0])));
         }
         let types = if w {
             // SAFETY: as above.
@@ -230,8 +1255,9 @@ impl VSide {
         Ok(VSide { counts, displs, types, bytes_displs: w })
     }
 
-    /// Every block as a checked buffer.
-    pub(crate) fn bufs(&self, call: &str, what: &str, base: *const c_void) -> Result<Vec<Buffer>> {
+    /// Every block as a checked buffer, before a schedule exists (so that bad arguments fail
+    /// before the call draws its tag).
+    pub(crate) fn bufs(&self, call: &str, what: &str, base: *const c_void) -> Result<Vec<Buf>> {
         (0..self.counts.len())
             .map(|i| {
                 let dt = self.types[i];
@@ -241,482 +1267,129 @@ impl VSide {
                     self.displs[i] as isize * dtype(call, dt)?.extent
                 };
                 let addr = (base as usize).wrapping_add_signed(off);
-                buffer(call, what, addr as *const c_void, self.counts[i], dt)
+                Buf::new(call, what, addr as *const c_void, self.counts[i], dt)
             })
             .collect()
     }
 }
 
-/// The receive (`what`) blocks of a rooted `v` collective, read at the root only, where the
-/// device asks for them: one count and one displacement per process of the `n`.
-unsafe fn root_blocks<C: Copy + Into<i64>, D: Copy + Into<i64>>(
-    call: &str,
-    names: [&str; 2],
-    (counts, displs, dt): (*const C, *const D, usize),
-    (what, base): (&str, *const c_void),
-    n: usize,
-) -> Result<Vec<Buffer>> {
-    // SAFETY: forwarded contract: one entry per process at the root.
-    let side =
-        unsafe { VSide::read(call, [names[0], names[1], ""], counts, displs, (dt, std::ptr::null()), false, n)? };
-    side.bufs(call, what, base)
-}
-
-// ----- barrier, bcast -----
-
-fn barrier(mode: Mode, comm_h: usize) -> c_int {
-    run(mode, "MPI_Barrier", comm_h, |d, _, at| d.barrier(at))
-}
-
-coll_entry!(PMPI_Barrier, PMPI_Ibarrier, PMPI_Barrier_init, barrier, (comm: usize) => (comm));
-
-fn bcast(mode: Mode, buf: *mut c_void, count: i64, dt: usize, root: c_int, comm_h: usize) -> c_int {
-    let call = "MPI_Bcast";
-    run(mode, call, comm_h, |d, _, at| d.bcast(at, buffer(call, "", buf, count, dt), root))
-}
-
-coll_entry!(PMPI_Bcast, PMPI_Ibcast, PMPI_Bcast_init, bcast,
-    (buf: *mut c_void, count: c_int, dt: usize, root: c_int, comm: usize) => (buf, count as i64, dt, root, comm));
-coll_entry!(PMPI_Bcast_c, PMPI_Ibcast_c, PMPI_Bcast_init_c, bcast,
-    (buf: *mut c_void, count: i64, dt: usize, root: c_int, comm: usize) => (buf, count, dt, root, comm));
-
-// ----- reductions -----
-
-#[allow(clippy::too_many_arguments)]
-fn reduce(
-    mode: Mode,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    count: i64,
-    dt: usize,
-    oph: usize,
-    root: c_int,
-    comm_h: usize,
-) -> c_int {
-    let call = "MPI_Reduce";
-    run(mode, call, comm_h, |d, _, at| {
-        let send = or_in_place(call, "send", sbuf, count, dt);
-        let op = crate::ops::reducer(call, oph, dt);
-        d.reduce(at, send, || buffer(call, "receive", rbuf, count, dt), op, root)
-    })
-}
-
-coll_entry!(PMPI_Reduce, PMPI_Ireduce, PMPI_Reduce_init, reduce,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, root: c_int, comm: usize)
-    => (sbuf, rbuf, count as i64, dt, op, root, comm));
-coll_entry!(PMPI_Reduce_c, PMPI_Ireduce_c, PMPI_Reduce_init_c, reduce,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, root: c_int, comm: usize)
-    => (sbuf, rbuf, count, dt, op, root, comm));
-
-/// Allreduce, Scan and Exscan: the buffers and the operation, for `f` to call the device with.
-#[allow(clippy::too_many_arguments)]
-fn vector(
+fn alltoallv_any(
     mode: Mode,
     call: &'static str,
     sbuf: *const c_void,
+    snd: Option<VSide>,
     rbuf: *mut c_void,
-    count: i64,
-    dt: usize,
-    oph: usize,
-    comm_h: usize,
-    f: impl FnOnce(&Device, Call, Option<Buffer>, Buffer, baton_core::coll::Reducer) -> Result<Started>,
-) -> c_int {
-    run(mode, call, comm_h, |d, _, at| {
-        let recv = buffer(call, "receive", rbuf, count, dt)?;
-        let send = or_in_place(call, "send", sbuf, count, dt)?;
-        f(d, at, send, recv, crate::ops::reducer(call, oph, dt)?)
-    })
-}
-
-fn allreduce(
-    mode: Mode,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    count: i64,
-    dt: usize,
-    oph: usize,
+    rcv: VSide,
     comm_h: usize,
 ) -> c_int {
-    vector(mode, "MPI_Allreduce", sbuf, rbuf, count, dt, oph, comm_h, |d, at, s, r, op| d.allreduce(at, s, r, op))
-}
-
-coll_entry!(PMPI_Allreduce, PMPI_Iallreduce, PMPI_Allreduce_init, allreduce,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, comm: usize)
-    => (sbuf, rbuf, count as i64, dt, op, comm));
-coll_entry!(PMPI_Allreduce_c, PMPI_Iallreduce_c, PMPI_Allreduce_init_c, allreduce,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, comm: usize)
-    => (sbuf, rbuf, count, dt, op, comm));
-
-#[allow(clippy::too_many_arguments)]
-fn scan(
-    mode: Mode,
-    exclusive: bool,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    count: i64,
-    dt: usize,
-    oph: usize,
-    comm_h: usize,
-) -> c_int {
-    match exclusive {
-        false => vector(mode, "MPI_Scan", sbuf, rbuf, count, dt, oph, comm_h, |d, at, s, r, op| d.scan(at, s, r, op)),
-        true => {
-            vector(mode, "MPI_Exscan", sbuf, rbuf, count, dt, oph, comm_h, |d, at, s, r, op| d.exscan(at, s, r, op))
-        }
-    }
-}
-
-coll_entry!(PMPI_Scan, PMPI_Iscan, PMPI_Scan_init, scan,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, comm: usize)
-    => (false, sbuf, rbuf, count as i64, dt, op, comm));
-coll_entry!(PMPI_Scan_c, PMPI_Iscan_c, PMPI_Scan_init_c, scan,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, comm: usize)
-    => (false, sbuf, rbuf, count, dt, op, comm));
-coll_entry!(PMPI_Exscan, PMPI_Iexscan, PMPI_Exscan_init, scan,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, comm: usize)
-    => (true, sbuf, rbuf, count as i64, dt, op, comm));
-coll_entry!(PMPI_Exscan_c, PMPI_Iexscan_c, PMPI_Exscan_init_c, scan,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, comm: usize)
-    => (true, sbuf, rbuf, count, dt, op, comm));
-
-/// Reduce-scatter's buffers for `counts` elements per rank: the whole vector (at `sbuf`, or
-/// at `rbuf` with `MPI_IN_PLACE`, which the device then gets as the receive buffer) and this
-/// rank's block; the counts as sizes.
-fn scatter_bufs(
-    call: &str,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    counts: &[i64],
-    dt: usize,
-    me: usize,
-) -> Result<(Option<Buffer>, Buffer, Vec<usize>)> {
-    if let Some(bad) = counts.iter().find(|&&c| c < 0) {
-        return Err(err!(MPI_ERR_COUNT, "{call}: recvcounts holds a negative count {bad}"));
-    }
-    let total: i64 = counts.iter().sum();
-    let whole = buffer(call, "send", if in_place(sbuf) { rbuf } else { sbuf }, total, dt)?;
-    let mine = buffer(call, "receive", rbuf, counts[me], dt)?;
-    let sizes = counts.iter().map(|&c| c as usize).collect();
-    Ok(if in_place(sbuf) { (None, whole, sizes) } else { (Some(whole), mine, sizes) })
-}
-
-unsafe fn reduce_scatter_v<C: Copy + Into<i64>>(
-    mode: Mode,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    rcounts: *const C,
-    dt: usize,
-    oph: usize,
-    comm_h: usize,
-) -> c_int {
-    let call = "MPI_Reduce_scatter";
-    run(mode, call, comm_h, |d, cm, at| {
-        // SAFETY: one count per process of the (local) group.
-        let counts = unsafe { wide(call, "recvcounts", rcounts, cm.core.size() as usize)? };
-        let (send, recv, counts) = scatter_bufs(call, sbuf, rbuf, &counts, dt, cm.core.rank as usize)?;
-        d.reduce_scatter(at, send, recv, &counts, crate::ops::reducer(call, oph, dt)?)
-    })
-}
-
-coll_entry!(PMPI_Reduce_scatter, PMPI_Ireduce_scatter, PMPI_Reduce_scatter_init, reduce_scatter_v,
-    (sbuf: *mut c_void, rbuf: *mut c_void, rc: *mut c_int, dt: usize, op: usize, comm: usize)
-    => (sbuf, rbuf, rc, dt, op, comm));
-coll_entry!(PMPI_Reduce_scatter_c, PMPI_Ireduce_scatter_c, PMPI_Reduce_scatter_init_c, reduce_scatter_v,
-    (sbuf: *mut c_void, rbuf: *mut c_void, rc: *mut i64, dt: usize, op: usize, comm: usize)
-    => (sbuf, rbuf, rc, dt, op, comm));
-
-fn reduce_scatter_block(
-    mode: Mode,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    rc: i64,
-    dt: usize,
-    oph: usize,
-    comm_h: usize,
-) -> c_int {
-    let call = "MPI_Reduce_scatter_block";
-    run(mode, call, comm_h, |d, cm, at| {
-        let counts = vec![rc; cm.core.size() as usize];
-        let (send, recv, _) = scatter_bufs(call, sbuf, rbuf, &counts, dt, cm.core.rank as usize)?;
-        d.reduce_scatter_block(at, send, recv, rc as usize, crate::ops::reducer(call, oph, dt)?)
-    })
-}
-
-coll_entry!(PMPI_Reduce_scatter_block, PMPI_Ireduce_scatter_block, PMPI_Reduce_scatter_block_init, reduce_scatter_block,
-    (sbuf: *mut c_void, rbuf: *mut c_void, rc: c_int, dt: usize, op: usize, comm: usize)
-    => (sbuf, rbuf, rc as i64, dt, op, comm));
-coll_entry!(PMPI_Reduce_scatter_block_c, PMPI_Ireduce_scatter_block_c, PMPI_Reduce_scatter_block_init_c, reduce_scatter_block,
-    (sbuf: *mut c_void, rbuf: *mut c_void, rc: i64, dt: usize, op: usize, comm: usize)
-    => (sbuf, rbuf, rc, dt, op, comm));
-
-// ----- gather, scatter -----
-
-/// Gather and (with `scatter`) scatter: the root's buffer holds a block of `count` elements
-/// per process, the other one this process's block (`MPI_IN_PLACE` at the root).
-#[allow(clippy::too_many_arguments)]
-fn rooted(
-    mode: Mode,
-    scatter: bool,
-    sbuf: *const c_void,
-    sc: i64,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: i64,
-    rt: usize,
-    root: c_int,
-    comm_h: usize,
-) -> c_int {
-    let call = if scatter { "MPI_Scatter" } else { "MPI_Gather" };
-    run(mode, call, comm_h, |d, cm, at| {
-        let n = cm.core.peer_size() as usize;
-        if scatter {
-            let recv = or_in_place(call, "receive", rbuf, rc, rt);
-            return d.scatter(at, || blocks(call, "send", sbuf, sc, st, n), recv, root);
-        }
-        let send = or_in_place(call, "send", sbuf, sc, st);
-        d.gather(at, send, || blocks(call, "receive", rbuf, rc, rt, n), root)
-    })
-}
-
-coll_entry!(PMPI_Gather, PMPI_Igather, PMPI_Gather_init, rooted,
-    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, root: c_int, comm: usize)
-    => (false, sbuf, sc as i64, st, rbuf, rc as i64, rt, root, comm));
-coll_entry!(PMPI_Gather_c, PMPI_Igather_c, PMPI_Gather_init_c, rooted,
-    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, root: c_int, comm: usize)
-    => (false, sbuf, sc, st, rbuf, rc, rt, root, comm));
-
-coll_entry!(PMPI_Gatherv, PMPI_Igatherv, PMPI_Gatherv_init, gather_v,
-    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: *mut c_int, d: *mut c_int, rt: usize, root: c_int, comm: usize)
-    => (Gv::Gatherv(root), (sbuf, sc as i64, st), rbuf, (rc.cast_const(), d.cast_const(), rt), comm));
-coll_entry!(PMPI_Gatherv_c, PMPI_Igatherv_c, PMPI_Gatherv_init_c, gather_v,
-    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: *mut i64, d: *mut isize, rt: usize, root: c_int, comm: usize)
-    => (Gv::Gatherv(root), (sbuf, sc, st), rbuf, (rc.cast_const(), d as *const i64, rt), comm));
-
-coll_entry!(PMPI_Scatter, PMPI_Iscatter, PMPI_Scatter_init, rooted,
-    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, root: c_int, comm: usize)
-    => (true, sbuf, sc as i64, st, rbuf, rc as i64, rt, root, comm));
-coll_entry!(PMPI_Scatter_c, PMPI_Iscatter_c, PMPI_Scatter_init_c, rooted,
-    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, root: c_int, comm: usize)
-    => (true, sbuf, sc, st, rbuf, rc, rt, root, comm));
-
-#[allow(clippy::too_many_arguments)]
-unsafe fn scatterv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
-    mode: Mode,
-    sbuf: *const c_void,
-    scounts: *const C,
-    displs: *const D,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: i64,
-    rt: usize,
-    root: c_int,
-    comm_h: usize,
-) -> c_int {
-    let call = "MPI_Scatterv";
-    run(mode, call, comm_h, |d, cm, at| {
-        let n = cm.core.peer_size() as usize;
-        let recv = or_in_place(call, "receive", rbuf, rc, rt);
-        // SAFETY: the arrays hold an entry per process at the root, the only process where the
-        // device asks for them.
-        let send = || unsafe { root_blocks(call, ["sendcounts", "displs"], (scounts, displs, st), ("send", sbuf), n) };
-        d.scatterv(at, send, recv, root)
-    })
-}
-
-coll_entry!(PMPI_Scatterv, PMPI_Iscatterv, PMPI_Scatterv_init, scatterv,
-    (sbuf: *mut c_void, sc: *mut c_int, d: *mut c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, root: c_int, comm: usize)
-    => (sbuf, sc, d, st, rbuf, rc as i64, rt, root, comm));
-coll_entry!(PMPI_Scatterv_c, PMPI_Iscatterv_c, PMPI_Scatterv_init_c, scatterv,
-    (sbuf: *mut c_void, sc: *mut i64, d: *mut isize, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, root: c_int, comm: usize)
-    => (sbuf, sc, d as *const i64, st, rbuf, rc, rt, root, comm));
-
-// ----- allgather, alltoall -----
-
-/// Allgather (a block of `sc` elements to every process) and (with `alltoall`) alltoall (a
-/// block per process): the receive buffer holds a block of `rc` elements per process.
-#[allow(clippy::too_many_arguments)]
-fn every(
-    mode: Mode,
-    alltoall: bool,
-    sbuf: *const c_void,
-    sc: i64,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: i64,
-    rt: usize,
-    comm_h: usize,
-) -> c_int {
-    let call = if alltoall { "MPI_Alltoall" } else { "MPI_Allgather" };
-    run(mode, call, comm_h, |d, cm, at| {
-        let n = cm.core.peer_size() as usize;
-        let recv = blocks(call, "receive", rbuf, rc, rt, n)?;
-        if alltoall {
-            let send = if in_place(sbuf) { None } else { Some(blocks(call, "send", sbuf, sc, st, n)?) };
-            return d.alltoall(at, send, recv);
-        }
-        d.allgather(at, or_in_place(call, "send", sbuf, sc, st)?, recv)
-    })
-}
-
-coll_entry!(PMPI_Allgather, PMPI_Iallgather, PMPI_Allgather_init, every,
-    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, comm: usize)
-    => (false, sbuf, sc as i64, st, rbuf, rc as i64, rt, comm));
-coll_entry!(PMPI_Allgather_c, PMPI_Iallgather_c, PMPI_Allgather_init_c, every,
-    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, comm: usize)
-    => (false, sbuf, sc, st, rbuf, rc, rt, comm));
-
-/// The collectives that receive a count and a displacement's worth per process (or source).
-#[derive(Clone, Copy)]
-pub(crate) enum Gv {
-    /// With its root.
-    Gatherv(c_int),
-    Allgatherv,
-    NeighborAllgatherv,
-}
-
-/// Gatherv, allgatherv and the neighbourhood allgatherv: the send buffer (`count` elements of
-/// a datatype), and a receive buffer per process (`counts`, `displs` and a datatype; at the
-/// root only for gatherv, per source for the neighbourhood form).
-pub(crate) unsafe fn gather_v<C: Copy + Into<i64>, D: Copy + Into<i64>>(
-    mode: Mode,
-    gv: Gv,
-    (sbuf, sc, st): (*const c_void, i64, usize),
-    rbuf: *mut c_void,
-    (counts, displs, rt): (*const C, *const D, usize),
-    comm_h: usize,
-) -> c_int {
-    let call = match gv {
-        Gv::Gatherv(_) => "MPI_Gatherv",
-        Gv::Allgatherv => "MPI_Allgatherv",
-        Gv::NeighborAllgatherv => "MPI_Neighbor_allgatherv",
-    };
-    run(mode, call, comm_h, |d, cm, at| {
-        let n = cm.core.peer_size() as usize;
-        // SAFETY (every use): the arrays hold an entry per process (per source for the
-        // neighbourhood form), per the standard; gatherv's only at the root, the only process
-        // where the device asks for them.
-        let recv = |n| unsafe {
-            VSide::read(call, ["recvcounts", "displs", ""], counts, displs, (rt, std::ptr::null()), false, n)?
-                .bufs(call, "receive", rbuf)
-        };
-        match gv {
-            Gv::Gatherv(root) => d.gatherv(at, or_in_place(call, "send", sbuf, sc, st), || recv(n), root),
-            Gv::Allgatherv => {
-                let recv = recv(n)?;
-                d.allgatherv(at, or_in_place(call, "send", sbuf, sc, st)?, recv)
-            }
-            Gv::NeighborAllgatherv => {
-                let nbh = Neighborhood::of(call, cm.topo.as_deref(), cm.core.rank)?;
-                neighbor_in_place(call, sbuf)?;
-                neighbor_in_place(call, rbuf)?;
-                let send = buffer(call, "send", sbuf, sc, st)?;
-                d.neighbor_allgatherv(at, &nbh, send, recv(nbh.sources())?)
-            }
-        }
-    })
-}
-
-coll_entry!(PMPI_Allgatherv, PMPI_Iallgatherv, PMPI_Allgatherv_init, gather_v,
-    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: *mut c_int, d: *mut c_int, rt: usize, comm: usize)
-    => (Gv::Allgatherv, (sbuf, sc as i64, st), rbuf, (rc.cast_const(), d.cast_const(), rt), comm));
-coll_entry!(PMPI_Allgatherv_c, PMPI_Iallgatherv_c, PMPI_Allgatherv_init_c, gather_v,
-    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: *mut i64, d: *mut isize, rt: usize, comm: usize)
-    => (Gv::Allgatherv, (sbuf, sc, st), rbuf, (rc.cast_const(), d as *const i64, rt), comm));
-
-// ----- the v and w forms of alltoall -----
-
-coll_entry!(PMPI_Alltoall, PMPI_Ialltoall, PMPI_Alltoall_init, every,
-    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, comm: usize)
-    => (true, sbuf, sc as i64, st, rbuf, rc as i64, rt, comm));
-coll_entry!(PMPI_Alltoall_c, PMPI_Ialltoall_c, PMPI_Alltoall_init_c, every,
-    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, comm: usize)
-    => (true, sbuf, sc, st, rbuf, rc, rt, comm));
-
-/// The collectives whose sides are a count, a displacement and (`w`) a datatype per process,
-/// or per neighbour.
-#[derive(Clone, Copy)]
-pub(crate) enum Vw {
-    Alltoallv,
-    Alltoallw,
-    NeighborAlltoallv,
-    NeighborAlltoallw,
-}
-
-/// The neighbourhood collectives refuse `MPI_IN_PLACE`: a process's send and receive blocks go
-/// to different processes.
-pub(crate) fn neighbor_in_place(call: &str, p: *const c_void) -> Result<()> {
-    if in_place(p) {
-        return Err(err!(MPI_ERR_BUFFER, "{call}: MPI_IN_PLACE is not valid for a neighbourhood collective"));
-    }
-    Ok(())
-}
-
-/// Alltoallv, alltoallw and their neighbourhood forms: each side (counts, displacements and
-/// the datatypes: one for a `v` side, an array for a `w` one) becomes a buffer per process or
-/// neighbour (no send side with `MPI_IN_PLACE`).
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn alltoall_vw<C: Copy + Into<i64>, D: Copy + Into<i64>>(
-    mode: Mode,
-    vw: Vw,
-    sbuf: *const c_void,
-    (sc, sd, st): (*const C, *const D, (usize, *const usize)),
-    rbuf: *mut c_void,
-    (rc, rd, rt): (*const C, *const D, (usize, *const usize)),
-    comm_h: usize,
-) -> c_int {
-    let (call, w) = match vw {
-        Vw::Alltoallv => ("MPI_Alltoallv", false),
-        Vw::Alltoallw => ("MPI_Alltoallw", true),
-        Vw::NeighborAlltoallv => ("MPI_Neighbor_alltoallv", false),
-        Vw::NeighborAlltoallw => ("MPI_Neighbor_alltoallw", true),
-    };
-    run(mode, call, comm_h, |d, cm, at| {
-        let nbh = match vw {
-            Vw::Alltoallv | Vw::Alltoallw => None,
-            _ => Some(Neighborhood::of(call, cm.topo.as_deref(), cm.core.rank)?),
-        };
-        let n = cm.core.peer_size() as usize;
-        let (outs, ins) = nbh.as_ref().map_or((n, n), |h| (h.destinations(), h.sources()));
-        if nbh.is_some() {
-            neighbor_in_place(call, sbuf)?;
-            neighbor_in_place(call, rbuf)?;
-        }
-        // SAFETY: one entry per process (per destination on the send side, per source on the
-        // receive side of a neighbourhood collective) in each array, per the standard.
-        let recv = unsafe { VSide::read(call, ["recvcounts", "rdispls", "recvtypes"], rc, rd, rt, w, ins)? };
-        let send = match in_place(sbuf) {
-            true => None,
-            // SAFETY: as above.
-            false => Some(unsafe { VSide::read(call, ["sendcounts", "sdispls", "sendtypes"], sc, sd, st, w, outs)? }),
-        };
-        let recv = recv.bufs(call, "receive", rbuf)?;
-        let send = match send {
+    launch(mode, call, comm_h, |_, cm| {
+        let n = cm.core.size();
+        let me = cm.core.rank as usize;
+        no_in_place(call, cm, "send", sbuf)?;
+        let rbufs = rcv.bufs(call, "receive", rbuf)?;
+        let sbufs = match &snd {
             Some(v) => Some(v.bufs(call, "send", sbuf)?),
             None => None,
         };
-        match (vw, nbh, send) {
-            (Vw::Alltoallv, _, send) => d.alltoallv(at, send, recv),
-            (Vw::Alltoallw, _, send) => d.alltoallw(at, send, recv),
-            (Vw::NeighborAlltoallv, Some(h), Some(send)) => d.neighbor_alltoallv(at, &h, send, recv),
-            (_, Some(h), Some(send)) => d.neighbor_alltoallw(at, &h, send, recv),
-            _ => unreachable!("a neighbourhood collective has a neighbourhood and no MPI_IN_PLACE"),
+        if cm.core.is_inter() {
+            let sbufs = sbufs.expect("not in place");
+            let mut s = sched(cm, call);
+            let dst = regions(&mut s, &rbufs);
+            let src = regions(&mut s, &sbufs);
+            inter::alltoall(&mut s, &src, &dst);
+            return Ok(s);
         }
+        if let Some(sb) = &sbufs {
+            same_size(call, sb[me].bytes(), rbufs[me].bytes())?;
+        }
+        let a = algo::choose(Coll::Alltoallv, Shape { n, ..Default::default() })?;
+        let mut s = sched(cm, call);
+        let dst = regions(&mut s, &rbufs);
+        let src = sbufs.map(|b| regions(&mut s, &b));
+        algo::alltoall(&mut s, a, src.as_deref(), &dst);
+        Ok(s)
     })
 }
 
-coll_entry!(PMPI_Alltoallv, PMPI_Ialltoallv, PMPI_Alltoallv_init, alltoall_vw,
+/// Reads both sides of an alltoallv or (with `w`) alltoallw; no send side with `MPI_IN_PLACE`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn vsides<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+    call: &str,
+    sbuf: *const c_void,
+    sc: *const C,
+    sd: *const D,
+    st: (usize, *const usize),
+    rc: *const C,
+    rd: *const D,
+    rt: (usize, *const usize),
+    w: bool,
+    n: usize,
+) -> Result<(Option<VSide>, VSide)> {
+    // SAFETY: one entry per process in each array, per the standard.
+    unsafe {
+        let r = VSide::read(call, ["recvcounts", "rdispls", "recvtypes"], rc, rd, rt, w, n)?;
+        let s = match in_place(sbuf) {
+            true => None,
+            false => Some(VSide::read(call, ["sendcounts", "sdispls", "sendtypes"], sc, sd, st, w, n)?),
+        };
+        Ok((s, r))
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn alltoallv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+    mode: Mode,
+    sbuf: *const c_void,
+    sc: *const C,
+    sd: *const D,
+    st: usize,
+    rbuf: *mut c_void,
+    rc: *const C,
+    rd: *const D,
+    rt: usize,
+    comm_h: usize,
+) -> c_int {
+    let call = "MPI_Alltoallv";
+    let n = comm_peers(comm_h);
+    // SAFETY: arrays of one entry per process.
+    match unsafe { vsides(call, sbuf, sc, sd, (st, std::ptr::null()), rc, rd, (rt, std::ptr::null()), false, n) } {
+        Ok((s, r)) => alltoallv_any(mode, call, sbuf, s, rbuf, r, comm_h),
+        Err(e) => guard(comm_h, || Err(e)),
+    }
+}
+
+coll_entry!(PMPI_Alltoallv, PMPI_Ialltoallv, PMPI_Alltoallv_init, alltoallv,
     (sbuf: *mut c_void, sc: *mut c_int, sd: *mut c_int, st: usize, rbuf: *mut c_void, rc: *mut c_int, rd: *mut c_int, rt: usize, comm: usize)
-    => (Vw::Alltoallv, sbuf, (sc.cast_const(), sd.cast_const(), (st, std::ptr::null())),
-        rbuf, (rc.cast_const(), rd.cast_const(), (rt, std::ptr::null())), comm));
-coll_entry!(PMPI_Alltoallv_c, PMPI_Ialltoallv_c, PMPI_Alltoallv_init_c, alltoall_vw,
+    => (sbuf, sc, sd, st, rbuf, rc, rd, rt, comm));
+coll_entry!(PMPI_Alltoallv_c, PMPI_Ialltoallv_c, PMPI_Alltoallv_init_c, alltoallv,
     (sbuf: *mut c_void, sc: *mut i64, sd: *mut isize, st: usize, rbuf: *mut c_void, rc: *mut i64, rd: *mut isize, rt: usize, comm: usize)
-    => (Vw::Alltoallv, sbuf, (sc.cast_const(), sd as *const i64, (st, std::ptr::null())),
-        rbuf, (rc.cast_const(), rd as *const i64, (rt, std::ptr::null())), comm));
-coll_entry!(PMPI_Alltoallw, PMPI_Ialltoallw, PMPI_Alltoallw_init, alltoall_vw,
+    => (sbuf, sc, sd as *const i64, st, rbuf, rc, rd as *const i64, rt, comm));
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn alltoallw<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+    mode: Mode,
+    sbuf: *const c_void,
+    sc: *const C,
+    sd: *const D,
+    st: *const usize,
+    rbuf: *mut c_void,
+    rc: *const C,
+    rd: *const D,
+    rt: *const usize,
+    comm_h: usize,
+) -> c_int {
+    let call = "MPI_Alltoallw";
+    let n = comm_peers(comm_h);
+    // SAFETY: arrays of one entry per process.
+    match unsafe { vsides(call, sbuf, sc, sd, (0, st), rc, rd, (0, rt), true, n) } {
+        Ok((s, r)) => alltoallv_any(mode, call, sbuf, s, rbuf, r, comm_h),
+        Err(e) => guard(comm_h, || Err(e)),
+    }
+}
+
+coll_entry!(PMPI_Alltoallw, PMPI_Ialltoallw, PMPI_Alltoallw_init, alltoallw,
     (sbuf: *mut c_void, sc: *mut c_int, sd: *mut c_int, st: *mut usize, rbuf: *mut c_void, rc: *mut c_int, rd: *mut c_int, rt: *mut usize, comm: usize)
-    => (Vw::Alltoallw, sbuf, (sc.cast_const(), sd.cast_const(), (0, st.cast_const())),
-        rbuf, (rc.cast_const(), rd.cast_const(), (0, rt.cast_const())), comm));
-coll_entry!(PMPI_Alltoallw_c, PMPI_Ialltoallw_c, PMPI_Alltoallw_init_c, alltoall_vw,
+    => (sbuf, sc, sd, st, rbuf, rc, rd, rt, comm));
+coll_entry!(PMPI_Alltoallw_c, PMPI_Ialltoallw_c, PMPI_Alltoallw_init_c, alltoallw,
     (sbuf: *mut c_void, sc: *mut i64, sd: *mut isize, st: *mut usize, rbuf: *mut c_void, rc: *mut i64, rd: *mut isize, rt: *mut usize, comm: usize)
-    => (Vw::Alltoallw, sbuf, (sc.cast_const(), sd as *const i64, (0, st.cast_const())),
-        rbuf, (rc.cast_const(), rd as *const i64, (0, rt.cast_const())), comm));
+    => (sbuf, sc, sd as *const i64, st, rbuf, rc, rd as *const i64, rt, comm));
