@@ -74,7 +74,8 @@ pub enum Algo {
 }
 
 impl Algo {
-    fn parse(s: &str) -> Option<Algo> {
+    /// The algorithm `BATON_COLL_*` calls `s`.
+    pub fn parse(s: &str) -> Option<Algo> {
         Some(match s {
             "dissemination" => Algo::Dissemination,
             "binomial" => Algo::Binomial,
