@@ -2,9 +2,16 @@
 //!
 //! Internally every failure is an `MpiError` (class + sentence). Returning it to C allocates an
 //! error *code* that remembers the sentence, so `MPI_Error_string` can say exactly what went
-//! wrong while `MPI_Error_class` still yields the standard class: a code is `(slot+1) << 14 |
-//! class`, slot in a ring of recent messages. Classes and codes added by the application are
-//! small numbers above the predefined classes, tracked in `MPI_LASTUSEDCODE`.
+//! wrong while `MPI_Error_class` still yields the standard class. The code space:
+//!
+//! | codes | what |
+//! | --- | --- |
+//! | `0..=MPI_ERR_ABI` | the predefined classes |
+//! | `MPI_ERR_LASTCODE+1 ..` | classes and codes added by the application, in order; `MPI_LASTUSEDCODE` is the last |
+//! | `MSG_BASE + (slot << 6 \| class)` | a predefined class with a message, slot in a ring of recent messages |
+//!
+//! An error whose class is the application's (a callback returned one of its codes) is returned
+//! as that very code.
 
 use crate::state::{self, lib_any, Lib};
 use crate::validate::{Call, Out, StrOut};
@@ -17,12 +24,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 const RING: usize = 1024;
-const SLOT_SHIFT: u32 = 14;
+/// Message codes start far above the application's codes, so neither range can reach the other.
+const MSG_BASE: c_int = 1 << 24;
+const CLASS_BITS: u32 = 6;
+const CLASS_MASK: c_int = (1 << CLASS_BITS) - 1;
 
 struct Codes {
     ring: Vec<String>,
     next: usize,
-    /// Application-added codes (classes map to themselves).
+    /// Application-added codes and classes (a class maps to itself).
     user_class_of: HashMap<c_int, c_int>,
     user_strings: HashMap<c_int, String>,
     last_used: c_int,
@@ -37,11 +47,13 @@ fn codes<R>(f: impl FnOnce(&mut Codes) -> R) -> R {
         next: 0,
         user_class_of: HashMap::new(),
         user_strings: HashMap::new(),
-        last_used: c::MPI_ERR_ABI,
+        last_used: c::MPI_ERR_LASTCODE,
     });
     f(c)
 }
 
+/// The value of the `MPI_LASTUSEDCODE` attribute: the last code or class the application added
+/// (`MPI_ERR_LASTCODE` before any).
 pub fn last_used_code() -> c_int {
     codes(|c| c.last_used)
 }
@@ -50,41 +62,56 @@ fn class_name(class: c_int) -> &'static str {
     baton_abi::consts::ERROR_CLASS_NAMES.iter().find(|(v, _)| *v == class).map(|(_, n)| *n).unwrap_or("MPI_ERR_UNKNOWN")
 }
 
-/// A code carrying `e`'s message.
+fn is_predefined(code: c_int) -> bool {
+    (0..=c::MPI_ERR_ABI).contains(&code)
+}
+
+/// The ring slot of a message code, if `code` is one.
+fn slot_of(code: c_int) -> Option<usize> {
+    let off = code.checked_sub(MSG_BASE).filter(|&o| o >= 0)?;
+    let slot = (off >> CLASS_BITS) as usize;
+    (slot < RING && is_predefined(off & CLASS_MASK)).then_some(slot)
+}
+
+/// Whether `code` is a code or class the application added (and has not removed).
+pub fn is_user_code(code: c_int) -> bool {
+    code > c::MPI_ERR_LASTCODE && code < MSG_BASE && codes(|cs| cs.user_class_of.contains_key(&code))
+}
+
+/// A code carrying `e`'s message (the application's own code when `e.class` is one).
 pub fn code_for(e: &MpiError) -> c_int {
     codes(|cs| {
+        if cs.user_class_of.contains_key(&e.class) || !is_predefined(e.class) {
+            return e.class;
+        }
         let slot = cs.next % RING;
         cs.next += 1;
         cs.ring[slot] = e.msg.clone();
-        (((slot + 1) << SLOT_SHIFT) as c_int) | e.class
+        MSG_BASE + ((slot as c_int) << CLASS_BITS | e.class)
     })
 }
 
 pub fn class_of(code: c_int) -> Option<c_int> {
-    if (0..=c::MPI_ERR_ABI).contains(&code) {
+    if is_predefined(code) {
         return Some(code);
     }
-    if code > 0 && (code >> SLOT_SHIFT) > 0 && (code >> SLOT_SHIFT) as usize <= RING {
-        return Some(code & ((1 << SLOT_SHIFT) - 1));
+    if slot_of(code).is_some() {
+        return Some((code - MSG_BASE) & CLASS_MASK);
     }
     codes(|cs| cs.user_class_of.get(&code).copied())
 }
 
 pub fn string_of(code: c_int) -> Option<String> {
-    if let Some(s) = codes(|cs| cs.user_strings.get(&code).cloned()) {
-        return Some(s);
-    }
-    if (0..=c::MPI_ERR_ABI).contains(&code) {
+    if is_predefined(code) {
         return Some(format!("{}: {}", class_name(code), class_text(code)));
     }
-    let class = class_of(code)?;
-    if code >> SLOT_SHIFT > 0 {
-        let slot = ((code >> SLOT_SHIFT) - 1) as usize;
+    if let Some(slot) = slot_of(code) {
+        let class = (code - MSG_BASE) & CLASS_MASK;
         let msg = codes(|cs| cs.ring[slot].clone());
-        let cls = if class <= c::MPI_ERR_ABI { class_name(class).to_string() } else { format!("error class {class}") };
-        return Some(format!("{msg} ({cls})"));
+        return Some(format!("{msg} ({})", class_name(class)));
     }
-    Some(format!("error class {class}"))
+    // The application's codes and classes say what it set, or nothing (MPI 4.1 section 9.5).
+    codes(|cs| cs.user_class_of.contains_key(&code).then(|| cs.user_strings.get(&code).cloned().unwrap_or_default()))
 }
 
 type CommErrFn = unsafe extern "C" fn(*mut usize, *mut c_int, ...);
@@ -197,28 +224,40 @@ pub(crate) fn error_class(cx: Call, errorcode: c_int, errorclass: Out<c_int>) ->
     Ok(())
 }
 
-/// A new code (or class, when `class` is None) of the application's.
-fn add(class: Option<c_int>) -> c_int {
+/// A new code (or class, when `class` is None) of the application's: the next number above
+/// every one handed out so far (removed ones are not reused, so a stale value never names a new
+/// code).
+fn add(call: &str, class: Option<c_int>) -> Result<c_int> {
     codes(|cs| {
+        if cs.last_used >= MSG_BASE - 1 {
+            return Err(MpiError::new(c::MPI_ERR_OTHER, format!("{call}: no error codes are left")));
+        }
         cs.last_used += 1;
         let v = cs.last_used;
         cs.user_class_of.insert(v, class.unwrap_or(v));
-        v
+        Ok(v)
     })
 }
 
-pub(crate) fn add_error_class(_cx: Call, _l: &Lib, errorclass: Out<c_int>) -> Result<()> {
-    errorclass.put(add(None));
+fn is_user_class(cs: &Codes, v: c_int) -> bool {
+    cs.user_class_of.get(&v) == Some(&v)
+}
+
+fn not_added(call: &str, what: &str, v: c_int) -> MpiError {
+    MpiError::new(c::MPI_ERR_ARG, format!("{call}: {v} is not {what} added by the application"))
+}
+
+pub(crate) fn add_error_class(cx: Call, _l: &Lib, errorclass: Out<c_int>) -> Result<()> {
+    errorclass.put(add(cx.name, None)?);
     Ok(())
 }
 
 pub(crate) fn add_error_code(cx: Call, _l: &Lib, errorclass: c_int, errorcode: Out<c_int>) -> Result<()> {
-    let valid = (0..=c::MPI_ERR_ABI).contains(&errorclass)
-        || codes(|cs| cs.user_class_of.get(&errorclass) == Some(&errorclass));
+    let valid = is_predefined(errorclass) || codes(|cs| is_user_class(cs, errorclass));
     if !valid {
         return Err(MpiError::new(c::MPI_ERR_ARG, format!("{}: {errorclass} is not an error class", cx.name)));
     }
-    errorcode.put(add(Some(errorclass)));
+    errorcode.put(add(cx.name, Some(errorclass))?);
     Ok(())
 }
 
@@ -226,20 +265,53 @@ pub(crate) fn add_error_string(cx: Call, _l: &Lib, errorcode: c_int, string: Str
     if string.len() >= c::MPI_MAX_ERROR_STRING as usize {
         return Err(MpiError::new(c::MPI_ERR_ARG, format!("{}: string longer than MPI_MAX_ERROR_STRING", cx.name)));
     }
-    let known = codes(|cs| {
-        let known = cs.user_class_of.contains_key(&errorcode);
-        if known {
-            cs.user_strings.insert(errorcode, string);
+    codes(|cs| {
+        if !cs.user_class_of.contains_key(&errorcode) {
+            return Err(not_added(cx.name, "a code or class", errorcode));
         }
-        known
-    });
-    if !known {
-        return Err(MpiError::new(
-            c::MPI_ERR_ARG,
-            format!("{}: {errorcode} is not a code or class added by the application", cx.name),
-        ));
-    }
-    Ok(())
+        cs.user_strings.insert(errorcode, string);
+        Ok(())
+    })
+}
+
+pub(crate) fn remove_error_class(cx: Call, _l: &Lib, errorclass: c_int) -> Result<()> {
+    codes(|cs| {
+        if !is_user_class(cs, errorclass) {
+            return Err(not_added(cx.name, "an error class", errorclass));
+        }
+        let codes_left = cs.user_class_of.iter().filter(|&(&k, &v)| v == errorclass && k != errorclass).count();
+        if codes_left > 0 {
+            return Err(MpiError::new(
+                c::MPI_ERR_ARG,
+                format!("{}: error class {errorclass} still has {codes_left} error codes (remove them first)", cx.name),
+            ));
+        }
+        cs.user_class_of.remove(&errorclass);
+        cs.user_strings.remove(&errorclass);
+        Ok(())
+    })
+}
+
+pub(crate) fn remove_error_code(cx: Call, _l: &Lib, errorcode: c_int) -> Result<()> {
+    codes(|cs| {
+        match cs.user_class_of.get(&errorcode) {
+            Some(&class) if class != errorcode => {}
+            _ => return Err(not_added(cx.name, "an error code", errorcode)),
+        }
+        cs.user_class_of.remove(&errorcode);
+        cs.user_strings.remove(&errorcode);
+        Ok(())
+    })
+}
+
+pub(crate) fn remove_error_string(cx: Call, _l: &Lib, errorcode: c_int) -> Result<()> {
+    codes(|cs| {
+        if !cs.user_class_of.contains_key(&errorcode) {
+            return Err(not_added(cx.name, "a code or class", errorcode));
+        }
+        cs.user_strings.remove(&errorcode);
+        Ok(())
+    })
 }
 
 pub(crate) fn status_get_error(_cx: Call, status: Out<MPI_Status>, error: Out<c_int>) -> Result<()> {
