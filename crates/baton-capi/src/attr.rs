@@ -2,6 +2,11 @@
 //! delete, overwrite and free, and the predefined attributes of `MPI_COMM_WORLD`. The callback
 //! runners ([`run_copy`], [`run_delete`]) serve datatype attributes too (`datatype::names`).
 //!
+//! Attributes are kept in the order they were first set ([`Attrs`]): `MPI_Finalize` deletes
+//! those of `MPI_COMM_SELF` in the reverse order, as the standard requires, and freeing any
+//! communicator does the same. A keyval freed while attributes still use it lives on (its
+//! `uses` count) until the last of them is deleted, so their delete callbacks still run.
+//!
 //! Callbacks are application code that may call MPI, so they run with no lock held.
 
 use crate::state::{lib, CommObj, CommRef, Keyval, Lib};
@@ -17,6 +22,53 @@ type DeleteFn = unsafe extern "C" fn(usize, c_int, *mut c_void, *mut c_void) -> 
 /// `MPI_*_NULL_COPY_FN` / `MPI_*_NULL_DELETE_FN` and `MPI_*_DUP_FN` in the ABI.
 const NULL_FN: usize = 0;
 const DUP_FN: usize = 1;
+
+/// The attributes of one object: (keyval, value) pairs in the order they were first set.
+/// Objects carry few attributes, so a list beats a map.
+#[derive(Default)]
+pub struct Attrs(Vec<(c_int, usize)>);
+
+impl Attrs {
+    pub fn get(&self, k: c_int) -> Option<usize> {
+        self.0.iter().find(|(kk, _)| *kk == k).map(|&(_, v)| v)
+    }
+
+    /// Sets `k` to `v` (keeping its place when already set): the value it replaces, if any.
+    pub fn insert(&mut self, k: c_int, v: usize) -> Option<usize> {
+        match self.0.iter_mut().find(|(kk, _)| *kk == k) {
+            Some(e) => Some(std::mem::replace(&mut e.1, v)),
+            None => {
+                self.0.push((k, v));
+                None
+            }
+        }
+    }
+
+    pub fn remove(&mut self, k: c_int) -> Option<usize> {
+        let i = self.0.iter().position(|(kk, _)| *kk == k)?;
+        Some(self.0.remove(i).1)
+    }
+
+    /// Every pair, in the order set.
+    pub fn pairs(&self) -> Vec<(c_int, usize)> {
+        self.0.clone()
+    }
+
+    /// Takes every pair out, the most recently set first (the order of deletion).
+    pub fn take_newest_first(&mut self) -> Vec<(c_int, usize)> {
+        let mut v = std::mem::take(&mut self.0);
+        v.reverse();
+        v
+    }
+}
+
+/// The error a callback's return code `rc` makes: the application's own code stays itself (so
+/// the call returns exactly `rc`), any other code keeps its class.
+fn callback_error(rc: c_int, msg: String) -> MpiError {
+    let class =
+        if crate::errors::is_user_code(rc) { rc } else { crate::errors::class_of(rc).unwrap_or(c::MPI_ERR_OTHER) };
+    MpiError::new(class, msg)
+}
 
 /// A keyval made from the application's callbacks (uses: attributes set with it).
 pub(crate) fn new_keyval(copy_fn: *mut c_void, delete_fn: *mut c_void, extra: *mut c_void, uses: usize) -> Keyval {
@@ -35,10 +87,7 @@ pub(crate) fn run_delete(of: &str, obj: usize, k: c_int, kv: &Keyval, val: usize
     // SAFETY: calling application code with the values it gave us; no lock is held.
     let rc = unsafe { f(obj, k, val as *mut c_void, kv.extra as *mut c_void) };
     if rc != c::MPI_SUCCESS {
-        return Err(MpiError::new(
-            crate::errors::class_of(rc).unwrap_or(c::MPI_ERR_OTHER),
-            format!("attribute delete callback for {of} keyval {k} returned error {rc}"),
-        ));
+        return Err(callback_error(rc, format!("attribute delete callback for {of} keyval {k} returned error {rc}")));
     }
     Ok(())
 }
@@ -59,8 +108,8 @@ pub(crate) fn run_copy(call: &str, old: usize, k: c_int, kv: &Keyval, v: usize) 
             // SAFETY: application callback with valid pointers to locals; no lock is held.
             let rc = unsafe { f(old, k, extra, val, out_p, &mut flag) };
             if rc != c::MPI_SUCCESS {
-                return Err(MpiError::new(
-                    crate::errors::class_of(rc).unwrap_or(c::MPI_ERR_OTHER),
+                return Err(callback_error(
+                    rc,
                     format!("{call}: attribute copy callback for keyval {k} returned error {rc}"),
                 ));
             }
@@ -128,32 +177,48 @@ fn release_keyval(l: &Lib, k: c_int) {
     }
 }
 
-/// Copies the attributes of `old` onto its duplicate `new` through their copy callbacks.
-pub fn copy_attrs_on_dup(old_h: usize, old: &CommObj, _new_h: usize, new: &CommObj) -> Result<()> {
+/// Copies the attributes of `old` onto its duplicate `new` through their copy callbacks. When
+/// a callback fails, the attributes already copied are deleted again (their delete callbacks
+/// run) and the callback's error is returned: the caller then drops `new`.
+pub fn copy_attrs_on_dup(old_h: usize, old: &CommObj, new_h: usize, new: &CommObj) -> Result<()> {
     let l = lib("MPI_Comm_dup")?;
-    let attrs: Vec<(c_int, usize)> = old.attrs.lock().unwrap().iter().map(|(&k, &v)| (k, v)).collect();
+    let attrs = old.attrs.lock().unwrap().pairs();
     for (k, v) in attrs {
         let Ok(kv) = keyval(l, "MPI_Comm_dup", k) else { continue };
-        if let Some(v) = run_copy("MPI_Comm_dup", old_h, k, &kv, v)? {
-            new.attrs.lock().unwrap().insert(k, v);
-            if let Some(kv) = l.t().keyvals.get_mut(&k) {
-                kv.uses += 1;
+        match run_copy("MPI_Comm_dup", old_h, k, &kv, v) {
+            Ok(Some(v)) => {
+                new.attrs.lock().unwrap().insert(k, v);
+                if let Some(kv) = l.t().keyvals.get_mut(&k) {
+                    kv.uses += 1;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                // The copy failed: what was copied goes, and its delete errors matter less
+                // than the copy's.
+                let _ = delete_all_attrs(l, new_h, new);
+                return Err(e);
             }
         }
     }
     Ok(())
 }
 
-/// Deletes every attribute of `comm` (before it is freed), running delete callbacks.
+/// Deletes every attribute of `comm` (before it is freed, and `MPI_COMM_SELF`'s at the start of
+/// `MPI_Finalize`), running delete callbacks in the reverse order of setting. Every attribute
+/// goes even when a callback fails; the first failure is returned.
 pub fn delete_all_attrs(l: &Lib, h: usize, obj: &CommObj) -> Result<()> {
-    let attrs: Vec<(c_int, usize)> = std::mem::take(&mut *obj.attrs.lock().unwrap()).into_iter().collect();
+    let attrs = obj.attrs.lock().unwrap().take_newest_first();
+    let mut first_err = None;
     for (k, v) in attrs {
         if let Ok(kv) = keyval(l, "MPI_Comm_free", k) {
-            run_delete("communicator", h, k, &kv, v)?;
+            if let Err(e) = run_delete("communicator", h, k, &kv, v) {
+                first_err.get_or_insert(e);
+            }
             release_keyval(l, k);
         }
     }
-    Ok(())
+    first_err.map_or(Ok(()), Err)
 }
 
 pub(crate) fn create_keyval(
@@ -196,6 +261,9 @@ pub(crate) fn set_attr(cx: Call, l: &Lib, comm: CommRef, comm_keyval: c_int, att
         return Err(MpiError::new(c::MPI_ERR_KEYVAL, format!("{}: predefined attribute {k} is read-only", cx.name)));
     }
     let kv = keyval(l, cx.name, k)?;
+    if kv.freed {
+        return Err(MpiError::invalid_keyval(cx.name, k, "communicator"));
+    }
     let old = comm.attrs.lock().unwrap().insert(k, attribute_val as usize);
     match old {
         Some(v) => run_delete("communicator", handle_of(&comm), k, &kv, v)?,
@@ -225,7 +293,7 @@ pub(crate) fn get_attr(
         }
     } else {
         keyval(l, cx.name, k)?;
-        comm.attrs.lock().unwrap().get(&k).copied()
+        comm.attrs.lock().unwrap().get(k)
     };
     flag.put(found.is_some() as c_int);
     if let Some(v) = found {
@@ -239,7 +307,7 @@ pub(crate) fn get_attr(
 pub(crate) fn delete_attr(cx: Call, l: &Lib, comm: CommRef, comm_keyval: c_int) -> Result<()> {
     let k = comm_keyval;
     let kv = keyval(l, cx.name, k)?;
-    let Some(v) = comm.attrs.lock().unwrap().remove(&k) else {
+    let Some(v) = comm.attrs.lock().unwrap().remove(k) else {
         return Err(MpiError::new(c::MPI_ERR_KEYVAL, format!("{}: no attribute is set for keyval {k}", cx.name)));
     };
     run_delete("communicator", handle_of(&comm), k, &kv, v)?;

@@ -42,8 +42,8 @@ pub struct CommObj {
     pub handle: AtomicUsize,
     pub name: Mutex<String>,
     pub errhandler: AtomicUsize,
-    /// keyval -> attribute value.
-    pub attrs: Mutex<BTreeMap<c_int, usize>>,
+    /// (keyval, attribute value) in the order the attributes were first set (`attr::Attrs`).
+    pub attrs: Mutex<crate::attr::Attrs>,
     pub info: Mutex<Vec<(String, String)>>,
     /// Process topology, fixed at creation and shared with duplicates.
     pub topo: Option<Arc<Topology>>,
@@ -60,7 +60,7 @@ impl CommObj {
             handle: AtomicUsize::new(c::MPI_COMM_NULL),
             name: Mutex::new(name.to_string()),
             errhandler: AtomicUsize::new(errhandler),
-            attrs: Mutex::new(BTreeMap::new()),
+            attrs: Mutex::new(crate::attr::Attrs::default()),
             info: Mutex::new(Vec::new()),
             topo,
         })

@@ -280,8 +280,13 @@ pub(crate) fn dup(cx: Call, l: &Lib, oldtype: Dt, newtype: Out<usize>) -> Result
     lay.name = "";
     let lay = lay.with_envelope(Args::new(cx).envelope(c::MPI_COMBINER_DUP, vec![t]));
     let h = l.t().datatypes.insert((Arc::new(lay), committed));
+    if let Err(e) = copy_attrs(oldtype.handle, h) {
+        // A failed copy callback fails the dup: the new type never reaches the application.
+        l.t().datatypes.remove(h);
+        return Err(e);
+    }
     newtype.put(h);
-    copy_attrs(oldtype.handle, h)
+    Ok(())
 }
 
 pub(crate) fn commit(cx: Call, l: &Lib, datatype: Out<usize>) -> Result<()> {

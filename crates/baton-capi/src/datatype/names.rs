@@ -40,7 +40,13 @@ pub(crate) fn set_name(_cx: Call, _l: &Lib, datatype: Dt, type_name: String) -> 
     Ok(())
 }
 
-pub(crate) fn get_name(_cx: Call, datatype: Dt, type_name: StrOut, resultlen: Out<c_int>) -> Result<()> {
+pub(crate) fn get_name(cx: Call, datatype: usize, type_name: StrOut, resultlen: Out<c_int>) -> Result<()> {
+    // MPI 4.1 names the null handle too (section 7.8).
+    if datatype == c::MPI_DATATYPE_NULL {
+        type_name.write("MPI_DATATYPE_NULL", Some(&resultlen));
+        return Ok(());
+    }
+    let datatype = crate::validate::datatype(cx.name, "datatype", datatype)?;
     let set = extras().get(&datatype.handle).and_then(|x| x.name.clone());
     type_name.write(set.as_deref().unwrap_or(datatype.name), Some(&resultlen));
     Ok(())
@@ -60,8 +66,10 @@ fn keyvals() -> MutexGuard<'static, Keyvals> {
         .unwrap_or_else(|e| e.into_inner())
 }
 
+/// Keyval `k`, also when freed while attributes still use it (they stay reachable until they
+/// go); only a new attribute needs a keyval that is not freed (see `set_attr`).
 fn keyval(call: &str, k: c_int) -> Result<Keyval> {
-    keyvals().map.get(&k).copied().filter(|kv| !kv.freed).ok_or_else(|| MpiError::invalid_keyval(call, k, "datatype"))
+    keyvals().map.get(&k).copied().ok_or_else(|| MpiError::invalid_keyval(call, k, "datatype"))
 }
 
 fn release_keyval(k: c_int) {
@@ -102,9 +110,17 @@ pub(super) fn copy_attrs(old: usize, new: usize) -> Result<()> {
         extras().get(&old).map(|x| x.attrs.iter().map(|(&k, &v)| (k, v)).collect()).unwrap_or_default();
     for (k, v) in attrs {
         let Some(kv) = keyvals().map.get(&k).copied() else { continue };
-        if let Some(val) = run_copy("MPI_Type_dup", old, k, &kv, v)? {
-            extras().entry(new).or_default().attrs.insert(k, val);
-            use_keyval(k);
+        match run_copy("MPI_Type_dup", old, k, &kv, v) {
+            Ok(Some(val)) => {
+                extras().entry(new).or_default().attrs.insert(k, val);
+                use_keyval(k);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                // What was copied goes again; the copy's error is the one to report.
+                let _ = forget(new);
+                return Err(e);
+            }
         }
     }
     Ok(())
@@ -128,7 +144,9 @@ pub(crate) fn create_keyval(
 
 pub(crate) fn free_keyval(cx: Call, _l: &Lib, type_keyval: Out<c_int>) -> Result<()> {
     let k = type_keyval.get();
-    keyval(cx.name, k)?;
+    if keyval(cx.name, k)?.freed {
+        return Err(MpiError::invalid_keyval(cx.name, k, "datatype"));
+    }
     let mut kvs = keyvals();
     if let Some(kv) = kvs.map.get_mut(&k) {
         kv.freed = true;
@@ -144,6 +162,9 @@ pub(crate) fn free_keyval(cx: Call, _l: &Lib, type_keyval: Out<c_int>) -> Result
 pub(crate) fn set_attr(cx: Call, _l: &Lib, datatype: Dt, type_keyval: c_int, attribute_val: *mut c_void) -> Result<()> {
     let (dt, k) = (datatype.handle, type_keyval);
     let kv = keyval(cx.name, k)?;
+    if kv.freed {
+        return Err(MpiError::invalid_keyval(cx.name, k, "datatype"));
+    }
     let old = extras().entry(dt).or_default().attrs.insert(k, attribute_val as usize);
     match old {
         Some(v) => run_delete("datatype", dt, k, &kv, v),
