@@ -85,22 +85,26 @@ impl Op {
         }
     }
 
-    /// Whether the standard defines this operation on datatypes of group `g`.
+    /// Whether this operation applies to datatypes of group `g`: the standard's table, widened
+    /// as MPICH widens it (programs rely on it): the logical operations also take the Fortran
+    /// integer and multi-language types (`MPI_AINT`, `MPI_OFFSET`, `MPI_COUNT`). README's
+    /// "Beyond the standard" lists these.
     pub fn allowed(self, g: Group) -> bool {
         use Group::*;
         match self {
             Op::Replace | Op::NoOp => true,
             Op::Max | Op::Min => matches!(g, CInteger | FortranInteger | MultiLanguage | Floating),
             Op::Sum | Op::Prod => matches!(g, CInteger | FortranInteger | MultiLanguage | Floating | Complex),
-            Op::Land | Op::Lor | Op::Lxor => matches!(g, CInteger | Logical),
+            Op::Land | Op::Lor | Op::Lxor => matches!(g, CInteger | FortranInteger | MultiLanguage | Logical),
             Op::Band | Op::Bor | Op::Bxor => matches!(g, CInteger | FortranInteger | MultiLanguage | Byte),
             Op::Minloc | Op::Maxloc => g == Pair,
         }
     }
 }
 
-/// The standard's groups of basic datatypes for reductions. `MPI_CHAR`, `MPI_WCHAR` and
-/// `MPI_CHARACTER` hold printable characters and belong to none; the optional Fortran
+/// The standard's groups of basic datatypes for reductions. `MPI_WCHAR` and `MPI_CHARACTER`
+/// hold printable characters and belong to none; `MPI_CHAR`, which the standard leaves out too,
+/// counts as a C integer here as in MPICH (the OSU benchmarks reduce it); the optional Fortran
 /// `MPI_LOGICALn` types count as logical.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Group {
@@ -172,6 +176,9 @@ pub fn kind(dt: usize) -> Option<Kind> {
     let ulong = if long == I64 { U64 } else { U32 };
     let (group, num, shape) = match dt {
         c::MPI_SIGNED_CHAR | c::MPI_INT8_T => (CInteger, I8, Shape::Scalar),
+        // A C `char`, signed or not as the platform's is (beyond the standard, see `Group`).
+        c::MPI_CHAR if std::ffi::c_char::MIN == 0 => (CInteger, U8, Shape::Scalar),
+        c::MPI_CHAR => (CInteger, I8, Shape::Scalar),
         c::MPI_UNSIGNED_CHAR | c::MPI_UINT8_T => (CInteger, U8, Shape::Scalar),
         c::MPI_SHORT | c::MPI_INT16_T => (CInteger, I16, Shape::Scalar),
         c::MPI_UNSIGNED_SHORT | c::MPI_UINT16_T => (CInteger, U16, Shape::Scalar),

@@ -113,13 +113,21 @@ fn minloc_takes_the_lower_index_on_ties() {
 }
 
 #[test]
+fn char_reduces_as_the_platform_char() {
+    let signed = std::ffi::c_char::MIN != 0;
+    // 0xf0 is -16 as a signed char, 240 as an unsigned one.
+    let want = if signed { 5u8 } else { 0xf0 };
+    assert_eq!(run(c::MPI_MAX, c::MPI_CHAR, &[0xf0u8], &[5u8]), bytes(&[want]));
+    assert_eq!(run(c::MPI_SUM, c::MPI_CHAR, &[100u8], &[27u8]), bytes(&[127u8]));
+    assert_eq!(run(c::MPI_LAND, c::MPI_COUNT, &[2i64, 0], &[7i64, 7]), bytes(&[1i64, 0]));
+}
+
+#[test]
 fn the_standard_groups() {
     let bad = |op: Op, dt: usize| check("t", op, dt, "t").unwrap_err().class;
     assert_eq!(bad(Op::Sum, c::MPI_2INT), c::MPI_ERR_OP);
     assert_eq!(bad(Op::Band, c::MPI_DOUBLE), c::MPI_ERR_OP);
-    assert_eq!(bad(Op::Sum, c::MPI_CHAR), c::MPI_ERR_OP);
     assert_eq!(bad(Op::Max, c::MPI_C_DOUBLE_COMPLEX), c::MPI_ERR_OP);
-    assert_eq!(bad(Op::Land, c::MPI_INTEGER), c::MPI_ERR_OP);
     assert_eq!(bad(Op::Land, c::MPI_DOUBLE), c::MPI_ERR_OP);
     assert_eq!(bad(Op::Band, c::MPI_C_BOOL), c::MPI_ERR_OP);
     assert_eq!(bad(Op::Minloc, c::MPI_INT), c::MPI_ERR_OP);
@@ -134,6 +142,14 @@ fn the_standard_groups() {
         (Op::Land, c::MPI_UINT16_T),
         (Op::Maxloc, c::MPI_LONG_DOUBLE_INT),
         (Op::Replace, c::MPI_CHAR),
+        // Beyond the standard, as MPICH: MPI_CHAR as a C integer, logical operations on the
+        // Fortran integer and multi-language types.
+        (Op::Sum, c::MPI_CHAR),
+        (Op::Max, c::MPI_CHAR),
+        (Op::Bxor, c::MPI_CHAR),
+        (Op::Land, c::MPI_INTEGER),
+        (Op::Lor, c::MPI_AINT),
+        (Op::Lxor, c::MPI_COUNT),
     ] {
         assert!(check("t", op, dt, "t").is_ok(), "{} on {dt:#x}", op.name());
     }
