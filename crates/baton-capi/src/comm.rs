@@ -54,7 +54,11 @@ fn dup_of(l: &Lib, parent: &CommObj, info: Option<Vec<(String, String)>>) -> Res
     // The standard has duplicates keep the topology.
     let h = register_topo(l, parent, core, parent.topo.clone());
     let child = l.t().comms.get(h).cloned().expect("just inserted");
-    copy_attrs_on_dup(parent.handle.load(Ordering::Relaxed), parent, h, &child)?;
+    if let Err(e) = copy_attrs_on_dup(parent.handle.load(Ordering::Relaxed), parent, h, &child) {
+        // A failed copy callback fails the dup: the duplicate never reaches the application.
+        l.t().comms.remove(h);
+        return Err(e);
+    }
     *child.info.lock().unwrap() = info.unwrap_or_else(|| parent.info.lock().unwrap().clone());
     Ok(h)
 }
@@ -143,28 +147,41 @@ pub(crate) fn split(cx: Call, l: &Lib, comm: CommRef, color: c_int, key: c_int, 
     Ok(())
 }
 
+/// The one value of info key `mpi_hw_resource_type` Baton knows: a shared-memory domain. Other
+/// resource names (NUMA nodes, caches...) are finer than the host, which is all Baton can tell.
+const HW_RESOURCE_KEY: &str = "mpi_hw_resource_type";
+const HW_SHARED_MEMORY: &str = "mpi_shared_memory";
+
 pub(crate) fn split_type(
     cx: Call,
     l: &Lib,
     comm: CommRef,
     split_type: c_int,
     key: c_int,
-    _info: usize,
+    info: Vec<(String, String)>,
     newcomm: Out<usize>,
 ) -> Result<()> {
     let call = cx.name;
+    // The guided kinds split by the resource info names; a missing or unknown one gives
+    // MPI_COMM_NULL (MPI 4.1 section 7.4.2), yet the call stays collective.
+    let guided = matches!(split_type, c::MPI_COMM_TYPE_HW_GUIDED | c::MPI_COMM_TYPE_RESOURCE_GUIDED);
+    let known = info.iter().any(|(k, v)| k == HW_RESOURCE_KEY && v == HW_SHARED_MEMORY);
     let color = match split_type {
         c::MPI_UNDEFINED => c::MPI_UNDEFINED,
+        _ if guided && !known => c::MPI_UNDEFINED,
         // One shared-memory domain per host and job: color by host name and job.
         c::MPI_COMM_TYPE_SHARED
         | c::MPI_COMM_TYPE_HW_UNGUIDED
         | c::MPI_COMM_TYPE_HW_GUIDED
         | c::MPI_COMM_TYPE_RESOURCE_GUIDED => {
-            // Processes of other jobs (spawned, connected) share no memory segment with this
-            // one even on the same host, so the job is part of the color.
             let p = comm.core.local_proc(comm.core.rank);
             let mut words: Vec<u64> = l.mpi.proc_host(p).bytes().map(u64::from).collect();
-            words.push(l.mpi.proc_id(p).0);
+            // Processes of other jobs (spawned, connected) share no memory segment with this
+            // one even on the same host, so the job is part of the color; an intercommunicator
+            // joins the two sides by host alone (its groups do not share memory anyway).
+            if !comm.core.is_inter() {
+                words.push(l.mpi.proc_id(p).0);
+            }
             (hash_words(&words) & 0x3fff_ffff) as c_int
         }
         other => {
@@ -372,7 +389,13 @@ pub(crate) fn set_name(_cx: Call, _l: &Lib, comm: CommRef, comm_name: String) ->
     Ok(())
 }
 
-pub(crate) fn get_name(_cx: Call, _l: &Lib, comm: CommRef, comm_name: StrOut, resultlen: Out<c_int>) -> Result<()> {
+pub(crate) fn get_name(cx: Call, l: &'static Lib, comm: usize, comm_name: StrOut, resultlen: Out<c_int>) -> Result<()> {
+    // MPI 4.1 names the null handle too (section 7.8).
+    if comm == c::MPI_COMM_NULL {
+        comm_name.write("MPI_COMM_NULL", Some(&resultlen));
+        return Ok(());
+    }
+    let comm = crate::validate::comm(l, cx.name, "comm", comm)?;
     let n = comm.name.lock().unwrap().clone();
     comm_name.write(&n, Some(&resultlen));
     Ok(())

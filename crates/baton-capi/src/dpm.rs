@@ -21,7 +21,12 @@ pub(crate) fn connect_parent(l: &Lib) -> Result<()> {
     let Some(port) = l.mpi.parent_port.clone() else { return Ok(()) };
     let core = dpm::connect_parent(&l.mpi, &port)
         .map_err(|e| MpiError::new(e.class, format!("MPI_Init: cannot connect to the parent job: {}", e.msg)))?;
-    l.parent.store(register(l, &l.world, core), Ordering::SeqCst);
+    let h = register(l, &l.world, core);
+    // The standard's default name for the parent communicator (MPI 4.1 section 7.8).
+    if let Some(obj) = l.t().comms.get(h) {
+        *obj.name.lock().unwrap() = "MPI_COMM_PARENT".to_string();
+    }
+    l.parent.store(h, Ordering::SeqCst);
     Ok(())
 }
 

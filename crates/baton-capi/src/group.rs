@@ -1,12 +1,15 @@
-//! Groups: the standard's constructors and queries over `baton_core::group::Group`. The entry
-//! points are generated (`abi/bindings.tsv`); handles, counts and arrays arrive checked.
+//! Groups: the standard's constructors and queries over `baton_core::group::Group`, and
+//! `MPI_Comm_create_from_group` (a communicator from a group alone). The entry points are
+//! generated (`abi/bindings.tsv`); handles, counts and arrays arrive checked.
 
-use crate::state::Lib;
+use crate::state::{CommObj, Lib};
 use crate::validate::{Call, Out};
 use baton_abi::consts as c;
+use baton_core::comm::{hash_words, Comm};
 use baton_core::error::{HandleKind, MpiError, Result};
 use baton_core::group::Group;
 use std::ffi::c_int;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 fn out_of_range(call: &str, r: c_int, g: &Group, of: &str) -> MpiError {
@@ -129,5 +132,61 @@ pub(crate) fn free(cx: Call, l: &Lib, group: Out<usize>) -> Result<()> {
         return Err(MpiError::invalid_handle(cx.name, "group", HandleKind::Group, h));
     }
     group.put(c::MPI_GROUP_NULL);
+    Ok(())
+}
+
+/// `MPI_Comm_create_from_group`: a communicator over `group`, made by its members alone. Until
+/// sessions exist the groups come from the world process set (`MPI_Comm_group` of
+/// `MPI_COMM_WORLD` and groups made from it). As with `MPI_Intercomm_create_from_groups`, every
+/// member knows the whole group, so the context id is derived from the members' identities and
+/// `stringtag` with no message: the members must pass the same `stringtag` (the standard's
+/// rule), and different tags keep creations over one group apart whatever order threads make
+/// them in.
+pub(crate) fn create_from_group(
+    cx: Call,
+    l: &Lib,
+    group: Arc<Group>,
+    stringtag: String,
+    info: crate::info::Pairs,
+    errhandler: usize,
+    newcomm: Out<usize>,
+) -> Result<()> {
+    const DISC: u64 = u64::from_le_bytes(*b"fromgrp\0");
+    let call = cx.name;
+    let me = group.rank_of(l.mpi.me);
+    if me == c::MPI_UNDEFINED {
+        return Err(MpiError::new(c::MPI_ERR_GROUP, format!("{call}: the calling process is not in group")));
+    }
+    if let Some(&p) = group.procs.iter().find(|&&p| l.world.core.group.rank_of(p) == c::MPI_UNDEFINED) {
+        let (job, r) = l.mpi.proc_id(p);
+        return Err(MpiError::new(
+            c::MPI_ERR_GROUP,
+            format!(
+                "{call}: group holds rank {r} of job {job:#x}, outside the world process set (the only one until \
+                 sessions)"
+            ),
+        ));
+    }
+    let ids: Vec<u64> = group
+        .procs
+        .iter()
+        .map(|&p| {
+            let (job, r) = l.mpi.proc_id(p);
+            hash_words(&[job, r as u64])
+        })
+        .collect();
+    let tag = hash_words(&stringtag.bytes().map(u64::from).collect::<Vec<_>>());
+    let ctx = l.mpi.derive_ctx_from_groups(hash_words(&[hash_words(&ids), tag, DISC]));
+    let obj = CommObj::new(Arc::new(Comm::new(ctx, group.clone(), me)), "", errhandler);
+    let mut t = l.t();
+    // The communicator holds a reference to its error handler, as MPI_Comm_set_errhandler's do.
+    if let Some(u) = t.errhandlers.get_mut(errhandler) {
+        u.refs += 1;
+    }
+    let h = t.comms.insert(obj.clone());
+    drop(t);
+    obj.handle.store(h, Ordering::Relaxed);
+    *obj.info.lock().unwrap() = info;
+    newcomm.put(h);
     Ok(())
 }

@@ -23,7 +23,10 @@ fn initialized() -> Option<&'static Lib> {
     lib_any().filter(|_| phase() == 1)
 }
 
-/// What `MPI_INFO_ENV` says about how this process was started.
+/// What `MPI_INFO_ENV` says about how this process was started: the keys the standard lists
+/// for it (MPI 4.1, "Passing Information to MPI_INIT") whose values Baton knows. `soft` and `file` are left out: `mpiexec` has no such
+/// options, so there is nothing to report. Before `MPI_Init`, `maxprocs` comes from the
+/// launcher's environment and `thread_level` (the level requested at start-up) is not known yet.
 fn env_pairs(l: Option<&Lib>) -> Pairs {
     let args: Vec<String> = std::env::args().collect();
     let mut v = vec![
@@ -33,8 +36,11 @@ fn env_pairs(l: Option<&Lib>) -> Pairs {
         ("arch".to_string(), std::env::consts::ARCH.to_string()),
         ("wdir".to_string(), std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()),
     ];
+    let launched = std::env::var(baton_settings::protocol::SIZE.name).ok().filter(|n| n.parse::<u32>().is_ok());
+    if let Some(n) = l.map(|l| l.mpi.world.size().to_string()).or(launched) {
+        v.push(("maxprocs".to_string(), n));
+    }
     if let Some(l) = l {
-        v.push(("maxprocs".to_string(), l.mpi.world.size().to_string()));
         let level = match l.thread_level {
             c::MPI_THREAD_SINGLE => "MPI_THREAD_SINGLE",
             c::MPI_THREAD_FUNNELED => "MPI_THREAD_FUNNELED",
@@ -121,6 +127,9 @@ pub(crate) fn set(cx: Call, info: usize, k: String, value: String) -> Result<()>
 pub(crate) fn delete(cx: Call, info: usize, k: String) -> Result<()> {
     let call = cx.name;
     let k = key(call, k)?;
+    if info == c::MPI_INFO_ENV {
+        return Err(MpiError::new(c::MPI_ERR_INFO, format!("{call}: MPI_INFO_ENV cannot be modified")));
+    }
     with_info(call, info, |p| {
         let n = p.len();
         p.retain(|(kk, _)| *kk != k);
@@ -242,5 +251,80 @@ pub(crate) fn set_fortran_info(cx: Call, info: Pairs) -> Result<()> {
         return Err(MpiError::new(c::MPI_ERR_ABI, format!("{}: the Fortran ABI details were already set", cx.name)));
     }
     *g = Some(info);
+    Ok(())
+}
+
+/// The bit patterns of Fortran's `.TRUE.` and `.FALSE.`, per LOGICAL size (1, 2, 4, 8 and 16
+/// bytes: index log2 of the size), as a Fortran layer registers them with
+/// `MPI_Abi_set_fortran_booleans`. Compilers disagree (gfortran's `.TRUE.` is 1, classic Intel
+/// Fortran's -1), so the C library cannot know them by itself.
+type Booleans = (Vec<u8>, Vec<u8>);
+static FORTRAN_BOOLEANS: Mutex<[Option<Booleans>; 5]> = Mutex::new([None, None, None, None, None]);
+
+/// The table index of a LOGICAL size, which must be a power of two up to 16.
+fn logical_index(call: &str, logical_size: c_int) -> Result<usize> {
+    match logical_size {
+        1 | 2 | 4 | 8 | 16 => Ok(logical_size.trailing_zeros() as usize),
+        _ => Err(MpiError::new(
+            c::MPI_ERR_ARG,
+            format!("{call}: logical_size {logical_size} is not a power of two from 1 to 16"),
+        )),
+    }
+}
+
+pub(crate) fn get_fortran_booleans(
+    cx: Call,
+    logical_size: c_int,
+    logical_true: *mut std::ffi::c_void,
+    logical_false: *mut std::ffi::c_void,
+    is_set: Out<c_int>,
+) -> Result<()> {
+    let i = logical_index(cx.name, logical_size)?;
+    let stored = FORTRAN_BOOLEANS.lock().unwrap_or_else(|e| e.into_inner())[i].clone();
+    if let Some((t, f)) = &stored {
+        crate::nonnull_mut(cx.name, "logical_true", logical_true)?;
+        crate::nonnull_mut(cx.name, "logical_false", logical_false)?;
+        // SAFETY: non-null; the caller provides one LOGICAL of `logical_size` bytes at each.
+        unsafe {
+            std::ptr::copy_nonoverlapping(t.as_ptr(), logical_true as *mut u8, t.len());
+            std::ptr::copy_nonoverlapping(f.as_ptr(), logical_false as *mut u8, f.len());
+        }
+    }
+    is_set.put(stored.is_some() as c_int);
+    Ok(())
+}
+
+pub(crate) fn set_fortran_booleans(
+    cx: Call,
+    logical_size: c_int,
+    logical_true: *mut std::ffi::c_void,
+    logical_false: *mut std::ffi::c_void,
+) -> Result<()> {
+    let i = logical_index(cx.name, logical_size)?;
+    crate::nonnull(cx.name, "logical_true", logical_true as *const u8)?;
+    crate::nonnull(cx.name, "logical_false", logical_false as *const u8)?;
+    let n = logical_size as usize;
+    // SAFETY: non-null; the caller passes one LOGICAL of `logical_size` bytes at each.
+    let (t, f) = unsafe {
+        (
+            std::slice::from_raw_parts(logical_true as *const u8, n).to_vec(),
+            std::slice::from_raw_parts(logical_false as *const u8, n).to_vec(),
+        )
+    };
+    if t == f {
+        return Err(MpiError::new(
+            c::MPI_ERR_ARG,
+            format!("{}: logical_true and logical_false are the same {n}-byte value", cx.name),
+        ));
+    }
+    let mut g = FORTRAN_BOOLEANS.lock().unwrap_or_else(|e| e.into_inner());
+    // As with MPI_Abi_set_fortran_info, only the first call for a size counts.
+    if g[i].is_some() {
+        return Err(MpiError::new(
+            c::MPI_ERR_ABI,
+            format!("{}: the booleans of {n}-byte LOGICALs were already set", cx.name),
+        ));
+    }
+    g[i] = Some((t, f));
     Ok(())
 }
