@@ -1,9 +1,10 @@
-/* ranks: 1 2 */
+/* ranks: 1 2 3 */
 /* MPI_Abi_get_fortran_booleans / MPI_Abi_set_fortran_booleans (MPI 5.0 ABI, Fortran type
    registration): nothing is set until a Fortran layer sets it (is_set false, outputs left
    alone); a set value comes back for its LOGICAL size only, byte for byte (here Intel
    Fortran's classic -1 for .TRUE.); only the first call per size counts (later ones fail with
-   MPI_ERR_ABI); a size that is not a power of two fails with MPI_ERR_ARG. Needs the standard
+   MPI_ERR_ABI); a size that is not a power of two fails with MPI_ERR_ARG; the logical
+   reductions on MPI_LOGICALn use the registered values. Needs the standard
    ABI's mpi.h (MPI_ABI_VERSION); elsewhere it prints SKIP. */
 #include "check.h"
 #include <stdint.h>
@@ -31,6 +32,48 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Abi_set_fortran_booleans(4, &mt, &mf));
     CHECK_MPI(MPI_Abi_get_fortran_booleans(4, &t4, &f4, &is_set));
     CHECK(is_set == 1 && t4 == -1 && f4 == 0, "4-byte booleans: is_set %d true %d false %d", is_set, t4, f4);
+    /* the logical reductions on 4-byte LOGICALs now read and write these values: a value is
+       true unless it is .FALSE., results are .TRUE. or .FALSE. */
+    int tsize = 0;
+    MPI_Type_size(MPI_LOGICAL4, &tsize);
+    if (tsize == 4) {
+        int rank, size;
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        /* element j: rank r contributes true (as -1, or 5 on odd r) when bit r of j is set */
+        int32_t in[8], out[8], a[8], b[8];
+        for (int j = 0; j < 8; j++)
+            in[j] = (j >> rank) & 1 ? (rank % 2 ? 5 : -1) : 0;
+        static const MPI_Op ops[] = {MPI_LAND, MPI_LOR, MPI_LXOR};
+        for (int o = 0; o < 3; o++) {
+            CHECK_MPI(MPI_Allreduce(in, out, 8, MPI_LOGICAL4, ops[o], MPI_COMM_WORLD));
+            for (int j = 0; j < 8; j++) {
+                int all = 1, any = 0, odd = 0;
+                for (int r = 0; r < size; r++) {
+                    int v = (j >> r) & 1;
+                    all &= v;
+                    any |= v;
+                    odd ^= v;
+                }
+                int want = o == 0 ? all : o == 1 ? any : odd;
+                if (size == 1)
+                    CHECK(out[j] == in[j], "one process: Allreduce copies");
+                else
+                    CHECK(out[j] == (want ? -1 : 0), "Allreduce op %d on MPI_LOGICAL4 [%d]: %d, expected %d", o, j,
+                          out[j], want ? -1 : 0);
+            }
+            for (int j = 0; j < 4; j++) {
+                a[j] = j & 1 ? 7 : 0;
+                b[j] = j & 2 ? -1 : 0;
+            }
+            CHECK_MPI(MPI_Reduce_local(a, b, 4, MPI_LOGICAL4, ops[o]));
+            for (int j = 0; j < 4; j++) {
+                int x = j & 1, y = (j >> 1) & 1;
+                int want = o == 0 ? x && y : o == 1 ? x || y : x != y;
+                CHECK(b[j] == (want ? -1 : 0), "Reduce_local op %d on MPI_LOGICAL4 [%d]: %d", o, j, b[j]);
+            }
+        }
+    }
     /* the first call counts */
     int32_t t2 = 1, f2 = 0;
     CHECK_ERR_CLASS(MPI_Abi_set_fortran_booleans(4, &t2, &f2), MPI_ERR_ABI);

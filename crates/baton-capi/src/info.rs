@@ -254,40 +254,30 @@ pub(crate) fn set_fortran_info(cx: Call, info: Pairs) -> Result<()> {
     Ok(())
 }
 
-/// The bit patterns of Fortran's `.TRUE.` and `.FALSE.`, per LOGICAL size (1, 2, 4, 8 and 16
-/// bytes: index log2 of the size), as a Fortran layer registers them with
-/// `MPI_Abi_set_fortran_booleans`. Compilers disagree (gfortran's `.TRUE.` is 1, classic Intel
-/// Fortran's -1), so the C library cannot know them by itself.
-type Booleans = (Vec<u8>, Vec<u8>);
-static FORTRAN_BOOLEANS: Mutex<[Option<Booleans>; 5]> = Mutex::new([None, None, None, None, None]);
-
-/// The table index of a LOGICAL size, which must be a power of two up to 16.
-fn logical_index(call: &str, logical_size: c_int) -> Result<usize> {
-    match logical_size {
-        1 | 2 | 4 | 8 | 16 => Ok(logical_size.trailing_zeros() as usize),
-        _ => Err(MpiError::new(
-            c::MPI_ERR_ARG,
-            format!("{call}: logical_size {logical_size} is not a power of two from 1 to 16"),
-        )),
-    }
+/// The table index of a LOGICAL size, which must be a power of two up to 16. The booleans
+/// themselves live with the reductions that use them (`baton_core::op::fortran_booleans`).
+fn logical_size(call: &str, logical_size: c_int) -> Result<usize> {
+    usize::try_from(logical_size).ok().filter(|&n| baton_core::op::fortran::size_index(n).is_some()).ok_or_else(|| {
+        MpiError::new(c::MPI_ERR_ARG, format!("{call}: logical_size {logical_size} is not a power of two from 1 to 16"))
+    })
 }
 
 pub(crate) fn get_fortran_booleans(
     cx: Call,
-    logical_size: c_int,
+    logical_size_arg: c_int,
     logical_true: *mut std::ffi::c_void,
     logical_false: *mut std::ffi::c_void,
     is_set: Out<c_int>,
 ) -> Result<()> {
-    let i = logical_index(cx.name, logical_size)?;
-    let stored = FORTRAN_BOOLEANS.lock().unwrap_or_else(|e| e.into_inner())[i].clone();
+    let n = logical_size(cx.name, logical_size_arg)?;
+    let stored = baton_core::op::fortran_booleans(n);
     if let Some((t, f)) = &stored {
         crate::nonnull_mut(cx.name, "logical_true", logical_true)?;
         crate::nonnull_mut(cx.name, "logical_false", logical_false)?;
         // SAFETY: non-null; the caller provides one LOGICAL of `logical_size` bytes at each.
         unsafe {
-            std::ptr::copy_nonoverlapping(t.as_ptr(), logical_true as *mut u8, t.len());
-            std::ptr::copy_nonoverlapping(f.as_ptr(), logical_false as *mut u8, f.len());
+            std::ptr::copy_nonoverlapping(t.as_ptr(), logical_true as *mut u8, n);
+            std::ptr::copy_nonoverlapping(f.as_ptr(), logical_false as *mut u8, n);
         }
     }
     is_set.put(stored.is_some() as c_int);
@@ -296,19 +286,18 @@ pub(crate) fn get_fortran_booleans(
 
 pub(crate) fn set_fortran_booleans(
     cx: Call,
-    logical_size: c_int,
+    logical_size_arg: c_int,
     logical_true: *mut std::ffi::c_void,
     logical_false: *mut std::ffi::c_void,
 ) -> Result<()> {
-    let i = logical_index(cx.name, logical_size)?;
+    let n = logical_size(cx.name, logical_size_arg)?;
     crate::nonnull(cx.name, "logical_true", logical_true as *const u8)?;
     crate::nonnull(cx.name, "logical_false", logical_false as *const u8)?;
-    let n = logical_size as usize;
     // SAFETY: non-null; the caller passes one LOGICAL of `logical_size` bytes at each.
     let (t, f) = unsafe {
         (
-            std::slice::from_raw_parts(logical_true as *const u8, n).to_vec(),
-            std::slice::from_raw_parts(logical_false as *const u8, n).to_vec(),
+            std::slice::from_raw_parts(logical_true as *const u8, n),
+            std::slice::from_raw_parts(logical_false as *const u8, n),
         )
     };
     if t == f {
@@ -317,14 +306,12 @@ pub(crate) fn set_fortran_booleans(
             format!("{}: logical_true and logical_false are the same {n}-byte value", cx.name),
         ));
     }
-    let mut g = FORTRAN_BOOLEANS.lock().unwrap_or_else(|e| e.into_inner());
-    // As with MPI_Abi_set_fortran_info, only the first call for a size counts.
-    if g[i].is_some() {
+    // As with MPI_Abi_set_fortran_info, only the first call (here: for a size) counts.
+    if !baton_core::op::set_fortran_booleans(n, t, f) {
         return Err(MpiError::new(
             c::MPI_ERR_ABI,
             format!("{}: the booleans of {n}-byte LOGICALs were already set", cx.name),
         ));
     }
-    g[i] = Some((t, f));
     Ok(())
 }

@@ -16,8 +16,10 @@
 //!
 //! The important types: [`Op`] (a predefined operation), [`Kind`] (what a datatype is to the
 //! reductions: its [`Group`] and number format) and [`Reducer`] (the combining function a
-//! collective runs, predefined or user-defined). The element kernels live in [`kernels`].
+//! collective runs, predefined or user-defined). The element kernels live in [`kernels`];
+//! [`fortran`] keeps the Fortran `LOGICAL` values a Fortran layer registers.
 
+pub mod fortran;
 mod kernels;
 mod soft_float;
 #[cfg(test)]
@@ -25,6 +27,7 @@ mod tests;
 
 use crate::error::{MpiError, Result};
 use baton_abi::consts as c;
+pub use fortran::{booleans as fortran_booleans, set_booleans as set_fortran_booleans};
 use kernels::{complex, floating, integer, loc, Ext80, Half, Quad};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,13 +157,15 @@ pub struct Kind {
     pub group: Group,
     num: Num,
     shape: Shape,
+    /// A Fortran `LOGICAL`, whose true and false may be registered (`MPI_Abi_set_fortran_booleans`).
+    fortran_logical: bool,
 }
 
 impl Kind {
     /// Whether packed data of both kinds is combined by the same code (a derived datatype may
     /// mix such basic types, e.g. `MPI_INT` and `MPI_INT32_T`).
     pub fn same_kernel(self, o: Kind) -> bool {
-        self.num == o.num && self.shape == o.shape
+        self.num == o.num && self.shape == o.shape && self.fortran_logical == o.fortran_logical
     }
 }
 
@@ -225,7 +230,11 @@ pub fn kind(dt: usize) -> Option<Kind> {
         c::MPI_2DOUBLE_PRECISION => (Pair, F64, Shape::Pair(F64)),
         _ => return None,
     };
-    Some(Kind { group, num, shape })
+    let fortran_logical = matches!(
+        dt,
+        c::MPI_LOGICAL | c::MPI_LOGICAL1 | c::MPI_LOGICAL2 | c::MPI_LOGICAL4 | c::MPI_LOGICAL8 | c::MPI_LOGICAL16
+    );
+    Some(Kind { group, num, shape, fortran_logical })
 }
 
 fn not_defined(call: &str, op: Op, dt_name: &str) -> MpiError {
@@ -284,6 +293,18 @@ pub fn apply_kind(op: Op, k: Kind, input: &[u8], inout: &mut [u8]) {
             return;
         }
         _ => {}
+    }
+    if k.fortran_logical && matches!(op, Op::Land | Op::Lor | Op::Lxor) {
+        let size = match k.num {
+            U8 => 1,
+            U16 => 2,
+            U32 => 4,
+            U64 => 8,
+            _ => 16,
+        };
+        if fortran::logical(op, size, input, inout) {
+            return;
+        }
     }
     match k.shape {
         Shape::Scalar => match k.num {
