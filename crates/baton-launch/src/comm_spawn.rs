@@ -250,6 +250,8 @@ impl Job {
             stdin_for_rank0: false,
             where_: String::new(),
             parent_port: Some(parent_port.to_owned()),
+            // Spawned processes are left to the kernel.
+            binding: crate::binding::Binding::NONE,
         };
         // Forked from the main thread, which lives as long as mpiexec: the
         // parent-death signal follows the forking thread, not the process.

@@ -21,6 +21,7 @@ macro_rules! say {
     ($($t:tt)*) => { $crate::sys::say_line(&format!($($t)*)) };
 }
 
+mod binding;
 mod children;
 mod cli;
 mod comm_spawn;
@@ -138,7 +139,9 @@ fn plan_and_launch(opts: &cli::Options) -> Result<i32, (String, i32)> {
     let size: u32 = opts.segments.iter().map(|s| s.nprocs).sum();
     let host = sys::hostname();
     if opts.hosts.is_empty() {
-        return launch_single(opts, host, size);
+        // The slots mpiexec knows of are this host's CPUs (those it may run on).
+        let cpus = baton_transport::sys::allowed_cpus().len().max(1) as u32;
+        return launch_single(opts, host, cpus.max(size));
     }
     let slots = hosts::slots(&opts.hosts, opts.ppn);
     let total_slots: u64 = slots.iter().map(|&s| u64::from(s)).sum();
@@ -226,8 +229,12 @@ fn launch_single(opts: &cli::Options, node: String, universe_size: u32) -> Resul
         stdin_for_rank0: sys::may_read_stdin(),
         where_: String::new(),
         parent_port: None,
+        binding: opts.binding,
     };
     let spawned = ranks::start(&specs, &host_env, &memfd);
+    for line in &spawned.reports {
+        say!("mpiexec: {line}");
+    }
 
     // Reaping starts only now: std reaps a child whose exec failed itself,
     // and a concurrent waitpid(-1) could steal that status.

@@ -315,8 +315,12 @@ fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, Stri
         stdin_for_rank0: proxy.spec.forward_stdin,
         where_: format!(" on host {name}"),
         parent_port: None,
+        binding: crate::binding::Binding::of_spec(&proxy.spec),
     };
     let spawned = ranks::start(&specs, &host_env, &memfd);
+    for msg in spawned.reports.iter().cloned() {
+        parent.send(&TreeMsg::Log { msg });
+    }
     sys::start_reaper(tx.clone());
     first.server = Some(server);
     for &(rank, pid) in &spawned.pids {

@@ -238,8 +238,16 @@ fn environment_flags() {
     ]);
     let lines = sorted_lines(&o.stdout);
     assert_eq!(lines.len(), 4, "{}", o.stdout);
-    assert!(lines.contains(&"0 2 0 2 2 127.0.0.1 64".to_owned()), "{lines:?}");
-    assert!(lines.contains(&"1 2 1 2 2 127.0.0.1 64".to_owned()), "{lines:?}");
+    // The universe is this host's CPUs, at least the job.
+    // SAFETY: cpu_set_t is plain bits, and the call writes at most its size into it.
+    let cpus = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set), 0);
+        libc::CPU_COUNT(&set)
+    };
+    let universe = cpus.max(2);
+    assert!(lines.contains(&format!("0 2 0 2 {universe} 127.0.0.1 64")), "{lines:?}");
+    assert!(lines.contains(&format!("1 2 1 2 {universe} 127.0.0.1 64")), "{lines:?}");
     let memfds: Vec<_> = lines.iter().filter(|l| l.starts_with("/memfd:baton-shm-")).collect();
     assert_eq!(memfds.len(), 2, "{lines:?}");
     assert_eq!(memfds[0], memfds[1], "both ranks share one memfd");
