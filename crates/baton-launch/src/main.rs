@@ -519,9 +519,14 @@ impl Job {
     }
 
     /// MPI_Abort from any rank of any job ends everything. `prefix` names
-    /// a spawned job.
+    /// a spawned job. The exit status is the code as a shell sees a
+    /// process's (`-1` gives 255, as with other MPIs), except that a
+    /// non-zero code never becomes success.
     fn abort(&mut self, prefix: &str, rank: u32, code: i32, msg: &str) {
-        let status = if (0..=255).contains(&code) { code } else { 1 };
+        let status = match code & 0xff {
+            0 if code != 0 => 1,
+            s => s,
+        };
         self.fail(status, &format!("{prefix}rank {rank} called MPI_Abort (code {code}): {msg}"));
     }
 

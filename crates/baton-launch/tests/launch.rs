@@ -455,6 +455,12 @@ fn abort_prints_once_and_uses_the_code() {
     assert_eq!(o.stderr.matches("giving up now").count(), 1, "{}", o.stderr);
     assert!(o.stderr.contains("rank 1"), "{}", o.stderr);
     assert!(o.elapsed < Duration::from_secs(3), "{:?}", o.elapsed);
+    // The code as a shell sees an exit status, a non-zero one never success.
+    for (code, status) in [("-1", 255), ("300", 44), ("256", 1), ("0", 0)] {
+        let o = mpiexec(&["-n", "2", p.to_str().unwrap(), "abort", code, "bye"]);
+        assert_eq!(o.code, Some(status), "MPI_Abort code {code}: {}", o.stderr);
+        assert!(o.stderr.contains(&format!("called MPI_Abort (code {code})")), "{}", o.stderr);
+    }
 }
 
 #[test]
