@@ -45,6 +45,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use baton_pmi::auth::Secret;
+use baton_pmi::reject::RejectLog;
 use baton_pmi::server::{PmiServer, ServerConfig, ServerEvent};
 
 const VERSION_LINE: &str = "Baton mpiexec 0.1.0";
@@ -52,6 +53,8 @@ const VERSION_LINE: &str = "Baton mpiexec 0.1.0";
 const KILL_GRACE: Duration = Duration::from_millis(1000);
 /// How long to keep forwarding output of a failed job after all ranks died.
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
+/// What [`RejectLog`]'s count lines call the connections mpiexec refuses.
+const REJECTED: &str = "unauthenticated connections";
 /// Exit status when a host could not be started or was lost.
 const HOST_FAILURE_STATUS: i32 = 255;
 
@@ -302,6 +305,8 @@ struct Job {
     /// `--singleton-server`: the first job's only rank, which mpiexec did
     /// not start.
     singleton: Option<singleton::Singleton>,
+    /// Refused connections to mpiexec's ports, logged sparingly.
+    rejected: RejectLog,
 }
 
 /// What a rank's exit means for its job.
@@ -366,6 +371,7 @@ impl Job {
             spawned: BTreeMap::new(),
             spawned_pids: HashMap::new(),
             singleton: None,
+            rejected: RejectLog::new(),
         }
     }
 
@@ -417,6 +423,9 @@ impl Job {
                 None => self.tick(timeout_at),
             }
             self.retire_spawned();
+        }
+        for line in self.rejected.summary(REJECTED) {
+            say!("mpiexec: {line}");
         }
         self.failure.or(self.late_status).unwrap_or(0)
     }
@@ -506,7 +515,10 @@ impl Job {
         match ev {
             // Ranks killed while authenticating look the same as intruders.
             ServerEvent::Rejected { peer, .. } if self.failure.is_none() => {
-                say!("mpiexec: rejected an unauthenticated bootstrap connection from {peer}");
+                let first = || format!("rejected an unauthenticated bootstrap connection from {peer}");
+                if let Some(line) = self.rejected.note(peer, REJECTED, first) {
+                    say!("mpiexec: {line}");
+                }
             }
             // Once the job is failing, broken connections are expected.
             ServerEvent::ProtocolError { peer, reason } if self.failure.is_none() => {

@@ -555,7 +555,11 @@ impl Job {
         match ev {
             LinkEvent::Up { node, stream } => self.child_up(node, stream),
             LinkEvent::Rejected { peer, reason } => {
-                say!("mpiexec: rejected an unauthenticated connection to the launcher port from {peer}: {reason}");
+                let first =
+                    || format!("rejected an unauthenticated connection to the launcher port from {peer}: {reason}");
+                if let Some(line) = self.rejected.note(peer, crate::REJECTED, first) {
+                    say!("mpiexec: {line}");
+                }
             }
             LinkEvent::Closed { node, reason } => {
                 let Some(&idx) = self.tree().by_node.get(&node) else { return };

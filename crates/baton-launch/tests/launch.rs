@@ -439,12 +439,26 @@ fn wrong_secret_is_rejected_while_the_job_completes() {
     let o = mpiexec(&["-n", "3", p.to_str().unwrap(), "badauth"]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert_eq!(o.stdout.lines().count(), 3, "{}", o.stdout);
-    let rejected: Vec<&str> = o
-        .stderr
-        .lines()
-        .filter(|l| l.starts_with("mpiexec: rejected an unauthenticated bootstrap connection from 127.0.0.1:"))
-        .collect();
+    let rejected: Vec<&str> = o.stderr.lines().filter(|l| l.contains("rejected")).collect();
     assert_eq!(rejected.len(), 2, "{}", o.stderr);
+    assert!(rejected[0].starts_with("mpiexec: rejected an unauthenticated bootstrap connection from 127.0.0.1:"));
+    assert!(rejected[0].ends_with("(more from 127.0.0.1 are counted, not shown)"), "{}", o.stderr);
+    assert_eq!(rejected[1], "mpiexec: rejected 2 unauthenticated connections from 127.0.0.1 in all");
+}
+
+#[test]
+fn a_stream_of_wrong_secrets_is_logged_once_with_counts() {
+    let p = probe();
+    // 120 wrong secrets and one garbage connection, from one address.
+    let o = mpiexec(&["-n", "2", p.to_str().unwrap(), "badauth", "120"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(o.stdout.lines().count(), 2, "{}", o.stdout);
+    let lines: Vec<&str> = o.stderr.lines().collect();
+    assert_eq!(lines.len(), 4, "{}", o.stderr);
+    assert!(lines[0].starts_with("mpiexec: rejected an unauthenticated bootstrap connection from 127.0.0.1:"));
+    assert_eq!(lines[1], "mpiexec: rejected 10 unauthenticated connections from 127.0.0.1 so far");
+    assert_eq!(lines[2], "mpiexec: rejected 100 unauthenticated connections from 127.0.0.1 so far");
+    assert_eq!(lines[3], "mpiexec: rejected 121 unauthenticated connections from 127.0.0.1 in all");
 }
 
 #[test]
