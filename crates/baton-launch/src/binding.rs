@@ -13,6 +13,8 @@
 
 use std::fmt::Write as _;
 
+use crate::hosts::ranges;
+
 /// What `--bind-to` names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BindTo {
@@ -194,21 +196,6 @@ fn plural(n: usize) -> &'static str {
 
 fn list<T: ToString>(v: &[T]) -> String {
     v.iter().map(T::to_string).collect::<Vec<_>>().join(",")
-}
-
-/// `0-3,8,10-11`, as the kernel writes CPU lists.
-fn ranges(cpus: &[usize]) -> String {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        out.push(if j == i { cpus[i].to_string() } else { format!("{}-{}", cpus[i], cpus[j]) });
-        i = j + 1;
-    }
-    out.join(",")
 }
 
 #[cfg(test)]

@@ -258,8 +258,17 @@ fn launch_single(opts: &cli::Options, node: String, universe_size: u32) -> Resul
     if let Some(pipe) = spawned.stdin {
         let _ = thread::Builder::new().name("stdin".into()).spawn(move || output::forward_stdin(pipe));
     }
-    let spawner =
-        comm_spawn::Spawner::new(tx, server, secret, opts.genv.clone(), universe_size, node.clone(), opts.tag_output);
+    let spawner = comm_spawn::Spawner::new(
+        tx,
+        server,
+        secret,
+        comm_spawn::Inherited {
+            genv: opts.genv.clone(),
+            universe_size,
+            node: node.clone(),
+            tag_output: opts.tag_output,
+        },
+    );
 
     let ranks: Vec<Rank> = spawned
         .pids
@@ -317,6 +326,23 @@ enum Verdict {
     Late(i32, String),
     /// The job ends with this status, for this reason.
     Fail(i32, String),
+}
+
+/// Records in `ranks` a rank's connecting or finalizing, the bootstrap
+/// events every job's ranks go through; that rank, or `None` for any other
+/// event (or a rank out of range).
+fn record_progress<'a>(ranks: &'a mut [Rank], ev: &ServerEvent) -> Option<&'a mut Rank> {
+    match *ev {
+        ServerEvent::Connected { rank } => ranks.get_mut(rank as usize).map(|r| {
+            r.connected = true;
+            r
+        }),
+        ServerEvent::Finalized { rank } => ranks.get_mut(rank as usize).map(|r| {
+            r.finalized = true;
+            r
+        }),
+        _ => None,
+    }
 }
 
 /// Marks rank `idx` of `ranks` exited with raw wait `status` and judges it;
@@ -487,19 +513,12 @@ impl Job {
 
     /// An event of the first job's bootstrap server.
     fn pmi_event(&mut self, ev: ServerEvent) {
+        if let Some(r) = record_progress(&mut self.ranks, &ev) {
+            // A finalized singleton needs nothing more from mpiexec.
+            r.exited |= r.finalized && self.singleton.is_some();
+            return;
+        }
         match ev {
-            ServerEvent::Connected { rank } => {
-                if let Some(r) = self.ranks.get_mut(rank as usize) {
-                    r.connected = true;
-                }
-            }
-            ServerEvent::Finalized { rank } => {
-                if let Some(r) = self.ranks.get_mut(rank as usize) {
-                    r.finalized = true;
-                    // A finalized singleton needs nothing more from mpiexec.
-                    r.exited |= self.singleton.is_some();
-                }
-            }
             ServerEvent::Disconnected { .. } => self.singleton_gone(true),
             ServerEvent::Abort { rank, code, msg } => {
                 self.singleton_aborts();

@@ -690,7 +690,9 @@ impl Job {
                 }
             }
             TreeMsg::SpawnRequest { node: from, id, job, cmds, parent_port } => {
-                self.tree_spawn_request(from, id, job, &cmds, &parent_port);
+                if let Err(msg) = self.tree_spawn_request(from, id, job, &cmds, &parent_port) {
+                    self.tree().route(from, &TreeMsg::SpawnReply { node: from, id, result: Err(msg) });
+                }
             }
             TreeMsg::JobStarted { job, node: at, error } => self.tree_job_started(job, at, error),
             TreeMsg::JobDone { job, node: at } => self.tree_job_done(job, at),

@@ -40,6 +40,16 @@ pub fn hostname() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
+/// The CPUs this process may run on: mpiexec's universe without a host list (at least the job).
+pub fn allowed_cpus() -> usize {
+    // SAFETY: cpu_set_t is plain bits, and the call writes at most its size into it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set), 0);
+        libc::CPU_COUNT(&set) as usize
+    }
+}
+
 /// Reads `r` to its end on a thread of its own (a pipe that must not fill while the test waits).
 pub fn read_all(mut r: impl Read + Send + 'static) -> JoinHandle<String> {
     thread::spawn(move || {
