@@ -332,17 +332,18 @@ enum Verdict {
 /// events every job's ranks go through; that rank, or `None` for any other
 /// event (or a rank out of range).
 fn record_progress<'a>(ranks: &'a mut [Rank], ev: &ServerEvent) -> Option<&'a mut Rank> {
-    match *ev {
-        ServerEvent::Connected { rank } => ranks.get_mut(rank as usize).map(|r| {
-            r.connected = true;
-            r
-        }),
-        ServerEvent::Finalized { rank } => ranks.get_mut(rank as usize).map(|r| {
-            r.finalized = true;
-            r
-        }),
-        _ => None,
+    let (rank, finalized) = match *ev {
+        ServerEvent::Connected { rank } => (rank, false),
+        ServerEvent::Finalized { rank } => (rank, true),
+        _ => return None,
+    };
+    let r = ranks.get_mut(rank as usize)?;
+    if finalized {
+        r.finalized = true;
+    } else {
+        r.connected = true;
     }
+    Some(r)
 }
 
 /// Marks rank `idx` of `ranks` exited with raw wait `status` and judges it;
