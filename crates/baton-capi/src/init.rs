@@ -135,12 +135,16 @@ pub unsafe extern "C" fn PMPI_Abort(comm: usize, code: c_int) -> c_int {
     // stdout is a pipe to the launcher, so stdio holds up to a buffer of it.
     // SAFETY: fflush(NULL) flushes every open output stream; it takes no pointer of ours.
     unsafe { libc::fflush(std::ptr::null_mut()) };
-    let (rank, host) = lib_any().map(|l| (l.mpi.world_rank(), l.mpi.host.clone())).unwrap_or_default();
-    let msg = format!("Baton: rank {rank} ({host}) called MPI_Abort(comm={comm:#x}, errorcode={code})");
+    let comm = match comm {
+        c::MPI_COMM_WORLD => "MPI_COMM_WORLD".to_owned(),
+        c::MPI_COMM_SELF => "MPI_COMM_SELF".to_owned(),
+        other => format!("{other:#x}"),
+    };
+    let msg = format!("MPI_Abort({comm}, {code}) was called");
     match lib_any() {
         Some(l) => l.mpi.abort(code, &msg),
         None => {
-            eprintln!("{msg}");
+            eprintln!("Baton: {msg}");
             std::process::exit(code & 0xff);
         }
     }
