@@ -550,8 +550,10 @@ impl Job {
         }
     }
 
-    /// MPI_Abort from any rank of any job ends everything. `prefix` names
-    /// a spawned job. The exit status is the code as a shell sees a
+    /// MPI_Abort from any rank of any job ends everything, as does an error
+    /// under `MPI_ERRORS_ARE_FATAL`: `msg` is the library's account of which
+    /// (`MPI_Abort(MPI_COMM_WORLD, 7) was called`, `MPI_Send: dest 7 is out
+    /// of range ... (errors are fatal)`). `prefix` names a spawned job. The exit status is the code as a shell sees a
     /// process's (`-1` gives 255, as with other MPIs), except that a
     /// non-zero code never becomes success.
     fn abort(&mut self, prefix: &str, rank: u32, code: i32, msg: &str) {
@@ -559,7 +561,7 @@ impl Job {
             0 if code != 0 => 1,
             s => s,
         };
-        self.fail(status, &format!("{prefix}rank {rank} called MPI_Abort (code {code}): {msg}"));
+        self.fail(status, &format!("{prefix}rank {rank} aborted the job (code {code}): {msg}"));
     }
 
     /// Rank `idx` ended with raw wait `status`; decides whether that ends

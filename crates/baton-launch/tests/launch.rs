@@ -469,7 +469,7 @@ fn abort_prints_once_and_uses_the_code() {
     for (code, status) in [("-1", 255), ("300", 44), ("256", 1), ("0", 0)] {
         let o = mpiexec(&["-n", "2", p.to_str().unwrap(), "abort", code, "bye"]);
         assert_eq!(o.code, Some(status), "MPI_Abort code {code}: {}", o.stderr);
-        assert!(o.stderr.contains(&format!("called MPI_Abort (code {code})")), "{}", o.stderr);
+        assert!(o.stderr.contains(&format!("aborted the job (code {code}): bye")), "{}", o.stderr);
     }
 }
 
