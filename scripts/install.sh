@@ -14,9 +14,12 @@ ln -sf libmpi_abi.so.1 "$prefix/lib/libmpi_abi.so"
 ln -sf libmpi_abi.so.1 "$prefix/lib/libmpi.so"
 install -m 0755 "$target/mpiexec" "$prefix/bin/mpiexec"
 ln -sf mpiexec "$prefix/bin/mpirun"
-install -m 0755 "$root/scripts/mpicc.in" "$prefix/bin/mpicc"
-install -m 0755 "$root/scripts/mpicc.in" "$prefix/bin/mpicxx"
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -1)
+for name in mpicc mpicxx; do
+  sed "s/@BATON_VERSION@/$version/" "$root/scripts/mpicc.in" > "$prefix/bin/$name.tmp"
+  chmod 0755 "$prefix/bin/$name.tmp"
+  mv "$prefix/bin/$name.tmp" "$prefix/bin/$name"
+done
 for name in mpi baton; do
   cat > "$prefix/lib/pkgconfig/$name.pc" <<PC
 prefix=$prefix

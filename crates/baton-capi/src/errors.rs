@@ -173,11 +173,12 @@ pub fn fatal(e: &MpiError) -> ! {
         let r = std::env::var(baton_settings::protocol::RANK.name).ok().and_then(|v| v.parse().ok()).unwrap_or(0);
         (r, baton_transport::sys::hostname())
     });
-    let msg = format!("Baton: fatal error on rank {rank} ({host}): {} [{}]", e.msg, class_name(e.class));
+    // What mpiexec shows: the call, the reason and why the job ends, not "MPI_Abort".
+    let why = format!("{} [{}] (errors are fatal)", e.msg, class_name(e.class));
     match lib_any() {
-        Some(l) => l.mpi.abort(e.class.max(1), &msg),
+        Some(l) => l.mpi.abort(e.class.max(1), &why),
         None => {
-            eprintln!("{msg}");
+            eprintln!("Baton: fatal error on rank {rank} ({host}): {why}");
             std::process::exit(e.class.clamp(1, 255));
         }
     }

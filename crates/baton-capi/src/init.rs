@@ -131,12 +131,20 @@ pub(crate) fn is_thread_main(_cx: Call, l: &Lib, flag: Out<c_int>) -> Result<()>
 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Abort(comm: usize, code: c_int) -> c_int {
-    let (rank, host) = lib_any().map(|l| (l.mpi.world_rank(), l.mpi.host.clone())).unwrap_or_default();
-    let msg = format!("Baton: rank {rank} ({host}) called MPI_Abort(comm={comm:#x}, errorcode={code})");
+    // What the program printed must reach the terminal before the launcher ends this process:
+    // stdout is a pipe to the launcher, so stdio holds up to a buffer of it.
+    // SAFETY: fflush(NULL) flushes every open output stream; it takes no pointer of ours.
+    unsafe { libc::fflush(std::ptr::null_mut()) };
+    let comm = match comm {
+        c::MPI_COMM_WORLD => "MPI_COMM_WORLD".to_owned(),
+        c::MPI_COMM_SELF => "MPI_COMM_SELF".to_owned(),
+        other => format!("{other:#x}"),
+    };
+    let msg = format!("MPI_Abort({comm}, {code}) was called");
     match lib_any() {
         Some(l) => l.mpi.abort(code, &msg),
         None => {
-            eprintln!("{msg}");
+            eprintln!("Baton: {msg}");
             std::process::exit(code & 0xff);
         }
     }

@@ -468,9 +468,13 @@ fn main() {
         "badauth" => {
             let addr = std::env::var("BATON_PMI_ADDR").unwrap();
             if rank == 0 {
-                let wrong = Secret::generate().unwrap();
-                let e = PmiClient::connect(&addr, &wrong, 0, c.job_id()).unwrap_err();
-                check(e.kind() == PmiErrorKind::Auth, "wrong secret refused");
+                // `badauth N`: N tries with a wrong secret (default 1), then garbage.
+                let tries: u32 = std::env::args().nth(2).map_or(1, |n| n.parse().unwrap());
+                for _ in 0..tries {
+                    let wrong = Secret::generate().unwrap();
+                    let e = PmiClient::connect(&addr, &wrong, 0, c.job_id()).unwrap_err();
+                    check(e.kind() == PmiErrorKind::Auth, "wrong secret refused");
+                }
                 let mut raw = TcpStream::connect(&addr).unwrap();
                 raw.write_all(&[0xffu8; 64]).unwrap();
                 drop(raw);

@@ -173,7 +173,7 @@ pub fn start_proxy(
     let parent_pid = std::process::id() as i32;
     // SAFETY: child_setup only makes async-signal-safe calls.
     unsafe {
-        cmd.pre_exec(move || sys::child_setup(parent_pid, None));
+        cmd.pre_exec(move || sys::child_setup(parent_pid, None, None));
     }
     let what = if local {
         format!("cannot start the proxy for host {host} ('{exe}')")

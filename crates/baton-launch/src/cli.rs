@@ -9,6 +9,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::binding::{BindTo, Binding};
 use crate::hosts::{self, HostSpec, Mapping};
 
 pub const USAGE: &str = "\
@@ -41,9 +42,19 @@ Global options (apply to all segments):
   -hostfile FILE, -f FILE, -machinefile FILE
                             file listing hosts: 'host', 'host:N' or
                             'host slots=N' per line, '#' comments
-  -ppn N, --npernode N      ranks per host (overrides the slot counts)
+  -ppn N, -N N, --npernode N, --map-by ppr:N:node
+                            N ranks per host (overrides the slot counts); a
+                            segment without -n then runs N ranks on every host
   --map-by slot|node        fill each host's slots in turn (slot, default) or
-                            place ranks round-robin over hosts (node)
+                            place ranks round-robin over hosts (node); a
+                            ':pe=N' modifier is the same as -c N
+  --bind-to core|socket|none, -bind-to ...
+                            bind each rank to its cores (consecutive ranks of
+                            a host on consecutive cores), to their sockets,
+                            or not at all (default, unless -c is given)
+  -c N, --cpus-per-rank N   N cores for each rank (binds to cores unless
+                            --bind-to says otherwise)
+  --report-bindings         print each rank's binding on stderr
   -rr, --bynode             same as --map-by node
   --rsh CMD, -launcher-exec CMD
                             remote shell for other hosts, run as
@@ -87,11 +98,12 @@ pub struct Options {
     pub iface: Option<String>,
     /// The mpiexec that other hosts run as their proxy (`--launch-agent`, `--prefix`).
     pub agent: Option<String>,
+    pub binding: Binding,
 }
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Command {
-    Run(Options),
+    Run(Box<Options>),
     Help,
     Version,
 }
@@ -117,18 +129,29 @@ struct Pending {
 }
 
 impl Pending {
-    fn finish(self) -> Result<Segment, CliError> {
+    /// `default_n`: the number of ranks without `-n`.
+    fn finish(self, default_n: u32) -> Result<Segment, CliError> {
         let Some(program) = self.program else {
             return Err(usage_err("missing program to run (see mpiexec --help)"));
         };
-        Ok(Segment { nprocs: self.nprocs.unwrap_or(1), program, args: self.args, env: self.env, wdir: self.wdir })
+        let nprocs = self.nprocs.unwrap_or(default_n);
+        Ok(Segment { nprocs, program, args: self.args, env: self.env, wdir: self.wdir })
+    }
+}
+
+/// A number of at least 1 for option `name`; `what` names it in the error.
+fn positive(v: &str, name: &str, what: &str) -> Result<u32, CliError> {
+    match v.parse::<u32>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(usage_err(format!("invalid {what} '{v}' for '{name}'"))),
     }
 }
 
 /// Parses `args` (without argv[0]). `env_timeout` is `$MPIEXEC_TIMEOUT`, which `-timeout`
 /// overrides.
 pub fn parse(args: &[String], env_timeout: Option<Duration>) -> Result<Command, CliError> {
-    let mut segments = Vec::new();
+    // Finished once the per-host count (which may come later) is known.
+    let mut segments: Vec<Pending> = Vec::new();
     let mut cur = Pending::default();
     let mut genv = Vec::new();
     let mut gwdir = None;
@@ -140,12 +163,18 @@ pub fn parse(args: &[String], env_timeout: Option<Duration>) -> Result<Command, 
     let mut rsh = None;
     let mut iface = None;
     let mut agent = None;
+    let mut bind_to = None;
+    let mut cpus_per_rank = None;
+    let mut report_bindings = false;
     let mut it = args.iter();
     let mut options_ended = false;
 
     while let Some(arg) = it.next() {
         if arg == ":" {
-            segments.push(std::mem::take(&mut cur).finish()?);
+            if cur.program.is_none() {
+                return Err(usage_err("missing program to run (see mpiexec --help)"));
+            }
+            segments.push(std::mem::take(&mut cur));
             options_ended = false;
             continue;
         }
@@ -174,11 +203,7 @@ pub fn parse(args: &[String], env_timeout: Option<Duration>) -> Result<Command, 
         };
         match name {
             "-n" | "-np" | "--np" | "--n" => {
-                let v = value("a number of ranks")?;
-                match v.parse::<u32>() {
-                    Ok(n) if n > 0 => cur.nprocs = Some(n),
-                    _ => return Err(usage_err(format!("invalid number of ranks '{v}' for '{name}'"))),
-                }
+                cur.nprocs = Some(positive(&value("a number of ranks")?, name, "number of ranks")?);
             }
             "-env" | "--env" => {
                 let n = value("a name and a value")?;
@@ -222,22 +247,24 @@ pub fn parse(args: &[String], env_timeout: Option<Duration>) -> Result<Command, 
                     .map_err(|e| usage_err(format!("cannot read host file '{path}': {e}")))?;
                 host_list.extend(hosts::parse_hostfile(&text, &path).map_err(usage_err)?);
             }
-            "-ppn" | "--ppn" | "-npernode" | "--npernode" => {
-                let v = value("a number of ranks per host")?;
-                match v.parse::<u32>() {
-                    Ok(n) if n > 0 => ppn = Some(n),
-                    _ => return Err(usage_err(format!("invalid number of ranks per host '{v}' for '{name}'"))),
-                }
+            "-ppn" | "--ppn" | "-npernode" | "--npernode" | "-N" => {
+                ppn = Some(positive(&value("a number of ranks per host")?, name, "number of ranks per host")?);
             }
             "--map-by" | "-map-by" => {
-                let v = value("slot or node")?;
-                // Open MPI appends modifiers after ':'; none is supported.
-                mapping = match v.to_ascii_lowercase().as_str() {
-                    "slot" | "core" => Mapping::Block,
-                    "node" => Mapping::Cyclic,
-                    _ => return Err(usage_err(format!("unsupported mapping '{v}' for '{name}' (use slot or node)"))),
-                };
+                let v = value("slot, node or ppr:N:node")?;
+                let m = parse_map_by(&v).map_err(|e| usage_err(format!("{e} for '{name}'")))?;
+                mapping = m.mapping;
+                ppn = m.ppn.or(ppn);
+                cpus_per_rank = m.pe.or(cpus_per_rank);
             }
+            "--bind-to" | "-bind-to" => {
+                let v = value("core, socket or none")?;
+                bind_to = Some(BindTo::parse(&v).map_err(|e| usage_err(format!("{e} for '{name}'")))?);
+            }
+            "-c" | "--cpus-per-rank" | "-cpus-per-rank" | "--cpus-per-proc" | "-cpus-per-proc" => {
+                cpus_per_rank = Some(positive(&value("a number of cores")?, name, "number of cores per rank")?);
+            }
+            "--report-bindings" | "-report-bindings" => report_bindings = true,
             "-rr" | "--bynode" | "-bynode" => mapping = Mapping::Cyclic,
             "--byslot" | "-byslot" => mapping = Mapping::Block,
             "--rsh" | "-rsh" | "-launcher-exec" | "--launcher-exec" => {
@@ -270,7 +297,11 @@ pub fn parse(args: &[String], env_timeout: Option<Duration>) -> Result<Command, 
             return Err(usage_err(format!("option '{name}' does not take a value")));
         }
     }
-    segments.push(cur.finish()?);
+    segments.push(cur);
+    let host_list_len = hosts::merge(&host_list).len().max(1) as u32;
+    // With a per-host count, a segment without -n fills every host with it (Open MPI's -N).
+    let default_n = ppn.map_or(1, |n| n.saturating_mul(host_list_len));
+    let segments = segments.into_iter().map(|p| p.finish(default_n)).collect::<Result<Vec<_>, _>>()?;
 
     let timeout = timeout.or(env_timeout);
     let total: u64 = segments.iter().map(|s| u64::from(s.nprocs)).sum();
@@ -278,7 +309,62 @@ pub fn parse(args: &[String], env_timeout: Option<Duration>) -> Result<Command, 
         return Err(usage_err(format!("{total} ranks is too many")));
     }
     let hosts = hosts::merge(&host_list);
-    Ok(Command::Run(Options { segments, genv, gwdir, tag_output, timeout, hosts, ppn, mapping, rsh, iface, agent }))
+    let binding = Binding::from_flags(bind_to, cpus_per_rank, report_bindings);
+    Ok(Command::Run(Box::new(Options {
+        segments,
+        genv,
+        gwdir,
+        tag_output,
+        timeout,
+        hosts,
+        ppn,
+        mapping,
+        rsh,
+        iface,
+        agent,
+        binding,
+    })))
+}
+
+/// What `--map-by` says.
+#[derive(Debug, PartialEq, Eq)]
+struct MapBy {
+    mapping: Mapping,
+    /// `ppr:N:node`: N ranks per host.
+    ppn: Option<u32>,
+    /// The `:pe=N` modifier: cores per rank.
+    pe: Option<u32>,
+}
+
+/// `slot`, `core`, `node` or `ppr:N:node`, each optionally followed by Open MPI's modifiers
+/// `:pe=N` (cores per rank) and `:oversubscribe` (always allowed).
+fn parse_map_by(v: &str) -> Result<MapBy, String> {
+    let lower = v.to_ascii_lowercase();
+    let mut parts = lower.split(':');
+    let mut m = MapBy { mapping: Mapping::Block, ppn: None, pe: None };
+    match parts.next().unwrap_or("") {
+        "slot" | "core" => {}
+        "node" => m.mapping = Mapping::Cyclic,
+        "ppr" => {
+            let n = parts.next().unwrap_or("");
+            let n = n.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| format!("invalid count '{n}' in '{v}'"))?;
+            match parts.next() {
+                Some("node") => m.ppn = Some(n),
+                Some(other) => return Err(format!("unsupported resource '{other}' in '{v}' (use ppr:N:node)")),
+                None => return Err(format!("'{v}' lacks the resource (use ppr:N:node)")),
+            }
+        }
+        _ => return Err(format!("unsupported mapping '{v}' (use slot, node or ppr:N:node)")),
+    }
+    for modifier in parts {
+        if let Some(n) = modifier.strip_prefix("pe=") {
+            let n = n.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| format!("invalid pe= count in '{v}'"))?;
+            m.pe = Some(n);
+        } else if modifier != "oversubscribe" {
+            return Err(format!("unsupported modifier '{modifier}' in mapping '{v}'"));
+        }
+    }
+    Ok(m)
 }
 
 fn check_env_name(n: &str) -> Result<String, CliError> {
@@ -306,7 +392,7 @@ mod tests {
 
     fn run(args: &[&str]) -> Options {
         match p(args).unwrap() {
-            Command::Run(o) => o,
+            Command::Run(o) => *o,
             other => panic!("{other:?}"),
         }
     }
@@ -376,6 +462,14 @@ mod tests {
         assert!(p(&["-hosts", "a:0", "x"]).is_err());
         assert!(p(&["-ppn", "0", "x"]).is_err());
         assert!(p(&["--map-by", "socket", "x"]).is_err());
+        assert!(p(&["--map-by", "ppr:0:node", "x"]).is_err());
+        assert!(p(&["--map-by", "ppr:2:socket", "x"]).unwrap_err().msg.contains("'socket'"));
+        assert!(p(&["--map-by", "ppr:2", "x"]).is_err());
+        assert!(p(&["--map-by", "slot:pe=0", "x"]).is_err());
+        assert!(p(&["--map-by", "slot:span", "x"]).is_err());
+        assert!(p(&["--bind-to", "numa", "x"]).unwrap_err().msg.contains("--bind-to"));
+        assert!(p(&["-c", "0", "x"]).is_err());
+        assert!(p(&["-N", "x"]).is_err());
         assert!(p(&["--rsh", " ", "x"]).is_err());
         assert!(p(&["-hostfile", "/nonexistent/hf", "x"]).unwrap_err().msg.contains("/nonexistent/hf"));
         assert_eq!(p(&["--help"]).unwrap(), Command::Help);
@@ -408,5 +502,34 @@ mod tests {
         assert_eq!(run(&["--prefix=/opt/b/", "x"]).agent.as_deref(), Some("/opt/b/bin/mpiexec"));
         assert_eq!(run(&["x"]).agent, None);
         assert!(run(&["x"]).hosts.is_empty());
+    }
+
+    #[test]
+    fn per_host_counts_and_binding_flags() {
+        // A per-host count without -n runs that many on every host.
+        for flags in [&["-N", "2"][..], &["--npernode", "2"], &["-ppn", "2"], &["--map-by", "ppr:2:node"]] {
+            let mut args = flags.to_vec();
+            args.extend(["-hosts", "a,b,c", "x"]);
+            let o = run(&args);
+            assert_eq!((o.ppn, o.segments[0].nprocs), (Some(2), 6), "{flags:?}");
+        }
+        assert_eq!(run(&["-N", "3", "x"]).segments[0].nprocs, 3);
+        assert_eq!(run(&["-N", "2", "-hosts", "a,b", "-n", "3", "x"]).segments[0].nprocs, 3);
+        // Every segment without -n, whichever segment the count came with.
+        let o = run(&["-hosts", "a,b", "x", ":", "-N", "2", "y", ":", "-n", "1", "z"]);
+        assert_eq!(o.segments.iter().map(|s| s.nprocs).collect::<Vec<_>>(), [4, 4, 1]);
+        assert_eq!(run(&["x"]).binding, Binding::NONE);
+        let b = run(&["--bind-to", "core", "--report-bindings", "x"]).binding;
+        assert_eq!(b, Binding { to: BindTo::Core, cpus_per_rank: 1, report: true });
+        assert_eq!(run(&["-bind-to", "socket", "x"]).binding.to, BindTo::Socket);
+        assert_eq!(run(&["--bind-to=none", "-c", "2", "x"]).binding.to, BindTo::None);
+        for flags in [&["-c", "2"][..], &["--cpus-per-rank", "2"], &["--cpus-per-proc=2"], &["--map-by", "slot:PE=2"]] {
+            let mut args = flags.to_vec();
+            args.push("x");
+            assert_eq!(run(&args).binding, Binding { to: BindTo::Core, cpus_per_rank: 2, report: false }, "{flags:?}");
+        }
+        let o = run(&["--map-by", "ppr:1:node:pe=2:oversubscribe", "x"]);
+        assert_eq!((o.ppn, o.binding.cpus_per_rank, o.mapping), (Some(1), 2, Mapping::Block));
+        assert_eq!(run(&["--map-by", "node:pe=3", "x"]).mapping, Mapping::Cyclic);
     }
 }

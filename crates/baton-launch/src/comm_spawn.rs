@@ -44,13 +44,20 @@ pub struct Spawner {
     /// The first job's server: where its ranks' requests are answered.
     server: PmiServer,
     secret: Secret,
-    genv: Vec<(String, String)>,
-    universe_size: u32,
-    /// `BATON_NODE` of every job.
-    node: String,
+    inherited: Inherited,
     hostname: String,
-    tag_output: bool,
     last_no: JobNo,
+}
+
+/// What every spawned job takes from the first.
+pub struct Inherited {
+    /// `-genv` and `-x` (not `-env`).
+    pub genv: Vec<(String, String)>,
+    pub universe_size: u32,
+    /// `BATON_NODE` of every job.
+    pub node: String,
+    /// `-l`.
+    pub tag_output: bool,
 }
 
 /// One command, checked and ready to start.
@@ -65,16 +72,8 @@ struct Planned {
 }
 
 impl Spawner {
-    pub fn new(
-        tx: Sender<Event>,
-        server: PmiServer,
-        secret: Secret,
-        genv: Vec<(String, String)>,
-        universe_size: u32,
-        node: String,
-        tag_output: bool,
-    ) -> Spawner {
-        Spawner { tx, server, secret, genv, universe_size, node, hostname: sys::hostname(), tag_output, last_no: 0 }
+    pub fn new(tx: Sender<Event>, server: PmiServer, secret: Secret, inherited: Inherited) -> Spawner {
+        Spawner { tx, server, secret, inherited, hostname: sys::hostname(), last_no: 0 }
     }
 
     /// Checks every command; nothing is started unless all pass.
@@ -101,7 +100,7 @@ impl Spawner {
             return Err("the program name or an argument contains a NUL byte".into());
         }
         let mut env: Vec<(OsString, OsString)> =
-            self.genv.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect();
+            self.inherited.genv.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect();
         let mut wdir = None;
         let mut search = None;
         for (key, value) in &cmd.info {
@@ -132,7 +131,7 @@ impl Spawner {
     /// The `host` info key may only name this host.
     fn check_host(&self, host: &str) -> Result<(), String> {
         let h = host.trim();
-        if h.eq_ignore_ascii_case(&self.node) || sys::is_local_host(h, &self.hostname, &[]) {
+        if h.eq_ignore_ascii_case(&self.inherited.node) || sys::is_local_host(h, &self.hostname, &[]) {
             return Ok(());
         }
         let addrs: Vec<_> = sys::host_addrs();
@@ -141,7 +140,7 @@ impl Spawner {
         }
         Err(format!(
             "info host '{h}' is not this host ('{}'); a job whose ranks all run on one host spawns on that host only",
-            self.node
+            self.inherited.node
         ))
     }
 }
@@ -243,13 +242,15 @@ impl Job {
             secret_hex: sp.secret.to_hex(),
             job_id,
             size,
-            universe_size: sp.universe_size,
+            universe_size: sp.inherited.universe_size,
             local_size: size,
-            node: sp.node.clone(),
-            tag_output: sp.tag_output,
+            node: sp.inherited.node.clone(),
+            tag_output: sp.inherited.tag_output,
             stdin_for_rank0: false,
             where_: String::new(),
             parent_port: Some(parent_port.to_owned()),
+            // Spawned processes are left to the kernel.
+            binding: crate::binding::Binding::NONE,
         };
         // Forked from the main thread, which lives as long as mpiexec: the
         // parent-death signal follows the forking thread, not the process.
@@ -299,17 +300,10 @@ impl Job {
     /// An event of a spawned job's bootstrap server.
     pub(crate) fn spawned_pmi_event(&mut self, no: JobNo, ev: ServerEvent) {
         let Some(job) = self.spawned.get_mut(&no) else { return };
+        if crate::record_progress(&mut job.ranks, &ev).is_some() {
+            return;
+        }
         match ev {
-            ServerEvent::Connected { rank } => {
-                if let Some(r) = job.ranks.get_mut(rank as usize) {
-                    r.connected = true;
-                }
-            }
-            ServerEvent::Finalized { rank } => {
-                if let Some(r) = job.ranks.get_mut(rank as usize) {
-                    r.finalized = true;
-                }
-            }
             ServerEvent::Abort { rank, code, msg } => self.abort(&format!("spawned job {no}: "), rank, code, &msg),
             ServerEvent::Spawn { rank, cmds, parent_port } => self.spawn_request(no, rank, &cmds, &parent_port),
             other => self.server_notice(other),

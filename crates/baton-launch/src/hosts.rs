@@ -181,21 +181,27 @@ pub fn split_subtree(nodes: &[u32], fanout: usize) -> Vec<(u32, Vec<u32>)> {
 
 /// `ranks 0-3,7,9-10` or `rank 5`: a rank list, sorted and compact.
 pub fn rank_ranges(ranks: &[u32]) -> String {
-    let mut v = ranks.to_vec();
+    let mut v: Vec<usize> = ranks.iter().map(|&r| r as usize).collect();
     v.sort_unstable();
     v.dedup();
+    let word = if v.len() == 1 { "rank" } else { "ranks" };
+    format!("{word} {}", ranges(&v))
+}
+
+/// `0-3,7,9-10`: sorted numbers with each run of consecutive ones written
+/// as its ends, as the kernel writes CPU lists.
+pub fn ranges(sorted: &[usize]) -> String {
     let mut parts = Vec::new();
     let mut i = 0;
-    while i < v.len() {
+    while i < sorted.len() {
         let mut j = i;
-        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
             j += 1;
         }
-        parts.push(if i == j { v[i].to_string() } else { format!("{}-{}", v[i], v[j]) });
+        parts.push(if i == j { sorted[i].to_string() } else { format!("{}-{}", sorted[i], sorted[j]) });
         i = j + 1;
     }
-    let word = if v.len() == 1 { "rank" } else { "ranks" };
-    format!("{word} {}", parts.join(","))
+    parts.join(",")
 }
 
 #[cfg(test)]

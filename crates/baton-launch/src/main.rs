@@ -21,6 +21,7 @@ macro_rules! say {
     ($($t:tt)*) => { $crate::sys::say_line(&format!($($t)*)) };
 }
 
+mod binding;
 mod children;
 mod cli;
 mod comm_spawn;
@@ -44,6 +45,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use baton_pmi::auth::Secret;
+use baton_pmi::reject::RejectLog;
 use baton_pmi::server::{PmiServer, ServerConfig, ServerEvent};
 
 const VERSION_LINE: &str = "Baton mpiexec 0.1.0";
@@ -51,6 +53,8 @@ const VERSION_LINE: &str = "Baton mpiexec 0.1.0";
 const KILL_GRACE: Duration = Duration::from_millis(1000);
 /// How long to keep forwarding output of a failed job after all ranks died.
 const DRAIN_GRACE: Duration = Duration::from_millis(500);
+/// What [`RejectLog`]'s count lines call the connections mpiexec refuses.
+const REJECTED: &str = "unauthenticated connections";
 /// Exit status when a host could not be started or was lost.
 const HOST_FAILURE_STATUS: i32 = 255;
 
@@ -138,7 +142,9 @@ fn plan_and_launch(opts: &cli::Options) -> Result<i32, (String, i32)> {
     let size: u32 = opts.segments.iter().map(|s| s.nprocs).sum();
     let host = sys::hostname();
     if opts.hosts.is_empty() {
-        return launch_single(opts, host, size);
+        // The slots mpiexec knows of are this host's CPUs (those it may run on).
+        let cpus = baton_transport::sys::allowed_cpus().len().max(1) as u32;
+        return launch_single(opts, host, cpus.max(size));
     }
     let slots = hosts::slots(&opts.hosts, opts.ppn);
     let total_slots: u64 = slots.iter().map(|&s| u64::from(s)).sum();
@@ -226,8 +232,12 @@ fn launch_single(opts: &cli::Options, node: String, universe_size: u32) -> Resul
         stdin_for_rank0: sys::may_read_stdin(),
         where_: String::new(),
         parent_port: None,
+        binding: opts.binding,
     };
     let spawned = ranks::start(&specs, &host_env, &memfd);
+    for line in &spawned.reports {
+        say!("mpiexec: {line}");
+    }
 
     // Reaping starts only now: std reaps a child whose exec failed itself,
     // and a concurrent waitpid(-1) could steal that status.
@@ -248,8 +258,17 @@ fn launch_single(opts: &cli::Options, node: String, universe_size: u32) -> Resul
     if let Some(pipe) = spawned.stdin {
         let _ = thread::Builder::new().name("stdin".into()).spawn(move || output::forward_stdin(pipe));
     }
-    let spawner =
-        comm_spawn::Spawner::new(tx, server, secret, opts.genv.clone(), universe_size, node.clone(), opts.tag_output);
+    let spawner = comm_spawn::Spawner::new(
+        tx,
+        server,
+        secret,
+        comm_spawn::Inherited {
+            genv: opts.genv.clone(),
+            universe_size,
+            node: node.clone(),
+            tag_output: opts.tag_output,
+        },
+    );
 
     let ranks: Vec<Rank> = spawned
         .pids
@@ -295,6 +314,8 @@ struct Job {
     /// `--singleton-server`: the first job's only rank, which mpiexec did
     /// not start.
     singleton: Option<singleton::Singleton>,
+    /// Refused connections to mpiexec's ports, logged sparingly.
+    rejected: RejectLog,
 }
 
 /// What a rank's exit means for its job.
@@ -305,6 +326,24 @@ enum Verdict {
     Late(i32, String),
     /// The job ends with this status, for this reason.
     Fail(i32, String),
+}
+
+/// Records in `ranks` a rank's connecting or finalizing, the bootstrap
+/// events every job's ranks go through; that rank, or `None` for any other
+/// event (or a rank out of range).
+fn record_progress<'a>(ranks: &'a mut [Rank], ev: &ServerEvent) -> Option<&'a mut Rank> {
+    let (rank, finalized) = match *ev {
+        ServerEvent::Connected { rank } => (rank, false),
+        ServerEvent::Finalized { rank } => (rank, true),
+        _ => return None,
+    };
+    let r = ranks.get_mut(rank as usize)?;
+    if finalized {
+        r.finalized = true;
+    } else {
+        r.connected = true;
+    }
+    Some(r)
 }
 
 /// Marks rank `idx` of `ranks` exited with raw wait `status` and judges it;
@@ -359,6 +398,7 @@ impl Job {
             spawned: BTreeMap::new(),
             spawned_pids: HashMap::new(),
             singleton: None,
+            rejected: RejectLog::new(),
         }
     }
 
@@ -410,6 +450,9 @@ impl Job {
                 None => self.tick(timeout_at),
             }
             self.retire_spawned();
+        }
+        for line in self.rejected.summary(REJECTED) {
+            say!("mpiexec: {line}");
         }
         self.failure.or(self.late_status).unwrap_or(0)
     }
@@ -471,19 +514,12 @@ impl Job {
 
     /// An event of the first job's bootstrap server.
     fn pmi_event(&mut self, ev: ServerEvent) {
+        if let Some(r) = record_progress(&mut self.ranks, &ev) {
+            // A finalized singleton needs nothing more from mpiexec.
+            r.exited |= r.finalized && self.singleton.is_some();
+            return;
+        }
         match ev {
-            ServerEvent::Connected { rank } => {
-                if let Some(r) = self.ranks.get_mut(rank as usize) {
-                    r.connected = true;
-                }
-            }
-            ServerEvent::Finalized { rank } => {
-                if let Some(r) = self.ranks.get_mut(rank as usize) {
-                    r.finalized = true;
-                    // A finalized singleton needs nothing more from mpiexec.
-                    r.exited |= self.singleton.is_some();
-                }
-            }
             ServerEvent::Disconnected { .. } => self.singleton_gone(true),
             ServerEvent::Abort { rank, code, msg } => {
                 self.singleton_aborts();
@@ -499,7 +535,10 @@ impl Job {
         match ev {
             // Ranks killed while authenticating look the same as intruders.
             ServerEvent::Rejected { peer, .. } if self.failure.is_none() => {
-                say!("mpiexec: rejected an unauthenticated bootstrap connection from {peer}");
+                let first = || format!("rejected an unauthenticated bootstrap connection from {peer}");
+                if let Some(line) = self.rejected.note(peer, REJECTED, first) {
+                    say!("mpiexec: {line}");
+                }
             }
             // Once the job is failing, broken connections are expected.
             ServerEvent::ProtocolError { peer, reason } if self.failure.is_none() => {
@@ -511,11 +550,18 @@ impl Job {
         }
     }
 
-    /// MPI_Abort from any rank of any job ends everything. `prefix` names
-    /// a spawned job.
+    /// MPI_Abort from any rank of any job ends everything, as does an error
+    /// under `MPI_ERRORS_ARE_FATAL`: `msg` is the library's account of which
+    /// (`MPI_Abort(MPI_COMM_WORLD, 7) was called`, `MPI_Send: dest 7 is out
+    /// of range ... (errors are fatal)`). `prefix` names a spawned job. The exit status is the code as a shell sees a
+    /// process's (`-1` gives 255, as with other MPIs), except that a
+    /// non-zero code never becomes success.
     fn abort(&mut self, prefix: &str, rank: u32, code: i32, msg: &str) {
-        let status = if (0..=255).contains(&code) { code } else { 1 };
-        self.fail(status, &format!("{prefix}rank {rank} called MPI_Abort (code {code}): {msg}"));
+        let status = match code & 0xff {
+            0 if code != 0 => 1,
+            s => s,
+        };
+        self.fail(status, &format!("{prefix}rank {rank} aborted the job (code {code}): {msg}"));
     }
 
     /// Rank `idx` ended with raw wait `status`; decides whether that ends

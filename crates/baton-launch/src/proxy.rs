@@ -26,6 +26,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use baton_pmi::auth::Secret;
+use baton_pmi::reject::RejectLog;
 use baton_pmi::server::{PmiServer, ServerConfig, ServerEvent};
 use baton_pmi::tree::{LaunchSpec, TreeMsg};
 use baton_pmi::wire::{self, KeyValue};
@@ -171,6 +172,8 @@ pub(crate) struct Proxy {
     pub tx: mpsc::Sender<Event>,
     /// Output of this host's ranks sent up and not yet written by mpiexec.
     pub output_window: Arc<output::OutputWindow>,
+    /// Refused connections to this host's ports, logged sparingly.
+    pub rejected: RejectLog,
 }
 
 /// Variables that describe the login session on mpiexec's host rather than the
@@ -269,6 +272,7 @@ fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, Stri
         next_request: 0,
         tx: tx.clone(),
         output_window: Arc::default(),
+        rejected: RejectLog::new(),
         spec,
     };
 
@@ -315,8 +319,12 @@ fn run(me: u32, parent_addrs: &[SocketAddr], secret: Secret) -> Result<i32, Stri
         stdin_for_rank0: proxy.spec.forward_stdin,
         where_: format!(" on host {name}"),
         parent_port: None,
+        binding: crate::binding::Binding::of_spec(&proxy.spec),
     };
     let spawned = ranks::start(&specs, &host_env, &memfd);
+    for msg in spawned.reports.iter().cloned() {
+        parent.send(&TreeMsg::Log { msg });
+    }
     sys::start_reaper(tx.clone());
     first.server = Some(server);
     for &(rank, pid) in &spawned.pids {
@@ -637,8 +645,12 @@ impl Proxy {
                 self.parent.send(&TreeMsg::Abort { job: no, rank, code, msg });
             }
             ServerEvent::Rejected { peer, .. } if !part.ending => {
-                let msg = format!("rejected an unauthenticated bootstrap connection from {peer} on host {}", self.name);
-                self.parent.send(&TreeMsg::Log { msg });
+                let what = format!("unauthenticated connections on host {}", self.name);
+                let name = &self.name;
+                let first = || format!("rejected an unauthenticated bootstrap connection from {peer} on host {name}");
+                if let Some(msg) = self.rejected.note(peer, &what, first) {
+                    self.parent.send(&TreeMsg::Log { msg });
+                }
             }
             ServerEvent::ProtocolError { peer, reason } if !part.ending => {
                 let msg = format!("closed a bootstrap connection from {peer} on host {}: {reason}", self.name);
@@ -678,11 +690,16 @@ impl Proxy {
             }
             LinkEvent::Up { node, stream } => self.child_up(node, stream),
             LinkEvent::Rejected { peer, reason } => {
-                let msg = format!(
-                    "rejected an unauthenticated connection to the proxy port of host {} from {peer}: {reason}",
-                    self.name
-                );
-                self.parent.send(&TreeMsg::Log { msg });
+                let what = format!("unauthenticated connections on host {}", self.name);
+                let name = &self.name;
+                let first = || {
+                    format!(
+                        "rejected an unauthenticated connection to the proxy port of host {name} from {peer}: {reason}"
+                    )
+                };
+                if let Some(msg) = self.rejected.note(peer, &what, first) {
+                    self.parent.send(&TreeMsg::Log { msg });
+                }
             }
             LinkEvent::Closed { node, reason } => {
                 let &idx = self.by_node.get(&node)?;

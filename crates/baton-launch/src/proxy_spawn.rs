@@ -233,6 +233,8 @@ impl Proxy {
             stdin_for_rank0: false,
             where_: format!(" on host {name}"),
             parent_port: Some(spec.parent_port.clone()),
+            // Spawned processes are left to the kernel.
+            binding: crate::binding::Binding::NONE,
         };
         // From the main thread, which lives as long as the proxy: the
         // parent-death signal follows the forking thread.

@@ -13,6 +13,7 @@ use std::process::{ChildStdin, Command, Stdio};
 
 use baton_pmi::env_names as ev;
 
+use crate::binding::{self, BindTo, Binding, Topology};
 use crate::{output, sys};
 
 /// One rank to start.
@@ -51,6 +52,8 @@ pub struct HostEnv {
     pub where_: String,
     /// `BATON_PARENT_PORT`, for the ranks of a spawned job.
     pub parent_port: Option<String>,
+    /// CPU binding of the ranks, by their `local_rank`.
+    pub binding: Binding,
 }
 
 /// The ranks started so far and what to forward.
@@ -61,11 +64,16 @@ pub struct Spawned {
     pub stdin: Option<ChildStdin>,
     /// The rank that could not be started, the message and exit status.
     pub error: Option<(u32, String, i32)>,
+    /// `--report-bindings`: one line per rank started, for stderr.
+    pub reports: Vec<String>,
 }
 
 /// Starts `specs` in order and stops at the first rank that cannot start.
 pub fn start(specs: &[RankSpec], host: &HostEnv, memfd: &OwnedFd) -> Spawned {
-    let mut out = Spawned { pids: Vec::new(), sources: Vec::new(), stdin: None, error: None };
+    let mut out = Spawned { pids: Vec::new(), sources: Vec::new(), stdin: None, error: None, reports: Vec::new() };
+    let bound = host.binding.to != BindTo::None;
+    let topology = if bound { Topology::detect() } else { Topology::from_cpus(&[]) };
+    let unbound = if host.binding.report { baton_transport::sys::allowed_cpus() } else { Vec::new() };
     let parent = std::process::id() as i32;
     let memfd = memfd.as_raw_fd();
     // Spawned jobs are started while the reaper runs.
@@ -113,10 +121,12 @@ pub fn start(specs: &[RankSpec], host: &HostEnv, memfd: &OwnedFd) -> Spawned {
         cmd.stdin(if piped_stdin { Stdio::piped() } else { Stdio::null() });
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         cmd.process_group(0);
+        let placed = topology.cpus_for(spec.local_rank, &host.binding);
+        let mask = placed.as_ref().map(|p| sys::cpu_set(&p.cpus));
         // SAFETY: the closure only makes async-signal-safe system calls
-        // (sigaction, prctl, getppid, fcntl) and allocates nothing.
+        // (sigaction, prctl, getppid, fcntl, sched_setaffinity) and allocates nothing.
         unsafe {
-            cmd.pre_exec(move || sys::child_setup(parent, Some(memfd)));
+            cmd.pre_exec(move || sys::child_setup(parent, Some(memfd), mask.as_ref()));
         }
         match cmd.spawn() {
             Ok(mut child) => {
@@ -130,6 +140,10 @@ pub fn start(specs: &[RankSpec], host: &HostEnv, memfd: &OwnedFd) -> Spawned {
                     out.stdin = Some(i);
                 }
                 out.pids.push((spec.rank, child.id() as i32));
+                if host.binding.report {
+                    let pid = child.id() as i32;
+                    out.reports.push(binding::report_line(spec.rank, pid, &host.node, placed.as_ref(), &unbound));
+                }
                 // `child` is dropped without waiting; the reaper owns it.
             }
             Err(e) => {

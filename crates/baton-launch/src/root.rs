@@ -157,6 +157,9 @@ pub fn launch(opts: &cli::Options, plan: Plan) -> Result<i32, (String, i32)> {
         fanout: fanout as u32,
         tag_output: opts.tag_output,
         forward_stdin,
+        bind_to: opts.binding.to.name().to_owned(),
+        cpus_per_rank: opts.binding.cpus_per_rank,
+        report_bindings: opts.binding.report,
         iface: iface.clone().unwrap_or_default(),
         rsh: rsh.clone(),
         proxy_path: agent,
@@ -552,7 +555,11 @@ impl Job {
         match ev {
             LinkEvent::Up { node, stream } => self.child_up(node, stream),
             LinkEvent::Rejected { peer, reason } => {
-                say!("mpiexec: rejected an unauthenticated connection to the launcher port from {peer}: {reason}");
+                let first =
+                    || format!("rejected an unauthenticated connection to the launcher port from {peer}: {reason}");
+                if let Some(line) = self.rejected.note(peer, crate::REJECTED, first) {
+                    say!("mpiexec: {line}");
+                }
             }
             LinkEvent::Closed { node, reason } => {
                 let Some(&idx) = self.tree().by_node.get(&node) else { return };
@@ -683,7 +690,9 @@ impl Job {
                 }
             }
             TreeMsg::SpawnRequest { node: from, id, job, cmds, parent_port } => {
-                self.tree_spawn_request(from, id, job, &cmds, &parent_port);
+                if let Err(msg) = self.tree_spawn_request(from, id, job, &cmds, &parent_port) {
+                    self.tree().route(from, &TreeMsg::SpawnReply { node: from, id, result: Err(msg) });
+                }
             }
             TreeMsg::JobStarted { job, node: at, error } => self.tree_job_started(job, at, error),
             TreeMsg::JobDone { job, node: at } => self.tree_job_done(job, at),

@@ -121,7 +121,8 @@ fn serve(args: &[String]) -> Result<i32, (String, i32)> {
     // The singleton's output is its own business; job 0 has none to drain.
     let _ = tx.send(Event::OutputDone(0));
     let node = sys::hostname();
-    let spawner = comm_spawn::Spawner::new(tx, server, secret, Vec::new(), universe_size, node.clone(), false);
+    let inherited = comm_spawn::Inherited { genv: Vec::new(), universe_size, node: node.clone(), tag_output: false };
+    let spawner = comm_spawn::Spawner::new(tx, server, secret, inherited);
     let rank = Rank { pid: 0, node: 0, connected: false, finalized: false, exited: false };
     let mut job = Job::new(vec![rank], vec![node], None, None);
     job.spawner = Some(spawner);

@@ -272,8 +272,9 @@ pub fn install_signal_forwarder(tx: Sender<Event>) -> io::Result<()> {
 }
 
 /// Runs in the child between fork and exec; must stay async-signal-safe.
-/// `memfd` (the host's shared-memory fd) is handed on when given.
-pub fn child_setup(parent: i32, memfd: Option<RawFd>) -> io::Result<()> {
+/// `memfd` (the host's shared-memory fd) is handed on when given, and the
+/// process is bound to `cpus` when given.
+pub fn child_setup(parent: i32, memfd: Option<RawFd>, cpus: Option<&libc::cpu_set_t>) -> io::Result<()> {
     // SAFETY: only async-signal-safe calls on plain integers and a zeroed
     // sigaction; nothing is allocated.
     unsafe {
@@ -297,8 +298,25 @@ pub fn child_setup(parent: i32, memfd: Option<RawFd>) -> io::Result<()> {
                 return Err(io::Error::last_os_error());
             }
         }
+        // `--bind-to`: the program starts on its mask.
+        if let Some(set) = cpus {
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
     }
     Ok(())
+}
+
+/// `cpus` as a mask for `sched_setaffinity` (CPUs past `CPU_SETSIZE` left out).
+pub fn cpu_set(cpus: &[usize]) -> libc::cpu_set_t {
+    // SAFETY: cpu_set_t is plain bits; zeroed is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+        // SAFETY: `c` is below CPU_SETSIZE, checked above.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    set
 }
 
 /// Held while children are forked and while the reaper reaps. std's

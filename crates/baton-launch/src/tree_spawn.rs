@@ -161,23 +161,10 @@ fn parse_map_by(value: &str) -> Result<Mapping, String> {
 }
 
 impl Job {
-    /// A request relayed by the proxy of `origin` (its number `id`) from a
-    /// rank of job `from`; always answered.
+    /// Starts what a request relayed by the proxy of `origin` (its number
+    /// `id`) from a rank of job `from` asks for; the answer comes when the
+    /// hosts have started it. An error is the answer to send at once.
     pub(crate) fn tree_spawn_request(
-        &mut self,
-        origin: u32,
-        id: u64,
-        from: JobNo,
-        cmds: &[SpawnCmd],
-        parent_port: &str,
-    ) {
-        if let Err(msg) = self.tree_start_spawn(origin, id, from, cmds, parent_port) {
-            let reply = TreeMsg::SpawnReply { node: origin, id, result: Err(msg) };
-            self.tree().route(origin, &reply);
-        }
-    }
-
-    fn tree_start_spawn(
         &mut self,
         origin: u32,
         id: u64,

@@ -238,8 +238,10 @@ fn environment_flags() {
     ]);
     let lines = sorted_lines(&o.stdout);
     assert_eq!(lines.len(), 4, "{}", o.stdout);
-    assert!(lines.contains(&"0 2 0 2 2 127.0.0.1 64".to_owned()), "{lines:?}");
-    assert!(lines.contains(&"1 2 1 2 2 127.0.0.1 64".to_owned()), "{lines:?}");
+    // The universe is this host's CPUs, at least the job.
+    let universe = common::allowed_cpus().max(2);
+    assert!(lines.contains(&format!("0 2 0 2 {universe} 127.0.0.1 64")), "{lines:?}");
+    assert!(lines.contains(&format!("1 2 1 2 {universe} 127.0.0.1 64")), "{lines:?}");
     let memfds: Vec<_> = lines.iter().filter(|l| l.starts_with("/memfd:baton-shm-")).collect();
     assert_eq!(memfds.len(), 2, "{lines:?}");
     assert_eq!(memfds[0], memfds[1], "both ranks share one memfd");
@@ -397,7 +399,8 @@ fn put_fence_get_across_ranks() {
     let p = probe();
     let o = mpiexec(&["-n", "8", p.to_str().unwrap(), "kv"]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
-    let expected: Vec<String> = (0..8).map(|r| format!("rank {r} of 8 ok appnum 0 universe 8")).collect();
+    let universe = common::allowed_cpus().max(8);
+    let expected: Vec<String> = (0..8).map(|r| format!("rank {r} of 8 ok appnum 0 universe {universe}")).collect();
     assert_eq!(sorted_lines(&o.stdout), expected);
     // Bootstrap of 8 ranks costs milliseconds, not seconds.
     assert!(o.elapsed < Duration::from_secs(3), "{:?}", o.elapsed);
@@ -409,12 +412,13 @@ fn mpmd_probe_sees_appnum() {
     let p = p.to_str().unwrap();
     let o = mpiexec(&["-n", "1", p, "kv", ":", "-n", "2", p, "kv"]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let u = common::allowed_cpus().max(3);
     assert_eq!(
         sorted_lines(&o.stdout),
         [
-            "rank 0 of 3 ok appnum 0 universe 3",
-            "rank 1 of 3 ok appnum 1 universe 3",
-            "rank 2 of 3 ok appnum 1 universe 3",
+            format!("rank 0 of 3 ok appnum 0 universe {u}"),
+            format!("rank 1 of 3 ok appnum 1 universe {u}"),
+            format!("rank 2 of 3 ok appnum 1 universe {u}"),
         ]
     );
 }
@@ -431,12 +435,26 @@ fn wrong_secret_is_rejected_while_the_job_completes() {
     let o = mpiexec(&["-n", "3", p.to_str().unwrap(), "badauth"]);
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert_eq!(o.stdout.lines().count(), 3, "{}", o.stdout);
-    let rejected: Vec<&str> = o
-        .stderr
-        .lines()
-        .filter(|l| l.starts_with("mpiexec: rejected an unauthenticated bootstrap connection from 127.0.0.1:"))
-        .collect();
+    let rejected: Vec<&str> = o.stderr.lines().filter(|l| l.contains("rejected")).collect();
     assert_eq!(rejected.len(), 2, "{}", o.stderr);
+    assert!(rejected[0].starts_with("mpiexec: rejected an unauthenticated bootstrap connection from 127.0.0.1:"));
+    assert!(rejected[0].ends_with("(more from 127.0.0.1 are counted, not shown)"), "{}", o.stderr);
+    assert_eq!(rejected[1], "mpiexec: rejected 2 unauthenticated connections from 127.0.0.1 in all");
+}
+
+#[test]
+fn a_stream_of_wrong_secrets_is_logged_once_with_counts() {
+    let p = probe();
+    // 120 wrong secrets and one garbage connection, from one address.
+    let o = mpiexec(&["-n", "2", p.to_str().unwrap(), "badauth", "120"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(o.stdout.lines().count(), 2, "{}", o.stdout);
+    let lines: Vec<&str> = o.stderr.lines().collect();
+    assert_eq!(lines.len(), 4, "{}", o.stderr);
+    assert!(lines[0].starts_with("mpiexec: rejected an unauthenticated bootstrap connection from 127.0.0.1:"));
+    assert_eq!(lines[1], "mpiexec: rejected 10 unauthenticated connections from 127.0.0.1 so far");
+    assert_eq!(lines[2], "mpiexec: rejected 100 unauthenticated connections from 127.0.0.1 so far");
+    assert_eq!(lines[3], "mpiexec: rejected 121 unauthenticated connections from 127.0.0.1 in all");
 }
 
 #[test]
@@ -447,6 +465,12 @@ fn abort_prints_once_and_uses_the_code() {
     assert_eq!(o.stderr.matches("giving up now").count(), 1, "{}", o.stderr);
     assert!(o.stderr.contains("rank 1"), "{}", o.stderr);
     assert!(o.elapsed < Duration::from_secs(3), "{:?}", o.elapsed);
+    // The code as a shell sees an exit status, a non-zero one never success.
+    for (code, status) in [("-1", 255), ("300", 44), ("256", 1), ("0", 0)] {
+        let o = mpiexec(&["-n", "2", p.to_str().unwrap(), "abort", code, "bye"]);
+        assert_eq!(o.code, Some(status), "MPI_Abort code {code}: {}", o.stderr);
+        assert!(o.stderr.contains(&format!("aborted the job (code {code}): bye")), "{}", o.stderr);
+    }
 }
 
 #[test]

@@ -247,14 +247,14 @@ fn abort_ends_the_spawned_jobs_but_never_the_singleton() {
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert!(o.stdout.iter().any(|l| l == "mpiexec status 7"), "{:?}", o.stdout);
     assert_gone(&kids);
-    assert_eq!(o.stderr, "mpiexec: rank 0 called MPI_Abort (code 7): singleton gives up\n");
+    assert_eq!(o.stderr, "mpiexec: rank 0 aborted the job (code 7): singleton gives up\n");
     // Not held up (up to 1 s) once the singleton has let go.
     assert!(took < Duration::from_millis(900), "{took:?}");
     // From a spawned job.
     let o = start(&["spawn:self|1||child-abort", "wait-mpiexec"], &[]).finish(Duration::from_secs(5));
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert!(o.stdout.iter().any(|l| l == "mpiexec status 7"), "{:?}", o.stdout);
-    assert_eq!(o.stderr, "mpiexec: spawned job 1: rank 0 called MPI_Abort (code 7): boom\n");
+    assert_eq!(o.stderr, "mpiexec: spawned job 1: rank 0 aborted the job (code 7): boom\n");
 }
 
 #[test]

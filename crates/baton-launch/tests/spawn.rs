@@ -39,7 +39,9 @@ fn one_and_four_children_get_their_environment() {
     assert_eq!(field(one, "job"), jobs[0].0);
     assert_eq!((field(one, "rank"), field(one, "size"), field(one, "appnum")), ("0", "1", "0"));
     assert_eq!((field(one, "port"), field(one, "cwd"), field(one, "local")), ("port-0", "/", "0/1"));
-    assert_eq!((field(one, "node"), field(one, "universe")), (host.as_str(), "1"));
+    // The first job's universe: this host's CPUs.
+    let universe = common::allowed_cpus().to_string();
+    assert_eq!((field(one, "node"), field(one, "universe")), (host.as_str(), universe.as_str()));
     assert_eq!(field(one, "argv0"), p.to_str().unwrap());
     for (i, line) in r[1..].iter().enumerate() {
         assert_eq!(field(line, "job"), jobs[1].0);

@@ -11,6 +11,7 @@
 //!   connection must pass before any frame is read; [`auth::Secret`] is the
 //!   per-job key.
 //! * [`wire`] — the length-prefixed frame codec and the [`wire::Msg`] set.
+//! * [`reject`] — [`reject::RejectLog`], which keeps refused connections from flooding the log.
 //! * [`tree`] — the messages between `mpiexec` and its per-host proxies
 //!   ([`tree::TreeMsg`], [`tree::LaunchSpec`]) in multi-host jobs.
 //! * [`start_singleton_server`] — starts `mpiexec --singleton-server` for a
@@ -20,6 +21,7 @@
 pub mod auth;
 mod client;
 mod error;
+pub mod reject;
 pub mod server;
 mod singleton;
 pub mod tree;

@@ -62,6 +62,12 @@ pub struct LaunchSpec {
     pub tag_output: bool,
     /// Whether rank 0's stdin is fed from mpiexec (else /dev/null).
     pub forward_stdin: bool,
+    /// `--bind-to`: `none`, `core` or `socket`; each host binds its ranks itself.
+    pub bind_to: String,
+    /// Cores per rank when bound (`-c`).
+    pub cpus_per_rank: u32,
+    /// `--report-bindings`: each host logs one line per rank.
+    pub report_bindings: bool,
     /// Interface whose addresses a proxy offers its children (empty: all).
     pub iface: String,
     /// Remote shell command and its leading arguments.
@@ -248,6 +254,9 @@ impl LaunchSpec {
         put_u32(out, self.fanout);
         put_bool(out, self.tag_output);
         put_bool(out, self.forward_stdin);
+        put_str(out, &self.bind_to);
+        put_u32(out, self.cpus_per_rank);
+        put_bool(out, self.report_bindings);
         put_str(out, &self.iface);
         put_strings(out, &self.rsh);
         put_str(out, &self.proxy_path);
@@ -278,6 +287,9 @@ impl LaunchSpec {
         let fanout = r.u32()?;
         let tag_output = get_bool(r)?;
         let forward_stdin = get_bool(r)?;
+        let bind_to = r.string()?;
+        let cpus_per_rank = r.u32()?;
+        let report_bindings = get_bool(r)?;
         let iface = r.string()?;
         let rsh = get_strings(r)?;
         let proxy_path = r.string()?;
@@ -302,6 +314,9 @@ impl LaunchSpec {
             fanout,
             tag_output,
             forward_stdin,
+            bind_to,
+            cpus_per_rank,
+            report_bindings,
             iface,
             rsh,
             proxy_path,
@@ -552,6 +567,9 @@ mod tests {
             fanout: 2,
             tag_output: true,
             forward_stdin: false,
+            bind_to: "core".into(),
+            cpus_per_rank: 2,
+            report_bindings: true,
             iface: "eth0".into(),
             rsh: vec!["ssh".into(), "-x".into()],
             proxy_path: "/opt/baton/bin/mpiexec".into(),

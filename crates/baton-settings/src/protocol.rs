@@ -30,8 +30,9 @@ pub const SIZE: Protocol = Protocol { name: "BATON_SIZE", doc: "the job's size" 
 pub const APPNUM: Protocol = Protocol { name: "BATON_APPNUM", doc: "index of the MPMD segment (`MPI_APPNUM`)" };
 pub const UNIVERSE_SIZE: Protocol = Protocol {
     name: "BATON_UNIVERSE_SIZE",
-    doc: "total slots of the host list, at least the job size (= job size without hosts); a program started \
-          without `mpiexec` may set it (a positive number), as the universe its spawns may fill",
+    doc: "`MPI_UNIVERSE_SIZE`: the slots mpiexec knows of, at least the job size: the host list's total, else \
+          the CPUs of mpiexec's host it may use; a program started without `mpiexec` may set it (a positive \
+          number), as the universe its spawns may fill",
 };
 pub const LOCAL_RANK: Protocol =
     Protocol { name: "BATON_LOCAL_RANK", doc: "index among the ranks of this host, in global rank order" };

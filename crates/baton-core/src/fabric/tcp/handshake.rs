@@ -9,7 +9,14 @@ use super::service::Shared;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::Ordering;
+use std::sync::Mutex;
 use std::time::Instant;
+
+use baton_pmi::reject::RejectLog;
+
+/// Connections this process refused, counted per source address so that a stranger knocking
+/// again and again adds a line only at 10, 100, 1000... knocks.
+static REJECTED: Mutex<RejectLog> = Mutex::new(RejectLog::new());
 
 /// Opens one authenticated connection to `addr` as `m` says: `Ok(None)` when the peer's own
 /// connection wins instead (it is on its way to this process's service thread).
@@ -99,7 +106,11 @@ pub(super) fn answer(sh: &Shared, mut s: TcpStream, peer: SocketAddr) {
             }
             AnswerStep::Close { why } => {
                 if let Some(why) = why {
-                    eprintln!("baton: {} rejected a connection from {peer}: {why}", sh.whoami);
+                    let first = || format!("rejected a connection from {peer}: {why}");
+                    let line = REJECTED.lock().unwrap_or_else(|e| e.into_inner()).note(peer, "connections", first);
+                    if let Some(line) = line {
+                        eprintln!("baton: {} {line}", sh.whoami);
+                    }
                 }
                 return;
             }
