@@ -35,6 +35,9 @@ fn in_place(p: *const c_void) -> bool {
     p as usize == c::MPI_IN_PLACE
 }
 
+/// A buffer argument as the application passed it: address, count and datatype handle.
+pub(crate) type Side = (*const c_void, i64, usize);
+
 /// `count` elements of `lay` at `p` pass the checks every buffer argument must (`what` names
 /// the buffer in messages); the count as a size.
 #[inline(always)]
@@ -158,24 +161,78 @@ fn hand_over(l: &Lib, comm_h: usize, mode: Mode, started: Started) -> Result<()>
     Ok(())
 }
 
-/// Generates the blocking, nonblocking and persistent entry points of one collective.
+/// Generates the six entry points of one collective: blocking, `I…` and `…_init`, each in the
+/// `int` binding and the `_c` one, which differ only in the width of their counts. Argument types
+/// are one token each, those that differ by binding marked: `Count` (`int` or `MPI_Count`),
+/// `Counts` (an array of them), `Displs` (`int` or `MPI_Aint` displacements), `Aints` (`MPI_Aint`
+/// displacements in both); `Buf`, `Handle` and `Handles` are the same in both. Each body first
+/// turns its arguments into one form ([`Count`]s into `i64`, arrays into `*const` pointers to
+/// 64-bit values where the widths differ), then evaluates the call after `=>` with them.
 macro_rules! coll_entry {
-    ($b:ident, $i:ident, $p:ident, $imp:ident, ($($a:ident : $t:ty),*) => ($($arg:expr),*)) => {
+    ($b:ident $i:ident $p:ident, $bc:ident $ic:ident $pc:ident,
+     ($($a:ident: $t:tt),*) => $imp:ident($($arg:expr),*)) => {
+        $crate::coll::coll_entry!(@one int $b $i $p, ($($a: $t),*) => $imp($($arg),*));
+        $crate::coll::coll_entry!(@one big $bc $ic $pc, ($($a: $t),*) => $imp($($arg),*));
+    };
+    (@one $w:ident $b:ident $i:ident $p:ident, ($($a:ident: $t:tt),*) => $imp:ident($($arg:expr),*)) => {
         #[no_mangle]
-        pub unsafe extern "C" fn $b($($a: $t),*) -> c_int {
-            $imp(Mode::Blocking, $($arg),*)
+        pub unsafe extern "C" fn $b($($a: $crate::coll::coll_ty!($w $t)),*) -> c_int {
+            $(let $a = $crate::coll::coll_arg!($w $a $t);)*
+            $imp($crate::coll::Mode::Blocking, $($arg),*)
         }
         #[no_mangle]
-        pub unsafe extern "C" fn $i($($a: $t,)* request: *mut usize) -> c_int {
-            $imp(Mode::Nonblocking(request), $($arg),*)
+        pub unsafe extern "C" fn $i($($a: $crate::coll::coll_ty!($w $t),)* request: *mut usize) -> c_int {
+            $(let $a = $crate::coll::coll_arg!($w $a $t);)*
+            $imp($crate::coll::Mode::Nonblocking(request), $($arg),*)
         }
         #[no_mangle]
-        pub unsafe extern "C" fn $p($($a: $t,)* _info: usize, request: *mut usize) -> c_int {
-            $imp(Mode::Persistent(request), $($arg),*)
+        pub unsafe extern "C" fn $p($($a: $crate::coll::coll_ty!($w $t),)* _info: usize, request: *mut usize) -> c_int {
+            $(let $a = $crate::coll::coll_arg!($w $a $t);)*
+            $imp($crate::coll::Mode::Persistent(request), $($arg),*)
         }
     };
 }
-pub(crate) use coll_entry;
+
+/// An argument's type in the `int` or the `_c` (`big`) binding (see [`coll_entry!`]).
+macro_rules! coll_ty {
+    (int Count) => { c_int };
+    (big Count) => { i64 };
+    (int Counts) => { *mut c_int };
+    (big Counts) => { *mut i64 };
+    (int Displs) => { *mut c_int };
+    ($w:ident Displs) => { *mut isize };
+    ($w:ident Aints) => { *mut isize };
+    ($w:ident Buf) => { *mut c_void };
+    ($w:ident Handle) => { usize };
+    ($w:ident Handles) => { *mut usize };
+    ($w:ident $t:tt) => { $t };
+}
+
+/// An argument in the one form the collective's function takes (see [`coll_entry!`]).
+macro_rules! coll_arg {
+    ($w:ident $a:ident Count) => {
+        $a as i64
+    };
+    (int $a:ident Displs) => {
+        $a.cast_const()
+    };
+    ($w:ident $a:ident Displs) => {
+        $a as *const i64
+    };
+    ($w:ident $a:ident Aints) => {
+        $a as *const i64
+    };
+    ($w:ident $a:ident Counts) => {
+        $a.cast_const()
+    };
+    ($w:ident $a:ident Handles) => {
+        $a.cast_const()
+    };
+    ($w:ident $a:ident $t:tt) => {
+        $a
+    };
+}
+pub(crate) use {coll_arg, coll_entry, coll_ty};
 
 // ----- per-rank arrays -----
 
@@ -194,6 +251,15 @@ unsafe fn wide<T: Copy + Into<i64>>(call: &str, what: &str, p: *const T, n: usiz
     Ok(unsafe { array(call, what, p, n)? }.iter().map(|&v| v.into()).collect())
 }
 
+/// The counts, displacements and datatype(s) of a `v` or `w` side as the application passed
+/// them: one datatype handle for a `v` side, an array of them (the handle unused) for a `w` one.
+pub(crate) type Spread<C, D> = (*const C, *const D, (usize, *const usize));
+
+/// A `v` side: its arrays and its one datatype.
+pub(crate) fn v_of<C, D>(counts: *const C, displs: *const D, dt: usize) -> Spread<C, D> {
+    (counts, displs, (dt, std::ptr::null()))
+}
+
 /// Per-rank (or per-neighbour) blocks of a `v` or `w` argument: counts, displacements (in
 /// extents of the block's datatype for `v`, in bytes for `w`) and datatypes.
 pub(crate) struct VSide {
@@ -205,14 +271,11 @@ pub(crate) struct VSide {
 
 impl VSide {
     /// Reads `n` entries of the counts and displacements arrays (`names` as the call calls
-    /// them) and, for `w`, of the datatypes array `types.1`; otherwise every block is of `types.0`.
-    #[allow(clippy::too_many_arguments)]
+    /// them) and, for `w`, of the datatypes array; otherwise every block is of the one datatype.
     pub(crate) unsafe fn read<C: Copy + Into<i64>, D: Copy + Into<i64>>(
         call: &str,
         names: [&str; 3],
-        counts: *const C,
-        displs: *const D,
-        types: (usize, *const usize),
+        (counts, displs, types): Spread<C, D>,
         w: bool,
         n: usize,
     ) -> Result<VSide> {
@@ -247,52 +310,28 @@ impl VSide {
     }
 }
 
-/// The receive (`what`) blocks of a rooted `v` collective, read at the root only, where the
-/// device asks for them: one count and one displacement per process of the `n`.
-unsafe fn root_blocks<C: Copy + Into<i64>, D: Copy + Into<i64>>(
-    call: &str,
-    names: [&str; 2],
-    (counts, displs, dt): (*const C, *const D, usize),
-    (what, base): (&str, *const c_void),
-    n: usize,
-) -> Result<Vec<Buffer>> {
-    // SAFETY: forwarded contract: one entry per process at the root.
-    let side =
-        unsafe { VSide::read(call, [names[0], names[1], ""], counts, displs, (dt, std::ptr::null()), false, n)? };
-    side.bufs(call, what, base)
-}
-
 // ----- barrier, bcast -----
 
 fn barrier(mode: Mode, comm_h: usize) -> c_int {
     run(mode, "MPI_Barrier", comm_h, |d, _, at| d.barrier(at))
 }
 
-coll_entry!(PMPI_Barrier, PMPI_Ibarrier, PMPI_Barrier_init, barrier, (comm: usize) => (comm));
+coll_entry!(@one int PMPI_Barrier PMPI_Ibarrier PMPI_Barrier_init, (comm: Handle) => barrier(comm));
 
-fn bcast(mode: Mode, buf: *mut c_void, count: i64, dt: usize, root: c_int, comm_h: usize) -> c_int {
+fn bcast(mode: Mode, (buf, count, dt): Side, root: c_int, comm_h: usize) -> c_int {
     let call = "MPI_Bcast";
     run(mode, call, comm_h, |d, _, at| d.bcast(at, buffer(call, "", buf, count, dt), root))
 }
 
-coll_entry!(PMPI_Bcast, PMPI_Ibcast, PMPI_Bcast_init, bcast,
-    (buf: *mut c_void, count: c_int, dt: usize, root: c_int, comm: usize) => (buf, count as i64, dt, root, comm));
-coll_entry!(PMPI_Bcast_c, PMPI_Ibcast_c, PMPI_Bcast_init_c, bcast,
-    (buf: *mut c_void, count: i64, dt: usize, root: c_int, comm: usize) => (buf, count, dt, root, comm));
+coll_entry!(PMPI_Bcast PMPI_Ibcast PMPI_Bcast_init, PMPI_Bcast_c PMPI_Ibcast_c PMPI_Bcast_init_c,
+    (buf: Buf, count: Count, dt: Handle, root: c_int, comm: Handle) => bcast((buf, count, dt), root, comm));
 
 // ----- reductions -----
 
-#[allow(clippy::too_many_arguments)]
-fn reduce(
-    mode: Mode,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    count: i64,
-    dt: usize,
-    oph: usize,
-    root: c_int,
-    comm_h: usize,
-) -> c_int {
+/// A reduction's arguments: send and receive buffers, count, datatype and operation handle.
+type Vector = (*const c_void, *mut c_void, i64, usize, usize);
+
+fn reduce(mode: Mode, (sbuf, rbuf, count, dt, oph): Vector, root: c_int, comm_h: usize) -> c_int {
     let call = "MPI_Reduce";
     run(mode, call, comm_h, |d, _, at| {
         let send = or_in_place(call, "send", sbuf, count, dt);
@@ -301,153 +340,97 @@ fn reduce(
     })
 }
 
-coll_entry!(PMPI_Reduce, PMPI_Ireduce, PMPI_Reduce_init, reduce,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, root: c_int, comm: usize)
-    => (sbuf, rbuf, count as i64, dt, op, root, comm));
-coll_entry!(PMPI_Reduce_c, PMPI_Ireduce_c, PMPI_Reduce_init_c, reduce,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, root: c_int, comm: usize)
-    => (sbuf, rbuf, count, dt, op, root, comm));
+coll_entry!(PMPI_Reduce PMPI_Ireduce PMPI_Reduce_init, PMPI_Reduce_c PMPI_Ireduce_c PMPI_Reduce_init_c,
+    (sbuf: Buf, rbuf: Buf, count: Count, dt: Handle, op: Handle, root: c_int, comm: Handle)
+    => reduce((sbuf, rbuf, count, dt, op), root, comm));
 
-/// Allreduce, Scan and Exscan: the buffers and the operation, for `f` to call the device with.
-#[allow(clippy::too_many_arguments)]
-fn vector(
-    mode: Mode,
-    call: &'static str,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    count: i64,
-    dt: usize,
-    oph: usize,
-    comm_h: usize,
-    f: impl FnOnce(&Device, Call, Option<Buffer>, Buffer, baton_core::coll::Reducer) -> Result<Started>,
-) -> c_int {
+/// The reductions every process gets a result of: allreduce, scan and exscan.
+#[derive(Clone, Copy)]
+enum Whole {
+    Allreduce,
+    Scan,
+    Exscan,
+}
+
+fn vector(mode: Mode, which: Whole, (sbuf, rbuf, count, dt, oph): Vector, comm_h: usize) -> c_int {
+    let call = match which {
+        Whole::Allreduce => "MPI_Allreduce",
+        Whole::Scan => "MPI_Scan",
+        Whole::Exscan => "MPI_Exscan",
+    };
     run(mode, call, comm_h, |d, _, at| {
         let recv = buffer(call, "receive", rbuf, count, dt)?;
         let send = or_in_place(call, "send", sbuf, count, dt)?;
-        f(d, at, send, recv, crate::ops::reducer(call, oph, dt)?)
-    })
-}
-
-fn allreduce(
-    mode: Mode,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    count: i64,
-    dt: usize,
-    oph: usize,
-    comm_h: usize,
-) -> c_int {
-    vector(mode, "MPI_Allreduce", sbuf, rbuf, count, dt, oph, comm_h, |d, at, s, r, op| d.allreduce(at, s, r, op))
-}
-
-coll_entry!(PMPI_Allreduce, PMPI_Iallreduce, PMPI_Allreduce_init, allreduce,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, comm: usize)
-    => (sbuf, rbuf, count as i64, dt, op, comm));
-coll_entry!(PMPI_Allreduce_c, PMPI_Iallreduce_c, PMPI_Allreduce_init_c, allreduce,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, comm: usize)
-    => (sbuf, rbuf, count, dt, op, comm));
-
-#[allow(clippy::too_many_arguments)]
-fn scan(
-    mode: Mode,
-    exclusive: bool,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    count: i64,
-    dt: usize,
-    oph: usize,
-    comm_h: usize,
-) -> c_int {
-    match exclusive {
-        false => vector(mode, "MPI_Scan", sbuf, rbuf, count, dt, oph, comm_h, |d, at, s, r, op| d.scan(at, s, r, op)),
-        true => {
-            vector(mode, "MPI_Exscan", sbuf, rbuf, count, dt, oph, comm_h, |d, at, s, r, op| d.exscan(at, s, r, op))
+        let op = crate::ops::reducer(call, oph, dt)?;
+        match which {
+            Whole::Allreduce => d.allreduce(at, send, recv, op),
+            Whole::Scan => d.scan(at, send, recv, op),
+            Whole::Exscan => d.exscan(at, send, recv, op),
         }
-    }
-}
-
-coll_entry!(PMPI_Scan, PMPI_Iscan, PMPI_Scan_init, scan,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, comm: usize)
-    => (false, sbuf, rbuf, count as i64, dt, op, comm));
-coll_entry!(PMPI_Scan_c, PMPI_Iscan_c, PMPI_Scan_init_c, scan,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, comm: usize)
-    => (false, sbuf, rbuf, count, dt, op, comm));
-coll_entry!(PMPI_Exscan, PMPI_Iexscan, PMPI_Exscan_init, scan,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, comm: usize)
-    => (true, sbuf, rbuf, count as i64, dt, op, comm));
-coll_entry!(PMPI_Exscan_c, PMPI_Iexscan_c, PMPI_Exscan_init_c, scan,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, comm: usize)
-    => (true, sbuf, rbuf, count, dt, op, comm));
-
-/// Reduce-scatter's buffers for `counts` elements per rank: the whole vector (at `sbuf`, or
-/// at `rbuf` with `MPI_IN_PLACE`, which the device then gets as the receive buffer) and this
-/// rank's block; the counts as sizes.
-fn scatter_bufs(
-    call: &str,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    counts: &[i64],
-    dt: usize,
-    me: usize,
-) -> Result<(Option<Buffer>, Buffer, Vec<usize>)> {
-    if let Some(bad) = counts.iter().find(|&&c| c < 0) {
-        return Err(err!(MPI_ERR_COUNT, "{call}: recvcounts holds a negative count {bad}"));
-    }
-    let total: i64 = counts.iter().sum();
-    let whole = buffer(call, "send", if in_place(sbuf) { rbuf } else { sbuf }, total, dt)?;
-    let mine = buffer(call, "receive", rbuf, counts[me], dt)?;
-    let sizes = counts.iter().map(|&c| c as usize).collect();
-    Ok(if in_place(sbuf) { (None, whole, sizes) } else { (Some(whole), mine, sizes) })
-}
-
-unsafe fn reduce_scatter_v<C: Copy + Into<i64>>(
-    mode: Mode,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    rcounts: *const C,
-    dt: usize,
-    oph: usize,
-    comm_h: usize,
-) -> c_int {
-    let call = "MPI_Reduce_scatter";
-    run(mode, call, comm_h, |d, cm, at| {
-        // SAFETY: one count per process of the (local) group.
-        let counts = unsafe { wide(call, "recvcounts", rcounts, cm.core.size() as usize)? };
-        let (send, recv, counts) = scatter_bufs(call, sbuf, rbuf, &counts, dt, cm.core.rank as usize)?;
-        d.reduce_scatter(at, send, recv, &counts, crate::ops::reducer(call, oph, dt)?)
     })
 }
 
-coll_entry!(PMPI_Reduce_scatter, PMPI_Ireduce_scatter, PMPI_Reduce_scatter_init, reduce_scatter_v,
-    (sbuf: *mut c_void, rbuf: *mut c_void, rc: *mut c_int, dt: usize, op: usize, comm: usize)
-    => (sbuf, rbuf, rc, dt, op, comm));
-coll_entry!(PMPI_Reduce_scatter_c, PMPI_Ireduce_scatter_c, PMPI_Reduce_scatter_init_c, reduce_scatter_v,
-    (sbuf: *mut c_void, rbuf: *mut c_void, rc: *mut i64, dt: usize, op: usize, comm: usize)
-    => (sbuf, rbuf, rc, dt, op, comm));
+coll_entry!(PMPI_Allreduce PMPI_Iallreduce PMPI_Allreduce_init, PMPI_Allreduce_c PMPI_Iallreduce_c PMPI_Allreduce_init_c,
+    (sbuf: Buf, rbuf: Buf, count: Count, dt: Handle, op: Handle, comm: Handle)
+    => vector(Whole::Allreduce, (sbuf, rbuf, count, dt, op), comm));
+coll_entry!(PMPI_Scan PMPI_Iscan PMPI_Scan_init, PMPI_Scan_c PMPI_Iscan_c PMPI_Scan_init_c,
+    (sbuf: Buf, rbuf: Buf, count: Count, dt: Handle, op: Handle, comm: Handle)
+    => vector(Whole::Scan, (sbuf, rbuf, count, dt, op), comm));
+coll_entry!(PMPI_Exscan PMPI_Iexscan PMPI_Exscan_init, PMPI_Exscan_c PMPI_Iexscan_c PMPI_Exscan_init_c,
+    (sbuf: Buf, rbuf: Buf, count: Count, dt: Handle, op: Handle, comm: Handle)
+    => vector(Whole::Exscan, (sbuf, rbuf, count, dt, op), comm));
 
-fn reduce_scatter_block(
+/// Reduce_scatter (`counts` per rank, read once the communicator is known) and
+/// Reduce_scatter_block (`count` for every rank).
+enum Cut<C> {
+    Each(*const C),
+    Block(i64),
+}
+
+/// Reduce-scatter, both forms: the whole vector (at `sbuf`, or at `rbuf` with `MPI_IN_PLACE`,
+/// which the device then gets as the receive buffer) and this rank's block.
+unsafe fn reduce_scatter<C: Copy + Into<i64>>(
     mode: Mode,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    rc: i64,
-    dt: usize,
-    oph: usize,
+    cut: Cut<C>,
+    (sbuf, rbuf, _, dt, oph): Vector,
     comm_h: usize,
 ) -> c_int {
-    let call = "MPI_Reduce_scatter_block";
+    let call = match cut {
+        Cut::Each(_) => "MPI_Reduce_scatter",
+        Cut::Block(_) => "MPI_Reduce_scatter_block",
+    };
     run(mode, call, comm_h, |d, cm, at| {
-        let counts = vec![rc; cm.core.size() as usize];
-        let (send, recv, _) = scatter_bufs(call, sbuf, rbuf, &counts, dt, cm.core.rank as usize)?;
-        d.reduce_scatter_block(at, send, recv, rc as usize, crate::ops::reducer(call, oph, dt)?)
+        let n = cm.core.size() as usize;
+        let counts = match cut {
+            // SAFETY: one count per process of the (local) group.
+            Cut::Each(p) => unsafe { wide(call, "recvcounts", p, n)? },
+            Cut::Block(c) => vec![c; n],
+        };
+        if let Some(bad) = counts.iter().find(|&&c| c < 0) {
+            return Err(err!(MPI_ERR_COUNT, "{call}: recvcounts holds a negative count {bad}"));
+        }
+        let total: i64 = counts.iter().sum();
+        let whole = buffer(call, "send", if in_place(sbuf) { rbuf } else { sbuf }, total, dt)?;
+        let mine = buffer(call, "receive", rbuf, counts[cm.core.rank as usize], dt)?;
+        let (send, recv) = if in_place(sbuf) { (None, whole) } else { (Some(whole), mine) };
+        let op = crate::ops::reducer(call, oph, dt)?;
+        match cut {
+            Cut::Each(_) => {
+                d.reduce_scatter(at, send, recv, &counts.iter().map(|&c| c as usize).collect::<Vec<_>>(), op)
+            }
+            Cut::Block(c) => d.reduce_scatter_block(at, send, recv, c as usize, op),
+        }
     })
 }
 
-coll_entry!(PMPI_Reduce_scatter_block, PMPI_Ireduce_scatter_block, PMPI_Reduce_scatter_block_init, reduce_scatter_block,
-    (sbuf: *mut c_void, rbuf: *mut c_void, rc: c_int, dt: usize, op: usize, comm: usize)
-    => (sbuf, rbuf, rc as i64, dt, op, comm));
-coll_entry!(PMPI_Reduce_scatter_block_c, PMPI_Ireduce_scatter_block_c, PMPI_Reduce_scatter_block_init_c, reduce_scatter_block,
-    (sbuf: *mut c_void, rbuf: *mut c_void, rc: i64, dt: usize, op: usize, comm: usize)
-    => (sbuf, rbuf, rc, dt, op, comm));
+coll_entry!(PMPI_Reduce_scatter PMPI_Ireduce_scatter PMPI_Reduce_scatter_init,
+    PMPI_Reduce_scatter_c PMPI_Ireduce_scatter_c PMPI_Reduce_scatter_init_c,
+    (sbuf: Buf, rbuf: Buf, rc: Counts, dt: Handle, op: Handle, comm: Handle)
+    => reduce_scatter(Cut::Each(rc), (sbuf, rbuf, 0, dt, op), comm));
+coll_entry!(PMPI_Reduce_scatter_block PMPI_Ireduce_scatter_block PMPI_Reduce_scatter_block_init,
+    PMPI_Reduce_scatter_block_c PMPI_Ireduce_scatter_block_c PMPI_Reduce_scatter_block_init_c,
+    (sbuf: Buf, rbuf: Buf, rc: Count, dt: Handle, op: Handle, comm: Handle)
+    => reduce_scatter(Cut::<i64>::Block(rc), (sbuf, rbuf, 0, dt, op), comm));
 
 // The collectives of personal data (gather, scatter, allgather, alltoall and their v/w forms).
 mod personal;

@@ -1,8 +1,10 @@
-//! Gather, scatter, allgather, alltoall and their `v` and `w` forms at the C boundary (with
-//! the neighbourhood forms' shared decoding): per-rank arrays become buffers, the device does
-//! the rest.
+//! Gather, scatter, allgather, alltoall and their `v` and `w` forms at the C boundary, with the
+//! neighbourhood collectives' decoding (their entry points are in `neighbor.rs`): per-rank
+//! (per-neighbour) arrays become buffers, the device does the rest. Each family is one function
+//! over an enum of its members, so that gather and scatter, or a collective and its
+//! neighbourhood form, share their decoding.
 
-use super::{blocks, buffer, in_place, or_in_place, root_blocks, run, Mode, VSide};
+use super::{blocks, buffer, in_place, or_in_place, run, v_of, Mode, Side, Spread, VSide};
 use baton_core::device::coll::Neighborhood;
 use baton_core::err;
 use baton_core::error::Result;
@@ -12,19 +14,7 @@ use std::ffi::{c_int, c_void};
 
 /// Gather and (with `scatter`) scatter: the root's buffer holds a block of `count` elements
 /// per process, the other one this process's block (`MPI_IN_PLACE` at the root).
-#[allow(clippy::too_many_arguments)]
-fn rooted(
-    mode: Mode,
-    scatter: bool,
-    sbuf: *const c_void,
-    sc: i64,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: i64,
-    rt: usize,
-    root: c_int,
-    comm_h: usize,
-) -> c_int {
+fn rooted(mode: Mode, scatter: bool, (sbuf, sc, st): Side, (rbuf, rc, rt): Side, root: c_int, comm_h: usize) -> c_int {
     let call = if scatter { "MPI_Scatter" } else { "MPI_Gather" };
     run(mode, call, comm_h, |d, cm, at| {
         let n = cm.core.peer_size() as usize;
@@ -37,37 +27,19 @@ fn rooted(
     })
 }
 
-coll_entry!(PMPI_Gather, PMPI_Igather, PMPI_Gather_init, rooted,
-    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, root: c_int, comm: usize)
-    => (false, sbuf, sc as i64, st, rbuf, rc as i64, rt, root, comm));
-coll_entry!(PMPI_Gather_c, PMPI_Igather_c, PMPI_Gather_init_c, rooted,
-    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, root: c_int, comm: usize)
-    => (false, sbuf, sc, st, rbuf, rc, rt, root, comm));
+coll_entry!(PMPI_Gather PMPI_Igather PMPI_Gather_init, PMPI_Gather_c PMPI_Igather_c PMPI_Gather_init_c,
+    (sbuf: Buf, sc: Count, st: Handle, rbuf: Buf, rc: Count, rt: Handle, root: c_int, comm: Handle)
+    => rooted(false, (sbuf, sc, st), (rbuf, rc, rt), root, comm));
+coll_entry!(PMPI_Scatter PMPI_Iscatter PMPI_Scatter_init, PMPI_Scatter_c PMPI_Iscatter_c PMPI_Scatter_init_c,
+    (sbuf: Buf, sc: Count, st: Handle, rbuf: Buf, rc: Count, rt: Handle, root: c_int, comm: Handle)
+    => rooted(true, (sbuf, sc, st), (rbuf, rc, rt), root, comm));
 
-coll_entry!(PMPI_Gatherv, PMPI_Igatherv, PMPI_Gatherv_init, gather_v,
-    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: *mut c_int, d: *mut c_int, rt: usize, root: c_int, comm: usize)
-    => (Gv::Gatherv(root), (sbuf, sc as i64, st), rbuf, (rc.cast_const(), d.cast_const(), rt), comm));
-coll_entry!(PMPI_Gatherv_c, PMPI_Igatherv_c, PMPI_Gatherv_init_c, gather_v,
-    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: *mut i64, d: *mut isize, rt: usize, root: c_int, comm: usize)
-    => (Gv::Gatherv(root), (sbuf, sc, st), rbuf, (rc.cast_const(), d as *const i64, rt), comm));
-
-coll_entry!(PMPI_Scatter, PMPI_Iscatter, PMPI_Scatter_init, rooted,
-    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, root: c_int, comm: usize)
-    => (true, sbuf, sc as i64, st, rbuf, rc as i64, rt, root, comm));
-coll_entry!(PMPI_Scatter_c, PMPI_Iscatter_c, PMPI_Scatter_init_c, rooted,
-    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, root: c_int, comm: usize)
-    => (true, sbuf, sc, st, rbuf, rc, rt, root, comm));
-
-#[allow(clippy::too_many_arguments)]
+/// Scatterv: the root's blocks (`sendcounts`, `displs`, read at the root only, where the device
+/// asks for them) and this process's receive buffer.
 unsafe fn scatterv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     mode: Mode,
-    sbuf: *const c_void,
-    scounts: *const C,
-    displs: *const D,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: i64,
-    rt: usize,
+    (sbuf, spread): (*const c_void, Spread<C, D>),
+    (rbuf, rc, rt): Side,
     root: c_int,
     comm_h: usize,
 ) -> c_int {
@@ -77,52 +49,82 @@ unsafe fn scatterv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
         let recv = or_in_place(call, "receive", rbuf, rc, rt);
         // SAFETY: the arrays hold an entry per process at the root, the only process where the
         // device asks for them.
-        let send = || unsafe { root_blocks(call, ["sendcounts", "displs"], (scounts, displs, st), ("send", sbuf), n) };
+        let send =
+            || unsafe { VSide::read(call, ["sendcounts", "displs", ""], spread, false, n)?.bufs(call, "send", sbuf) };
         d.scatterv(at, send, recv, root)
     })
 }
 
-coll_entry!(PMPI_Scatterv, PMPI_Iscatterv, PMPI_Scatterv_init, scatterv,
-    (sbuf: *mut c_void, sc: *mut c_int, d: *mut c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, root: c_int, comm: usize)
-    => (sbuf, sc, d, st, rbuf, rc as i64, rt, root, comm));
-coll_entry!(PMPI_Scatterv_c, PMPI_Iscatterv_c, PMPI_Scatterv_init_c, scatterv,
-    (sbuf: *mut c_void, sc: *mut i64, d: *mut isize, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, root: c_int, comm: usize)
-    => (sbuf, sc, d as *const i64, st, rbuf, rc, rt, root, comm));
+coll_entry!(PMPI_Scatterv PMPI_Iscatterv PMPI_Scatterv_init, PMPI_Scatterv_c PMPI_Iscatterv_c PMPI_Scatterv_init_c,
+    (sbuf: Buf, sc: Counts, d: Displs, st: Handle, rbuf: Buf, rc: Count, rt: Handle, root: c_int, comm: Handle)
+    => scatterv((sbuf, v_of(sc, d, st)), (rbuf, rc, rt), root, comm));
 
-// ----- allgather, alltoall -----
+// ----- allgather, alltoall (and their neighbourhood forms) -----
 
-/// Allgather (a block of `sc` elements to every process) and (with `alltoall`) alltoall (a
-/// block per process): the receive buffer holds a block of `rc` elements per process.
-#[allow(clippy::too_many_arguments)]
-fn every(
-    mode: Mode,
-    alltoall: bool,
-    sbuf: *const c_void,
-    sc: i64,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: i64,
-    rt: usize,
-    comm_h: usize,
-) -> c_int {
-    let call = if alltoall { "MPI_Alltoall" } else { "MPI_Allgather" };
+/// The collectives whose sides are equal blocks: one block sent to every process (allgather)
+/// or a block per process (alltoall), a block received from each; per neighbour for the
+/// neighbourhood forms.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Even {
+    Allgather,
+    Alltoall,
+    NeighborAllgather,
+    NeighborAlltoall,
+}
+
+/// Allgather, alltoall and their neighbourhood forms: the receive buffer holds a block of `rc`
+/// elements per process (per source), the send buffer one block or (alltoall) a block per
+/// process (per destination).
+pub(crate) fn every(mode: Mode, which: Even, (sbuf, sc, st): Side, (rbuf, rc, rt): Side, comm_h: usize) -> c_int {
+    let call = match which {
+        Even::Allgather => "MPI_Allgather",
+        Even::Alltoall => "MPI_Alltoall",
+        Even::NeighborAllgather => "MPI_Neighbor_allgather",
+        Even::NeighborAlltoall => "MPI_Neighbor_alltoall",
+    };
     run(mode, call, comm_h, |d, cm, at| {
         let n = cm.core.peer_size() as usize;
-        let recv = blocks(call, "receive", rbuf, rc, rt, n)?;
-        if alltoall {
-            let send = if in_place(sbuf) { None } else { Some(blocks(call, "send", sbuf, sc, st, n)?) };
-            return d.alltoall(at, send, recv);
+        if let Even::Allgather | Even::Alltoall = which {
+            let recv = blocks(call, "receive", rbuf, rc, rt, n)?;
+            if which == Even::Alltoall {
+                let send = if in_place(sbuf) { None } else { Some(blocks(call, "send", sbuf, sc, st, n)?) };
+                return d.alltoall(at, send, recv);
+            }
+            return d.allgather(at, or_in_place(call, "send", sbuf, sc, st)?, recv);
         }
-        d.allgather(at, or_in_place(call, "send", sbuf, sc, st)?, recv)
+        let nbh = neighborhood(call, cm, sbuf, rbuf)?;
+        let recv = blocks(call, "receive", rbuf, rc, rt, nbh.sources())?;
+        if which == Even::NeighborAlltoall {
+            let send = blocks(call, "send", sbuf, sc, st, nbh.destinations())?;
+            return d.neighbor_alltoall(at, &nbh, send, recv);
+        }
+        d.neighbor_allgather(at, &nbh, buffer(call, "send", sbuf, sc, st)?, recv)
     })
 }
 
-coll_entry!(PMPI_Allgather, PMPI_Iallgather, PMPI_Allgather_init, every,
-    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, comm: usize)
-    => (false, sbuf, sc as i64, st, rbuf, rc as i64, rt, comm));
-coll_entry!(PMPI_Allgather_c, PMPI_Iallgather_c, PMPI_Allgather_init_c, every,
-    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, comm: usize)
-    => (false, sbuf, sc, st, rbuf, rc, rt, comm));
+coll_entry!(PMPI_Allgather PMPI_Iallgather PMPI_Allgather_init, PMPI_Allgather_c PMPI_Iallgather_c PMPI_Allgather_init_c,
+    (sbuf: Buf, sc: Count, st: Handle, rbuf: Buf, rc: Count, rt: Handle, comm: Handle)
+    => every(Even::Allgather, (sbuf, sc, st), (rbuf, rc, rt), comm));
+coll_entry!(PMPI_Alltoall PMPI_Ialltoall PMPI_Alltoall_init, PMPI_Alltoall_c PMPI_Ialltoall_c PMPI_Alltoall_init_c,
+    (sbuf: Buf, sc: Count, st: Handle, rbuf: Buf, rc: Count, rt: Handle, comm: Handle)
+    => every(Even::Alltoall, (sbuf, sc, st), (rbuf, rc, rt), comm));
+
+/// A neighbourhood collective's communicator's neighbours; its buffers must not be
+/// `MPI_IN_PLACE` (a process's send and receive blocks go to different processes).
+fn neighborhood(
+    call: &str,
+    cm: &crate::state::CommObj,
+    sbuf: *const c_void,
+    rbuf: *const c_void,
+) -> Result<Neighborhood> {
+    let nbh = Neighborhood::of(call, cm.topo.as_deref(), cm.core.rank)?;
+    if in_place(sbuf) || in_place(rbuf) {
+        return Err(err!(MPI_ERR_BUFFER, "{call}: MPI_IN_PLACE is not valid for a neighbourhood collective"));
+    }
+    Ok(nbh)
+}
+
+// ----- the v and w forms -----
 
 /// The collectives that receive a count and a displacement's worth per process (or source).
 #[derive(Clone, Copy)]
@@ -133,15 +135,13 @@ pub(crate) enum Gv {
     NeighborAllgatherv,
 }
 
-/// Gatherv, allgatherv and the neighbourhood allgatherv: the send buffer (`count` elements of
-/// a datatype), and a receive buffer per process (`counts`, `displs` and a datatype; at the
-/// root only for gatherv, per source for the neighbourhood form).
+/// Gatherv, allgatherv and the neighbourhood allgatherv: the send buffer, and a receive buffer
+/// per process (at the root only for gatherv, per source for the neighbourhood form).
 pub(crate) unsafe fn gather_v<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     mode: Mode,
     gv: Gv,
-    (sbuf, sc, st): (*const c_void, i64, usize),
-    rbuf: *mut c_void,
-    (counts, displs, rt): (*const C, *const D, usize),
+    (sbuf, sc, st): Side,
+    (rbuf, spread): (*const c_void, Spread<C, D>),
     comm_h: usize,
 ) -> c_int {
     let call = match gv {
@@ -155,8 +155,7 @@ pub(crate) unsafe fn gather_v<C: Copy + Into<i64>, D: Copy + Into<i64>>(
         // neighbourhood form), per the standard; gatherv's only at the root, the only process
         // where the device asks for them.
         let recv = |n| unsafe {
-            VSide::read(call, ["recvcounts", "displs", ""], counts, displs, (rt, std::ptr::null()), false, n)?
-                .bufs(call, "receive", rbuf)
+            VSide::read(call, ["recvcounts", "displs", ""], spread, false, n)?.bufs(call, "receive", rbuf)
         };
         match gv {
             Gv::Gatherv(root) => d.gatherv(at, or_in_place(call, "send", sbuf, sc, st), || recv(n), root),
@@ -165,9 +164,7 @@ pub(crate) unsafe fn gather_v<C: Copy + Into<i64>, D: Copy + Into<i64>>(
                 d.allgatherv(at, or_in_place(call, "send", sbuf, sc, st)?, recv)
             }
             Gv::NeighborAllgatherv => {
-                let nbh = Neighborhood::of(call, cm.topo.as_deref(), cm.core.rank)?;
-                neighbor_in_place(call, sbuf)?;
-                neighbor_in_place(call, rbuf)?;
+                let nbh = neighborhood(call, cm, sbuf, rbuf)?;
                 let send = buffer(call, "send", sbuf, sc, st)?;
                 d.neighbor_allgatherv(at, &nbh, send, recv(nbh.sources())?)
             }
@@ -175,21 +172,12 @@ pub(crate) unsafe fn gather_v<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     })
 }
 
-coll_entry!(PMPI_Allgatherv, PMPI_Iallgatherv, PMPI_Allgatherv_init, gather_v,
-    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: *mut c_int, d: *mut c_int, rt: usize, comm: usize)
-    => (Gv::Allgatherv, (sbuf, sc as i64, st), rbuf, (rc.cast_const(), d.cast_const(), rt), comm));
-coll_entry!(PMPI_Allgatherv_c, PMPI_Iallgatherv_c, PMPI_Allgatherv_init_c, gather_v,
-    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: *mut i64, d: *mut isize, rt: usize, comm: usize)
-    => (Gv::Allgatherv, (sbuf, sc, st), rbuf, (rc.cast_const(), d as *const i64, rt), comm));
-
-// ----- the v and w forms of alltoall -----
-
-coll_entry!(PMPI_Alltoall, PMPI_Ialltoall, PMPI_Alltoall_init, every,
-    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, comm: usize)
-    => (true, sbuf, sc as i64, st, rbuf, rc as i64, rt, comm));
-coll_entry!(PMPI_Alltoall_c, PMPI_Ialltoall_c, PMPI_Alltoall_init_c, every,
-    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, comm: usize)
-    => (true, sbuf, sc, st, rbuf, rc, rt, comm));
+coll_entry!(PMPI_Gatherv PMPI_Igatherv PMPI_Gatherv_init, PMPI_Gatherv_c PMPI_Igatherv_c PMPI_Gatherv_init_c,
+    (sbuf: Buf, sc: Count, st: Handle, rbuf: Buf, rc: Counts, d: Displs, rt: Handle, root: c_int, comm: Handle)
+    => gather_v(Gv::Gatherv(root), (sbuf, sc, st), (rbuf, v_of(rc, d, rt)), comm));
+coll_entry!(PMPI_Allgatherv PMPI_Iallgatherv PMPI_Allgatherv_init, PMPI_Allgatherv_c PMPI_Iallgatherv_c PMPI_Allgatherv_init_c,
+    (sbuf: Buf, sc: Count, st: Handle, rbuf: Buf, rc: Counts, d: Displs, rt: Handle, comm: Handle)
+    => gather_v(Gv::Allgatherv, (sbuf, sc, st), (rbuf, v_of(rc, d, rt)), comm));
 
 /// The collectives whose sides are a count, a displacement and (`w`) a datatype per process,
 /// or per neighbour.
@@ -201,26 +189,13 @@ pub(crate) enum Vw {
     NeighborAlltoallw,
 }
 
-/// The neighbourhood collectives refuse `MPI_IN_PLACE`: a process's send and receive blocks go
-/// to different processes.
-pub(crate) fn neighbor_in_place(call: &str, p: *const c_void) -> Result<()> {
-    if in_place(p) {
-        return Err(err!(MPI_ERR_BUFFER, "{call}: MPI_IN_PLACE is not valid for a neighbourhood collective"));
-    }
-    Ok(())
-}
-
-/// Alltoallv, alltoallw and their neighbourhood forms: each side (counts, displacements and
-/// the datatypes: one for a `v` side, an array for a `w` one) becomes a buffer per process or
-/// neighbour (no send side with `MPI_IN_PLACE`).
-#[allow(clippy::too_many_arguments)]
+/// Alltoallv, alltoallw and their neighbourhood forms: each side becomes a buffer per process
+/// or neighbour (no send side with `MPI_IN_PLACE`).
 pub(crate) unsafe fn alltoall_vw<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     mode: Mode,
     vw: Vw,
-    sbuf: *const c_void,
-    (sc, sd, st): (*const C, *const D, (usize, *const usize)),
-    rbuf: *mut c_void,
-    (rc, rd, rt): (*const C, *const D, (usize, *const usize)),
+    (sbuf, send): (*const c_void, Spread<C, D>),
+    (rbuf, recv): (*const c_void, Spread<C, D>),
     comm_h: usize,
 ) -> c_int {
     let (call, w) = match vw {
@@ -232,27 +207,20 @@ pub(crate) unsafe fn alltoall_vw<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     run(mode, call, comm_h, |d, cm, at| {
         let nbh = match vw {
             Vw::Alltoallv | Vw::Alltoallw => None,
-            _ => Some(Neighborhood::of(call, cm.topo.as_deref(), cm.core.rank)?),
+            _ => Some(neighborhood(call, cm, sbuf, rbuf)?),
         };
         let n = cm.core.peer_size() as usize;
         let (outs, ins) = nbh.as_ref().map_or((n, n), |h| (h.destinations(), h.sources()));
-        if nbh.is_some() {
-            neighbor_in_place(call, sbuf)?;
-            neighbor_in_place(call, rbuf)?;
-        }
         // SAFETY: one entry per process (per destination on the send side, per source on the
         // receive side of a neighbourhood collective) in each array, per the standard.
-        let recv = unsafe { VSide::read(call, ["recvcounts", "rdispls", "recvtypes"], rc, rd, rt, w, ins)? };
+        let recv = unsafe { VSide::read(call, ["recvcounts", "rdispls", "recvtypes"], recv, w, ins)? };
         let send = match in_place(sbuf) {
             true => None,
             // SAFETY: as above.
-            false => Some(unsafe { VSide::read(call, ["sendcounts", "sdispls", "sendtypes"], sc, sd, st, w, outs)? }),
+            false => Some(unsafe { VSide::read(call, ["sendcounts", "sdispls", "sendtypes"], send, w, outs)? }),
         };
         let recv = recv.bufs(call, "receive", rbuf)?;
-        let send = match send {
-            Some(v) => Some(v.bufs(call, "send", sbuf)?),
-            None => None,
-        };
+        let send = send.map(|v| v.bufs(call, "send", sbuf)).transpose()?;
         match (vw, nbh, send) {
             (Vw::Alltoallv, _, send) => d.alltoallv(at, send, recv),
             (Vw::Alltoallw, _, send) => d.alltoallw(at, send, recv),
@@ -263,19 +231,9 @@ pub(crate) unsafe fn alltoall_vw<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     })
 }
 
-coll_entry!(PMPI_Alltoallv, PMPI_Ialltoallv, PMPI_Alltoallv_init, alltoall_vw,
-    (sbuf: *mut c_void, sc: *mut c_int, sd: *mut c_int, st: usize, rbuf: *mut c_void, rc: *mut c_int, rd: *mut c_int, rt: usize, comm: usize)
-    => (Vw::Alltoallv, sbuf, (sc.cast_const(), sd.cast_const(), (st, std::ptr::null())),
-        rbuf, (rc.cast_const(), rd.cast_const(), (rt, std::ptr::null())), comm));
-coll_entry!(PMPI_Alltoallv_c, PMPI_Ialltoallv_c, PMPI_Alltoallv_init_c, alltoall_vw,
-    (sbuf: *mut c_void, sc: *mut i64, sd: *mut isize, st: usize, rbuf: *mut c_void, rc: *mut i64, rd: *mut isize, rt: usize, comm: usize)
-    => (Vw::Alltoallv, sbuf, (sc.cast_const(), sd as *const i64, (st, std::ptr::null())),
-        rbuf, (rc.cast_const(), rd as *const i64, (rt, std::ptr::null())), comm));
-coll_entry!(PMPI_Alltoallw, PMPI_Ialltoallw, PMPI_Alltoallw_init, alltoall_vw,
-    (sbuf: *mut c_void, sc: *mut c_int, sd: *mut c_int, st: *mut usize, rbuf: *mut c_void, rc: *mut c_int, rd: *mut c_int, rt: *mut usize, comm: usize)
-    => (Vw::Alltoallw, sbuf, (sc.cast_const(), sd.cast_const(), (0, st.cast_const())),
-        rbuf, (rc.cast_const(), rd.cast_const(), (0, rt.cast_const())), comm));
-coll_entry!(PMPI_Alltoallw_c, PMPI_Ialltoallw_c, PMPI_Alltoallw_init_c, alltoall_vw,
-    (sbuf: *mut c_void, sc: *mut i64, sd: *mut isize, st: *mut usize, rbuf: *mut c_void, rc: *mut i64, rd: *mut isize, rt: *mut usize, comm: usize)
-    => (Vw::Alltoallw, sbuf, (sc.cast_const(), sd as *const i64, (0, st.cast_const())),
-        rbuf, (rc.cast_const(), rd as *const i64, (0, rt.cast_const())), comm));
+coll_entry!(PMPI_Alltoallv PMPI_Ialltoallv PMPI_Alltoallv_init, PMPI_Alltoallv_c PMPI_Ialltoallv_c PMPI_Alltoallv_init_c,
+    (sbuf: Buf, sc: Counts, sd: Displs, st: Handle, rbuf: Buf, rc: Counts, rd: Displs, rt: Handle, comm: Handle)
+    => alltoall_vw(Vw::Alltoallv, (sbuf, v_of(sc, sd, st)), (rbuf, v_of(rc, rd, rt)), comm));
+coll_entry!(PMPI_Alltoallw PMPI_Ialltoallw PMPI_Alltoallw_init, PMPI_Alltoallw_c PMPI_Ialltoallw_c PMPI_Alltoallw_init_c,
+    (sbuf: Buf, sc: Counts, sd: Displs, st: Handles, rbuf: Buf, rc: Counts, rd: Displs, rt: Handles, comm: Handle)
+    => alltoall_vw(Vw::Alltoallw, (sbuf, (sc, sd, (0, st))), (rbuf, (rc, rd, (0, rt))), comm));
