@@ -6,7 +6,7 @@
 //! simulator (one engine per rank, an eager-only network in memory, the ranks' schedules
 //! advanced in turn until all complete) and must give the right result.
 
-use baton_core::coll::algo::{self, Algo, Chooser, Coll, Fallback, Shape};
+use baton_core::coll::algo::{self, Algo, Chooser, Coll, Fallback, Shape, COLLS};
 use baton_core::coll::schedule::{Loc, Region, Schedule};
 use baton_core::coll::Reducer;
 use baton_core::comm::Comm;
@@ -18,21 +18,6 @@ use baton_transport::mem::{Scratch, UserBuf};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::Arc;
-
-const COLLS: [Coll; 12] = [
-    Coll::Barrier,
-    Coll::Bcast,
-    Coll::Reduce,
-    Coll::Allreduce,
-    Coll::Gather,
-    Coll::Scatter,
-    Coll::Allgather,
-    Coll::Allgatherv,
-    Coll::Alltoall,
-    Coll::Alltoallv,
-    Coll::ReduceScatter,
-    Coll::Scan,
-];
 
 /// Shapes a call of `coll` can have: blocks of different sizes only where the collective has
 /// a `v` form (allgatherv and alltoallv always say so).

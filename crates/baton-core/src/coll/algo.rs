@@ -50,7 +50,8 @@ pub enum Coll {
     Scan,
 }
 
-const COLLS: [Coll; 12] = [
+/// Every collective whose algorithm can be chosen, in declaration order.
+pub const COLLS: [Coll; 12] = [
     Coll::Barrier,
     Coll::Bcast,
     Coll::Reduce,

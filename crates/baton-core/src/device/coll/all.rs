@@ -34,19 +34,30 @@ impl Device {
     /// intercommunicator); `send` is None for `MPI_IN_PLACE`.
     #[inline]
     pub fn allgather(&self, at: Call, send: Option<Buffer>, recv: Buffer) -> Result<Started> {
-        const CALL: &str = "MPI_Allgather";
+        self.even_blocks(at, Coll::Allgather, send, recv)
+    }
+
+    /// Allgather or alltoall with equal blocks: the checks, then the area, the schedule or
+    /// nothing more than the shared-memory protocol.
+    #[inline]
+    fn even_blocks(&self, at: Call, coll: Coll, send: Option<Buffer>, recv: Buffer) -> Result<Started> {
+        let call = if coll == Coll::Alltoall { "MPI_Alltoall" } else { "MPI_Allgather" };
         let comm = at.comm;
         let n = comm.peer_size() as usize;
-        no_in_place(CALL, comm, "send", send.is_none())?;
-        let b = even(&recv, n);
+        no_in_place(call, comm, "send", send.is_none())?;
         if let (Some(sb), false) = (&send, comm.is_inter()) {
-            same_size(CALL, sb.bytes(), b)?;
+            // An alltoall sends a block per rank, an allgather one block.
+            let sent = if coll == Coll::Alltoall { even(sb, n) } else { sb.bytes() };
+            same_size(call, sent, even(&recv, n))?;
         }
-        let a = match self.even_algo(&at, CALL, Coll::Allgather, send.as_ref(), &recv)? {
+        let a = match self.even_algo(&at, call, coll, send.as_ref(), &recv)? {
             ControlFlow::Break(done) => return Ok(done),
             ControlFlow::Continue(a) => a,
         };
-        self.allgather_any(at, CALL, a, send, Blocks::Even(recv))
+        match coll {
+            Coll::Alltoall => self.alltoall_any(at, call, a, send.map(Blocks::Even), Blocks::Even(recv)),
+            _ => self.allgather_any(at, call, a, send, Blocks::Even(recv)),
+        }
     }
 
     /// `MPI_Allgatherv`: `recv` holds a buffer per rank.
@@ -113,19 +124,7 @@ impl Device {
     /// intercommunicator); `send` is None for `MPI_IN_PLACE`.
     #[inline]
     pub fn alltoall(&self, at: Call, send: Option<Buffer>, recv: Buffer) -> Result<Started> {
-        const CALL: &str = "MPI_Alltoall";
-        let comm = at.comm;
-        let n = comm.peer_size() as usize;
-        no_in_place(CALL, comm, "send", send.is_none())?;
-        let b = even(&recv, n);
-        if let (Some(sb), false) = (&send, comm.is_inter()) {
-            same_size(CALL, even(sb, n), b)?;
-        }
-        let a = match self.even_algo(&at, CALL, Coll::Alltoall, send.as_ref(), &recv)? {
-            ControlFlow::Break(done) => return Ok(done),
-            ControlFlow::Continue(a) => a,
-        };
-        self.alltoall_any(at, CALL, a, send.map(Blocks::Even), Blocks::Even(recv))
+        self.even_blocks(at, Coll::Alltoall, send, recv)
     }
 
     /// `MPI_Alltoallv`: a buffer per rank on each side (no send side for `MPI_IN_PLACE`).
