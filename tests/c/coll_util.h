@@ -34,8 +34,19 @@
      ALLTOALL: pairwise, bruck, mesh, linear  ALLTOALLV (and Alltoallw): pairwise, linear
      REDUCE_SCATTER (both forms): reduce_scatterv, recursive_halving, pairwise
      SCAN (and Exscan): recursive_doubling, linear
-   An algorithm that cannot serve a case falls back to one that can; "auto"
-   (listed first in each test) is Baton's own choice by size and count. */
+   "auto" (listed first in each test) is Baton's own choice by size and count.
+   An algorithm that cannot serve a case (a ring allreduce for a
+   non-commutative op, shared memory for a large message) would silently fall
+   back to one that can, so tests/run-c-tests also sets
+   BATON_COLL_FALLBACK=error: the call then fails with a message naming
+   BATON_COLL_FALLBACK. cu_ok recognizes that error for a collective whose
+   algorithm is forced, and cu_run counts the case as "not applicable" (an
+   error in some forms of a case and not in others is a failure); cu_finish
+   prints how many cases ran the forced algorithm on two or more processes,
+   how many were not applicable and how many were on one process (where every
+   algorithm serves: none has anything to send), summed over the ranks, and
+   fails a run of several processes in which no case ran it. Other MPIs never
+   raise that error: every case runs. */
 #ifndef BATON_TESTS_COLL_UTIL_H
 #define BATON_TESTS_COLL_UTIL_H
 
@@ -82,6 +93,11 @@ static int cu_iter;                     /* execution number of the case */
 static char cu_desc[256];               /* case description */
 static int cu_printed;                  /* failure lines printed by this rank */
 static long cu_execs;                   /* collective executions checked */
+static int cu_any_forced;               /* some BATON_COLL_<NAME> forces an algorithm */
+static int cu_case_na;                  /* the case hit BATON_COLL_FALLBACK=error */
+/* cases with a forced algorithm: run on 2+ processes, not applicable, on one
+   process (where every algorithm serves, having nothing to send) */
+static long cu_forced_ran, cu_forced_na, cu_forced_one;
 #define CU_MAX_PRINT 25
 
 enum { CU_BLOCKING, CU_NONBLOCKING, CU_PERSISTENT, CU_BLOCKING_C, CU_NONBLOCKING_C,
@@ -137,6 +153,39 @@ static inline const char *cu_fname(void)
     return s;
 }
 
+/* The BATON_COLL_<NAME> variable that chooses the algorithm of collective
+   `coll` (as cu_run names it), or NULL. */
+static inline const char *cu_algvar(const char *coll)
+{
+    static const char *const vars[][2] = {
+        {"Barrier", "BARRIER"},       {"Bcast", "BCAST"},
+        {"Reduce", "REDUCE"},         {"Allreduce", "ALLREDUCE"},
+        {"Gather", "GATHER"},         {"Gatherv", "GATHER"},
+        {"Scatter", "SCATTER"},       {"Scatterv", "SCATTER"},
+        {"Allgather", "ALLGATHER"},   {"Allgatherv", "ALLGATHERV"},
+        {"Alltoall", "ALLTOALL"},     {"Alltoallv", "ALLTOALLV"},
+        {"Alltoallw", "ALLTOALLV"},   {"Reduce_scatter", "REDUCE_SCATTER"},
+        {"Scan", "SCAN"},             {"Reduce_scatter_block", "REDUCE_SCATTER"},
+        {"Exscan", "SCAN"},
+    };
+    static char name[64];
+    for (size_t k = 0; k < sizeof vars / sizeof vars[0]; k++)
+        if (strcmp(coll, vars[k][0]) == 0) {
+            snprintf(name, sizeof name, "BATON_COLL_%s", vars[k][1]);
+            return name;
+        }
+    return NULL;
+}
+
+/* Whether the current collective's algorithm is forced: its variable names
+   one (not "auto"). */
+static inline int cu_forced(void)
+{
+    const char *var = cu_algvar(cu_coll);
+    const char *v = var ? getenv(var) : NULL;
+    return v && *v && strcmp(v, "auto") != 0;
+}
+
 /* functions that raised MPI_ERR_UNSUPPORTED_OPERATION: reported once each */
 #define CU_MAXUNSUP 64
 static char cu_unsup[CU_MAXUNSUP][48];
@@ -153,6 +202,10 @@ static inline int cu_ok(int rc, const char *fn)
     s[0] = '\0';
     MPI_Error_string(rc, s, &len);
     MPI_Error_class(rc, &cls);
+    if (strstr(s, "BATON_COLL_FALLBACK") && cu_forced()) {
+        cu_case_na = 1; /* the forced algorithm cannot serve this case */
+        return 0;
+    }
     if (cls == MPI_ERR_UNSUPPORTED_OPERATION) {
         for (int k = 0; k < cu_nunsup; k++)
             if (strcmp(cu_unsup[k], fn) == 0) {
@@ -190,10 +243,14 @@ static inline void cu_init(int *argc, char ***argv)
     size_t len = 0;
     cu_alg[0] = '\0';
     for (char **e = environ; e && *e; e++) {
-        if (strncmp(*e, "BATON_COLL_", 11) == 0 && len + strlen(*e) + 2 < sizeof cu_alg) {
+        if (strncmp(*e, "BATON_COLL_", 11) != 0)
+            continue;
+        if (len + strlen(*e) + 2 < sizeof cu_alg)
             len += (size_t)snprintf(cu_alg + len, sizeof cu_alg - len, "%s%s", len ? " " : "",
                                     *e + 11);
-        }
+        const char *v = strchr(*e, '=');
+        if (strncmp(*e, "BATON_COLL_FALLBACK=", 20) != 0 && v && v[1] && strcmp(v + 1, "auto"))
+            cu_any_forced = 1;
     }
     if (!len)
         snprintf(cu_alg, sizeof cu_alg, "default");
@@ -306,6 +363,8 @@ static inline void cu_note_time(double t)
 static inline void cu_run(const char *coll, void *st, const cu_ops *ops, int flags)
 {
     cu_coll = coll;
+    cu_case_na = 0;
+    int ran = 0; /* some form was called without an error */
     int last = (CU_MPI4 && (flags & CU_WITH_C)) ? CU_PERSISTENT_C : CU_PERSISTENT;
     int iter = 0;
     double t_form = cu_now();
@@ -329,6 +388,7 @@ static inline void cu_run(const char *coll, void *st, const cu_ops *ops, int fla
             ops->fill(st, iter);
             int rc = ops->call(st, mode, form == CU_NONBLOCKING ? &req : NULL);
             if (cu_ok(rc, cu_fname())) {
+                ran = 1;
                 int done = 1;
                 if (form == CU_NONBLOCKING) {
                     done = cu_complete(&req, iter);
@@ -350,6 +410,7 @@ static inline void cu_run(const char *coll, void *st, const cu_ops *ops, int fla
             iter += 3;
             continue;
         }
+        ran = 1;
         int dead = 0;
         for (int k = 0; k < 3; k++, iter++) {
             cu_iter = iter;
@@ -381,6 +442,16 @@ static inline void cu_run(const char *coll, void *st, const cu_ops *ops, int fla
         }
     }
     cu_note_time(cu_now() - t_form);
+    if (cu_forced()) {
+        if (cu_case_na && ran)
+            CU_FAIL("BATON_COLL_FALLBACK=error refused some forms of this case, not others");
+        else if (cu_case_na)
+            cu_forced_na++;
+        else if (ran && cu_size > 1)
+            cu_forced_ran++;
+        else if (ran)
+            cu_forced_one++;
+    }
 }
 
 /* ------------------------------------------- integer payload, layouts */
@@ -1187,18 +1258,32 @@ static inline int cu_rgrid(int full, size_t big, cu_rcell *out)
 
 static inline int cu_finish(const char *name)
 {
-    long total = 0;
-    /* executions per rank, summed with point-to-point (see check_collect) */
+    long mine[4] = {cu_execs, cu_forced_ran, cu_forced_na, cu_forced_one}, total[4] = {0};
+    /* executions and cases per rank, summed with point-to-point (see check_collect) */
     if (cu_wrank == 0) {
-        total = cu_execs;
-        for (int p = 1; p < cu_wsize; p++) {
-            long v = 0;
-            MPI_Recv(&v, 1, MPI_LONG, p, CHECK_TAG_COLLECT + 1, MPI_COMM_WORLD,
-                     MPI_STATUS_IGNORE);
-            total += v;
+        for (int p = 0; p < cu_wsize; p++) {
+            long v[4] = {mine[0], mine[1], mine[2], mine[3]};
+            if (p > 0)
+                MPI_Recv(v, 4, MPI_LONG, p, CHECK_TAG_COLLECT + 1, MPI_COMM_WORLD,
+                         MPI_STATUS_IGNORE);
+            for (int k = 0; k < 4; k++)
+                total[k] += v[k];
         }
-        printf("%s [%s]: %ld checked collective executions on %d ranks\n", name, cu_alg, total,
-               cu_wsize);
+        printf("%s [%s]: %ld checked collective executions on %d ranks\n", name, cu_alg,
+               total[0], cu_wsize);
+        const char *policy = getenv("BATON_COLL_FALLBACK");
+        if (cu_any_forced && !(policy && strcmp(policy, "error") == 0)) {
+            printf("%s: note: without BATON_COLL_FALLBACK=error the cases a forced algorithm "
+                   "cannot serve run another one unnoticed\n", name);
+        } else if (cu_any_forced) {
+            printf("%s [%s]: %ld cases ran the forced algorithm, %ld were not applicable, %ld "
+                   "were on one process (summed over ranks)\n",
+                   name, cu_alg, total[1], total[2], total[3]);
+            if (total[1] == 0 && cu_wsize > 1) {
+                printf("FAIL %s [%s]: no case ran the forced algorithm\n", name, cu_alg);
+                check_failures++;
+            }
+        }
         for (int k = 0; k < cu_nunsup; k++)
             printf("%s: rank 0: %s unsupported (%ld calls)\n", name, cu_unsup[k], cu_unsup_n[k]);
         if (getenv("COLL_TEST_PROFILE"))
@@ -1206,7 +1291,7 @@ static inline int cu_finish(const char *name)
                 printf("%s: rank 0: slow: %.3f s %s\n", name, cu_slow[k].t, cu_slow[k].what);
         fflush(stdout);
     } else {
-        MPI_Send(&cu_execs, 1, MPI_LONG, 0, CHECK_TAG_COLLECT + 1, MPI_COMM_WORLD);
+        MPI_Send(mine, 4, MPI_LONG, 0, CHECK_TAG_COLLECT + 1, MPI_COMM_WORLD);
     }
     return check_finish(name);
 }

@@ -16,8 +16,6 @@ use std::ffi::{c_int, c_void};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-pub(crate) use crate::validate::require_intra;
-
 #[inline]
 pub(crate) fn size(_cx: Call, _l: &Lib, comm: CommRef, size: Out<c_int>) -> Result<()> {
     size.put(comm.core.size());
@@ -121,7 +119,7 @@ fn split_of(l: &Lib, call: &str, parent: &CommObj, color: c_int, key: c_int) -> 
         });
     }
     let mine = [color.to_le_bytes(), key.to_le_bytes()].concat();
-    let all = l.mpi.allgather(&parent.core, mine);
+    let all = l.mpi.runtime().allgather(&parent.core, mine);
     // Every member derives once, whatever its color, so the counters stay in step.
     let ctx = parent.core.derive_ctx(hash_words(&[0x73706c6974, color as u32 as u64]));
     if color == c::MPI_UNDEFINED {

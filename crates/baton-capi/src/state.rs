@@ -94,9 +94,9 @@ pub struct PersistentEntry {
 pub struct PersistentTable(Table<PersistentEntry>);
 
 impl PersistentTable {
-    /// Registers a persistent request (or, from `coll.rs`, its older form) and returns its handle.
-    pub fn insert(&mut self, e: impl Into<PersistentEntry>) -> usize {
-        self.0.insert(e.into())
+    /// Registers a persistent request and returns its handle.
+    pub fn insert(&mut self, e: PersistentEntry) -> usize {
+        self.0.insert(e)
     }
     pub fn get(&self, h: usize) -> Option<&PersistentEntry> {
         self.0.get(h)
@@ -106,36 +106,6 @@ impl PersistentTable {
     }
     pub fn remove(&mut self, h: usize) -> Option<PersistentEntry> {
         self.0.remove(h)
-    }
-}
-
-/// The form in which `coll.rs` registers a persistent collective until it hands over a
-/// [`Persistent::Coll`] itself: only `coll` is read, the point-to-point fields are placeholders.
-#[derive(Clone)]
-pub struct PersistentOp {
-    pub send: bool,
-    pub mode: baton_core::device::SendMode,
-    pub buf: usize,
-    pub count: i64,
-    pub dtype: usize,
-    pub peer: c_int,
-    pub tag: c_int,
-    pub comm: Arc<CommObj>,
-}
-
-/// See [`PersistentOp`]: a persistent collective as `coll.rs` registers it.
-pub struct PersistentReq {
-    pub op: Box<PersistentOp>,
-    pub coll: Option<Arc<Mutex<baton_core::coll::schedule::Schedule>>>,
-    pub active: Option<ReqId>,
-    pub comm: usize,
-}
-
-impl From<PersistentReq> for PersistentEntry {
-    fn from(r: PersistentReq) -> PersistentEntry {
-        // Point-to-point persistent requests are built as `PersistentEntry` directly.
-        let sched = r.coll.expect("only persistent collectives are registered as a PersistentReq");
-        PersistentEntry { op: Persistent::Coll(sched), active: r.active, comm: r.comm }
     }
 }
 

@@ -410,7 +410,7 @@ pub(crate) fn dist_graph_create(
             EdgeShare::new(call, size, &src, &deg, &dst, &w, wk)
         }
     })();
-    let shares = l.mpi.allgather(&comm_old.core, EdgeShare::encode(share.as_ref().ok()));
+    let shares = l.mpi.runtime().allgather(&comm_old.core, EdgeShare::encode(share.as_ref().ok()));
     share?;
     let g = DistGraph::from_shares(call, comm_old.core.rank, &shares)?;
     let h = create_first(l, &comm_old, size, DISC_DIST_GRAPH, Topology::DistGraph(g));

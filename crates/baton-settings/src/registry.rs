@@ -327,6 +327,19 @@ collective!(
 collective!(COLL_SCAN, "BATON_COLL_SCAN", "`MPI_Scan`, `MPI_Exscan`", ["recursive_doubling", "linear"]);
 
 // Wired by the collective entry points: this declares the setting and its accessor only.
+pub static COLL_FALLBACK: Setting<&'static str> = Setting::new(
+    "silent",
+    Meta {
+        name: "BATON_COLL_FALLBACK",
+        kind: Kind::Choice { choices: &["silent", "warn", "error"], aliases: &[] },
+        doc: "what a call does when the algorithm a `BATON_COLL_<NAME>` forces cannot apply to it (a ring \
+              allreduce with a non-commutative operation): `silent` runs the general algorithm (the first listed), \
+              `warn` does too and says so on stderr, `error` fails the call",
+        details: COLLECTIVES,
+        ..Meta::LIBRARY
+    },
+);
+
 // ---- mpiexec ----------------------------------------------------------------------------------
 
 pub static MPIEXEC_TIMEOUT: Optional<u64> = Optional::new(
@@ -453,6 +466,7 @@ pub static ALL: &[&dyn Entry] = &[
     &COLL_ALLTOALLV,
     &COLL_REDUCE_SCATTER,
     &COLL_SCAN,
+    &COLL_FALLBACK,
     &MPIEXEC_TIMEOUT,
     &RSH,
     &LAUNCH_AGENT,

@@ -1,6 +1,8 @@
-//! Collectives at the C boundary: arguments checked and turned into a schedule
-//! (`baton_core::coll`), which the blocking form runs, the nonblocking form starts in the
-//! background and the persistent form keeps for `MPI_Start`.
+//! Collectives at the C boundary. Each function decodes its handles and buffers (the `unsafe`
+//! steps that turn addresses into [`Buffer`]s), checks what needs no communicator (datatypes,
+//! counts, `NULL` pointers, per-rank arrays), calls its device entry
+//! (`baton_core::device::coll`: roots, `MPI_IN_PLACE` rules, the algorithm, shared memory or a
+//! schedule, the form) and writes the request handle a nonblocking or persistent call returns.
 //!
 //! Each collective is one function taking a [`Mode`]; the `coll_entry!` macro generates its
 //! blocking, `I…` and `…_init` entry points (and the `_c` ones) from that function.
@@ -8,17 +10,16 @@
 use crate::errors::guard;
 use crate::p2p::dtype;
 use crate::request::handle_of;
-use crate::state::{lib, lib_fast, CommObj, Lib, PersistentOp, PersistentReq};
+use crate::state::{lib, lib_fast, CommObj, Lib, PersistentEntry};
 use baton_abi::consts as c;
-use baton_core::coll::algo::{self, Algo, Coll, Shape};
-use baton_core::coll::inter::{self, Root};
-use baton_core::coll::schedule::{Loc, Region, Schedule};
 use baton_core::datatype::Layout;
-use baton_core::error::{MpiError, Result};
-use baton_core::shm_coll::{ShmColl, ShmKind};
+use baton_core::device::coll::Call;
+use baton_core::device::{Buffer, Device, Form, Persistent, Started};
+use baton_core::err;
+use baton_core::error::Result;
 use baton_transport::mem::UserBuf;
 use std::ffi::{c_int, c_void};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Which form of a collective was called.
 #[derive(Clone, Copy)]
@@ -34,635 +35,206 @@ fn in_place(p: *const c_void) -> bool {
     p as usize == c::MPI_IN_PLACE
 }
 
-/// A buffer argument: address, element count and datatype, checked.
-pub(crate) struct Buf {
-    addr: usize,
-    count: usize,
-    lay: Arc<Layout>,
+/// A buffer argument as the application passed it: address, count and datatype handle.
+pub(crate) type Side = (*const c_void, i64, usize);
+
+/// `count` elements of `lay` at `p` pass the checks every buffer argument must (`what` names
+/// the buffer in messages); the count as a size.
+#[inline(always)]
+fn checked(call: &str, what: &str, p: *const c_void, count: i64, lay: &Layout) -> Result<usize> {
+    // The usual case, decided here without a call: a non-negative count whose bytes fit, at an
+    // address (a NULL one passes only with nothing to hold).
+    let n = count as usize;
+    if count >= 0 && (!p.is_null() || count == 0) && n.checked_mul(lay.size).is_some_and(|b| b <= isize::MAX as usize) {
+        return Ok(n);
+    }
+    checked_slowly(call, what, p, count, lay)
 }
 
-impl Buf {
-    pub(crate) fn new(call: &str, what: &str, p: *const c_void, count: i64, dt: usize) -> Result<Buf> {
-        let lay: Arc<Layout> = dtype(call, dt)?.clone();
-        if count < 0 {
-            return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: {what} count {count} is negative")));
-        }
-        crate::p2p::check_buf(call, p as usize, count as usize, &lay)
-            .map_err(|e| MpiError::new(e.class, format!("{} ({what} buffer)", e.msg)))?;
-        count
-            .checked_mul(lay.size as i64)
-            .filter(|&b| b <= isize::MAX as i64)
-            .ok_or_else(|| MpiError::new(c::MPI_ERR_COUNT, format!("{call}: {what} count {count} overflows")))?;
-        Ok(Buf { addr: p as usize, count: count as usize, lay })
+/// [`checked`] for the cases its first test leaves: each check in turn, with its message.
+#[cold]
+fn checked_slowly(call: &str, what: &str, p: *const c_void, count: i64, lay: &Layout) -> Result<usize> {
+    if count < 0 {
+        return Err(err!(MPI_ERR_COUNT, "{call}: {what} count {count} is negative"));
     }
-
-    pub(crate) fn bytes(&self) -> usize {
-        self.count * self.lay.size
-    }
-
-    /// The buffer as a region of schedule `s`.
-    pub(crate) fn region(&self, s: &mut Schedule) -> Loc {
-        let (lo, hi) = self.lay.span(self.count);
-        // SAFETY: MPI requires a collective's buffers to hold `count` elements of the datatype
-        // and to stay valid and untouched by the application until the operation completes (for
-        // persistent collectives, until the request is freed); (lo, hi) is exactly what they cover.
-        let span = unsafe { UserBuf::new(self.addr.wrapping_add_signed(lo), (hi - lo) as usize) };
-        s.region(Region::User { span, base_off: -lo, layout: self.lay.clone() }, self.bytes())
-    }
-}
-
-/// `n` consecutive blocks of `b` bytes of a window.
-pub(crate) fn blocks(whole: Loc, n: usize, b: usize) -> Vec<Loc> {
-    (0..n).map(|i| whole.at(i * b, b)).collect()
-}
-
-/// `count * n` elements (a buffer of `n` blocks), checked for overflow.
-pub(crate) fn times(call: &str, what: &str, count: i64, n: usize) -> Result<i64> {
+    crate::p2p::check_buf(call, p as usize, count as usize, lay).map_err(|mut e| {
+        e.msg = format!("{} ({what} buffer)", e.msg);
+        e
+    })?;
     count
-        .checked_mul(n as i64)
-        .ok_or_else(|| MpiError::new(c::MPI_ERR_COUNT, format!("{call}: {what} count {count} overflows")))
+        .checked_mul(lay.size as i64)
+        .filter(|&b| b <= isize::MAX as i64)
+        .ok_or_else(|| err!(MPI_ERR_COUNT, "{call}: {what} count {count} overflows"))?;
+    Ok(count as usize)
 }
 
-fn check_root(call: &str, cm: &CommObj, root: c_int) -> Result<()> {
-    let n = cm.core.size();
-    if !(0..n).contains(&root) {
-        return Err(MpiError::new(
-            c::MPI_ERR_ROOT,
-            format!("{call}: root {root} is out of range for a communicator of size {n}"),
-        ));
+/// The device's view of `count` elements of `lay` at `p` (checked).
+#[inline(always)]
+fn span_of(p: *const c_void, count: usize, lay: Arc<Layout>) -> Buffer {
+    let (lo, hi) = lay.span(count);
+    // SAFETY: MPI requires a collective's buffers to hold `count` elements of the datatype and
+    // to stay valid and untouched by the application until the operation completes (for
+    // persistent collectives, until the request is freed); (lo, hi) is exactly what they cover.
+    let span = unsafe { UserBuf::new((p as usize).wrapping_add_signed(lo), (hi - lo) as usize) };
+    Buffer { span, base_off: -lo, layout: lay, count }
+}
+
+/// A buffer argument: `count` elements of datatype `dt` at `p`.
+#[inline(always)]
+pub(crate) fn buffer(call: &str, what: &str, p: *const c_void, count: i64, dt: usize) -> Result<Buffer> {
+    let lay = dtype(call, dt)?;
+    let count = checked(call, what, p, count, &lay)?;
+    Ok(span_of(p, count, lay.clone()))
+}
+
+/// A buffer argument that may be `MPI_IN_PLACE` (None).
+#[inline]
+fn or_in_place(call: &str, what: &str, p: *const c_void, count: i64, dt: usize) -> Result<Option<Buffer>> {
+    if in_place(p) {
+        return Ok(None);
     }
-    Ok(())
+    buffer(call, what, p, count, dt).map(Some)
 }
 
-fn same_size(call: &str, got: usize, want: usize) -> Result<()> {
-    if got != want {
-        return Err(MpiError::new(
-            c::MPI_ERR_TRUNCATE,
-            format!("{call}: the send buffer holds {got} bytes where the receive block holds {want} (type signatures differ)"),
-        ));
-    }
-    Ok(())
+/// A buffer argument of `n` blocks of `count` elements: a block's checks first (their messages
+/// name its count), then the whole buffer's.
+#[inline]
+pub(crate) fn blocks(call: &str, what: &str, p: *const c_void, count: i64, dt: usize, n: usize) -> Result<Buffer> {
+    let lay = dtype(call, dt)?;
+    checked(call, what, p, count, &lay)?;
+    let total =
+        count.checked_mul(n as i64).ok_or_else(|| err!(MPI_ERR_COUNT, "{call}: {what} count {count} overflows"))?;
+    let total = checked(call, what, p, total, &lay)?;
+    Ok(span_of(p, total, lay.clone()))
 }
 
-fn in_place_at_root(call: &str) -> MpiError {
-    MpiError::new(c::MPI_ERR_BUFFER, format!("{call}: MPI_IN_PLACE is only valid at the root"))
-}
-
-/// What a rooted collective's `root` makes of this process on intercommunicator `cm`.
-fn inter_root(call: &str, cm: &CommObj, root: c_int) -> Result<Root> {
-    let n = cm.core.peer_size();
-    match root {
-        c::MPI_ROOT => Ok(Root::Me),
-        c::MPI_PROC_NULL => Ok(Root::Idle),
-        r if (0..n).contains(&r) => Ok(Root::Remote(r)),
-        r => Err(MpiError::new(
-            c::MPI_ERR_ROOT,
-            format!("{call}: root {r} on an intercommunicator is neither MPI_ROOT, MPI_PROC_NULL nor a rank of the remote group (size {n})"),
-        )),
-    }
-}
-
-/// The standard has no `MPI_IN_PLACE` on intercommunicators.
-fn no_in_place(call: &str, cm: &CommObj, what: &str, p: *const c_void) -> Result<()> {
-    if cm.core.is_inter() && in_place(p) {
-        return Err(MpiError::new(
-            c::MPI_ERR_BUFFER,
-            format!("{call}: MPI_IN_PLACE is not allowed on an intercommunicator ({what} buffer)"),
-        ));
-    }
-    Ok(())
-}
-
-/// Checks the arguments, builds the schedule with `build` and runs it in the form `mode` asks.
-fn launch(
+/// Looks the communicator up, checks the request argument, and lets `f` decode the rest and
+/// call the device; then hands the result over in the form `mode` asks.
+#[inline(always)]
+pub(crate) fn run(
     mode: Mode,
     call: &'static str,
     comm_h: usize,
-    build: impl FnOnce(&Lib, &Arc<CommObj>) -> Result<Schedule>,
+    f: impl FnOnce(&Device, &CommObj, Call) -> Result<Started>,
 ) -> c_int {
     guard(comm_h, || {
-        let l = lib(call)?;
-        let cm = match comm_h {
-            c::MPI_COMM_WORLD => l.world.clone(),
-            c::MPI_COMM_SELF => l.self_comm.clone(),
-            h => l.comm_arc(call, h)?,
+        let l = match lib_fast() {
+            Some(l) => l,
+            None => lib(call)?,
         };
-        check_request(call, mode)?;
-        let s = build(l, &cm)?;
-        submit(l, &cm, comm_h, mode, s)
+        let cm = l.comm(call, comm_h)?;
+        let form = match mode {
+            Mode::Blocking => Form::Blocking,
+            Mode::Nonblocking(r) => {
+                crate::nonnull_mut(call, "request", r)?;
+                Form::Nonblocking
+            }
+            Mode::Persistent(r) => {
+                crate::nonnull_mut(call, "request", r)?;
+                Form::Persistent
+            }
+        };
+        let at =
+            Call { comm: &cm.core, handle: comm_h, form, thread_multiple: l.thread_level == c::MPI_THREAD_MULTIPLE };
+        let started = f(&l.mpi, &cm, at)?;
+        match mode {
+            // A blocking call's collective is over (`Started::Done`).
+            Mode::Blocking => Ok(()),
+            _ => hand_over(l, comm_h, mode, started),
+        }
     })
 }
 
-/// A nonblocking or persistent call's request argument must be somewhere to write to.
-pub(crate) fn check_request(call: &str, mode: Mode) -> Result<()> {
-    match mode {
-        Mode::Nonblocking(r) | Mode::Persistent(r) => crate::nonnull_mut(call, "request", r),
-        Mode::Blocking => Ok(()),
-    }
-}
-
-/// Runs schedule `s` in the form `mode` asks: to the end, in the background behind a new
-/// request, or kept behind a persistent request (whose pointer [`check_request`] checked).
-pub(crate) fn submit(l: &Lib, cm: &Arc<CommObj>, comm_h: usize, mode: Mode, mut s: Schedule) -> Result<()> {
-    match mode {
-        Mode::Blocking => s.run(l.mpi.runtime()),
-        Mode::Nonblocking(r) => {
-            let id = l.mpi.start_coll(Arc::new(Mutex::new(s)), comm_h);
-            // SAFETY: checked non-null; the caller's request variable.
-            unsafe { *r = handle_of(id) };
-            Ok(())
-        }
-        Mode::Persistent(r) => {
-            // A persistent collective keeps its schedule; the point-to-point part is unused.
-            let op = PersistentOp {
-                send: false,
-                mode: crate::p2p::SendMode::Standard,
-                buf: 0,
-                count: 0,
-                dtype: c::MPI_DATATYPE_NULL,
-                peer: c::MPI_PROC_NULL,
-                tag: 0,
-                comm: cm.clone(),
-            };
-            let h = l.t().persistent.insert(PersistentReq {
-                op: Box::new(op),
-                coll: Some(Arc::new(Mutex::new(s))),
-                active: None,
-                comm: comm_h,
-            });
+/// Writes the request a nonblocking call started, or keeps a persistent call's schedule behind
+/// a new persistent request (pointers checked by [`run`]).
+fn hand_over(l: &Lib, comm_h: usize, mode: Mode, started: Started) -> Result<()> {
+    match (mode, started) {
+        // SAFETY: checked non-null; the caller's request variable.
+        (Mode::Nonblocking(r), Started::Request(id)) => unsafe { *r = handle_of(id) },
+        (Mode::Persistent(r), Started::Persistent(op @ Persistent::Coll(_))) => {
+            let h = l.t().persistent.insert(PersistentEntry { op, active: None, comm: comm_h });
             // SAFETY: checked non-null; the caller's request variable.
             unsafe { *r = h };
-            Ok(())
         }
+        _ => return Err(err!(MPI_ERR_INTERN, "a collective's device entry answered in another form than called")),
     }
+    Ok(())
 }
 
-fn sched(cm: &CommObj, call: &'static str) -> Schedule {
-    Schedule::new(cm.core.clone(), call)
-}
-
-/// Generates the blocking, nonblocking and persistent entry points of one collective.
+/// Generates the six entry points of one collective: blocking, `I…` and `…_init`, each in the
+/// `int` binding and the `_c` one, which differ only in the width of their counts. Argument types
+/// are one token each, those that differ by binding marked: `Count` (`int` or `MPI_Count`),
+/// `Counts` (an array of them), `Displs` (`int` or `MPI_Aint` displacements), `Aints` (`MPI_Aint`
+/// displacements in both); `Buf`, `Handle` and `Handles` are the same in both. Each body first
+/// turns its arguments into one form ([`Count`]s into `i64`, arrays into `*const` pointers to
+/// 64-bit values where the widths differ), then evaluates the call after `=>` with them.
 macro_rules! coll_entry {
-    ($b:ident, $i:ident, $p:ident, $imp:ident, ($($a:ident : $t:ty),*) => ($($arg:expr),*)) => {
+    ($b:ident $i:ident $p:ident, $bc:ident $ic:ident $pc:ident,
+     ($($a:ident: $t:tt),*) => $imp:ident($($arg:expr),*)) => {
+        $crate::coll::coll_entry!(@one int $b $i $p, ($($a: $t),*) => $imp($($arg),*));
+        $crate::coll::coll_entry!(@one big $bc $ic $pc, ($($a: $t),*) => $imp($($arg),*));
+    };
+    (@one $w:ident $b:ident $i:ident $p:ident, ($($a:ident: $t:tt),*) => $imp:ident($($arg:expr),*)) => {
         #[no_mangle]
-        pub unsafe extern "C" fn $b($($a: $t),*) -> c_int {
-            $imp(Mode::Blocking, $($arg),*)
+        pub unsafe extern "C" fn $b($($a: $crate::coll::coll_ty!($w $t)),*) -> c_int {
+            $(let $a = $crate::coll::coll_arg!($w $a $t);)*
+            $imp($crate::coll::Mode::Blocking, $($arg),*)
         }
         #[no_mangle]
-        pub unsafe extern "C" fn $i($($a: $t,)* request: *mut usize) -> c_int {
-            $imp(Mode::Nonblocking(request), $($arg),*)
+        pub unsafe extern "C" fn $i($($a: $crate::coll::coll_ty!($w $t),)* request: *mut usize) -> c_int {
+            $(let $a = $crate::coll::coll_arg!($w $a $t);)*
+            $imp($crate::coll::Mode::Nonblocking(request), $($arg),*)
         }
         #[no_mangle]
-        pub unsafe extern "C" fn $p($($a: $t,)* _info: usize, request: *mut usize) -> c_int {
-            $imp(Mode::Persistent(request), $($arg),*)
+        pub unsafe extern "C" fn $p($($a: $crate::coll::coll_ty!($w $t),)* _info: usize, request: *mut usize) -> c_int {
+            $(let $a = $crate::coll::coll_arg!($w $a $t);)*
+            $imp($crate::coll::Mode::Persistent(request), $($arg),*)
         }
     };
 }
-pub(crate) use coll_entry;
 
-// ----- the shared-memory fast path -----
-
-/// A blocking barrier, bcast, reduce, allreduce, allgather or alltoall is where a
-/// communicator gets its shared-memory area, if it can have one (`Mpi::attach_shm`): every member calls it there.
-/// An invalid handle is left to the call's own checks, which report it.
-fn attach_shm(call: &str, mode: &Mode, comm_h: usize) {
-    if !matches!(mode, Mode::Blocking) || comm_h == c::MPI_COMM_WORLD || comm_h == c::MPI_COMM_SELF {
-        return;
-    }
-    let Some(l) = lib_fast() else { return };
-    if let Ok(cm) = l.comm(call, comm_h) {
-        l.mpi.attach_shm(&cm.core, l.thread_level == c::MPI_THREAD_MULTIPLE);
-    }
+/// An argument's type in the `int` or the `_c` (`big`) binding (see [`coll_entry!`]).
+macro_rules! coll_ty {
+    (int Count) => { c_int };
+    (big Count) => { i64 };
+    (int Counts) => { *mut c_int };
+    (big Counts) => { *mut i64 };
+    (int Displs) => { *mut c_int };
+    ($w:ident Displs) => { *mut isize };
+    ($w:ident Aints) => { *mut isize };
+    ($w:ident Buf) => { *mut c_void };
+    ($w:ident Handle) => { usize };
+    ($w:ident Handles) => { *mut usize };
+    ($w:ident $t:tt) => { $t };
 }
 
-/// A blocking call on contiguous data that would run a single shared-memory step skips the
-/// schedule: `f` runs with the communicator's area when `coll` on `bytes` (with `shape`'s
-/// other facts) chooses shared memory. None sends the call down the general path, which also
-/// reports any argument error.
-fn shm_fast(
-    call: &str,
-    comm_h: usize,
-    coll: Coll,
-    bytes: usize,
-    tweak: impl FnOnce(Shape) -> Shape,
-    f: impl FnOnce(&Lib, &CommObj, &ShmColl) -> Result<()>,
-) -> Option<c_int> {
-    let l = lib_fast()?;
-    let cm = l.comm(call, comm_h).ok()?;
-    let sh = cm.core.shm.get()?;
-    if algo::choose(coll, tweak(Shape::of(&cm.core, bytes))).ok()? != Algo::Shm {
-        return None;
-    }
-    Some(guard(comm_h, || f(l, &cm, sh)))
-}
-
-/// The shared-memory fast path of a blocking allgather or alltoall on contiguous buffers whose
-/// blocks (`count` elements of the datatype) agree in size; None sends the call down the
-/// general path.
-fn blocks_fast(
-    call: &str,
-    mode: &Mode,
-    comm_h: usize,
-    send: (*const c_void, i64, usize),
-    recv: (*mut c_void, i64, usize),
-    coll: Coll,
-) -> Option<c_int> {
-    if !matches!(mode, Mode::Blocking) {
-        return None;
-    }
-    let (sblk, rblk) = (contig_span(call, send.0, send.1, send.2)?, contig_span(call, recv.0, recv.1, recv.2)?);
-    let b = rblk.len();
-    if sblk.len() != b {
-        return None;
-    }
-    shm_fast(
-        call,
-        comm_h,
-        coll,
-        b,
-        |s| s,
-        |l, cm, sh| {
-            let n = cm.core.size() as usize;
-            let kind = if coll == Coll::Alltoall { ShmKind::Alltoall } else { ShmKind::Allgather };
-            let sent = sh.published(kind, b);
-            // SAFETY: MPI requires the send buffer to hold `sent` bytes (a block per rank for
-            // alltoall) and the receive buffer a block per rank, for the duration of this call.
-            let (src, dst) = unsafe { (UserBuf::new(send.0 as usize, sent), UserBuf::new(recv.0 as usize, n * b)) };
-            let seq = sh.run_blocking(l.mpi.runtime(), kind, Some(src.read(0, sent)));
-            for r in 0..n {
-                dst.write(r * b, sh.block(kind, r, seq, b));
-            }
-            sh.finish(seq);
-            Ok(())
-        },
-    )
-}
-
-/// The bytes of `count` elements of contiguous datatype `dt` at `p`, when that is what they
-/// are (None: non-contiguous, invalid or NULL; the general path takes those).
-fn contig_span(call: &str, p: *const c_void, count: i64, dt: usize) -> Option<UserBuf> {
-    let lay = dtype(call, dt).ok()?;
-    let len = usize::try_from(count).ok()?.checked_mul(lay.size)?;
-    if !lay.is_contiguous() || (p.is_null() && len > 0) || in_place(p) {
-        return None;
-    }
-    // SAFETY: MPI requires the buffer to hold `count` elements of the datatype for the
-    // duration of this blocking call.
-    Some(unsafe { UserBuf::new(p as usize, len) })
-}
-
-// ----- barrier, bcast -----
-
-fn barrier(mode: Mode, comm_h: usize) -> c_int {
-    let call = "MPI_Barrier";
-    attach_shm(call, &mode, comm_h);
-    if let Mode::Blocking = mode {
-        if let Some(rc) = shm_fast(
-            call,
-            comm_h,
-            Coll::Barrier,
-            0,
-            |s| s,
-            |l, _, sh| {
-                let seq = sh.run_blocking(l.mpi.runtime(), ShmKind::Barrier, None);
-                sh.finish(seq);
-                Ok(())
-            },
-        ) {
-            return rc;
-        }
-    }
-    launch(mode, call, comm_h, |_, cm| {
-        let mut s = sched(cm, call);
-        if cm.core.is_inter() {
-            inter::barrier(&mut s);
-            return Ok(s);
-        }
-        let a = algo::choose(Coll::Barrier, Shape::of(&cm.core, 0))?;
-        algo::barrier(&mut s, a);
-        Ok(s)
-    })
-}
-
-coll_entry!(PMPI_Barrier, PMPI_Ibarrier, PMPI_Barrier_init, barrier, (comm: usize) => (comm));
-
-fn bcast(mode: Mode, buf: *mut c_void, count: i64, dt: usize, root: c_int, comm_h: usize) -> c_int {
-    let call = "MPI_Bcast";
-    attach_shm(call, &mode, comm_h);
-    if let (Mode::Blocking, Some(b)) = (mode, contig_span(call, buf, count, dt)) {
-        let fast = shm_fast(
-            call,
-            comm_h,
-            Coll::Bcast,
-            b.len(),
-            |s| s,
-            |l, cm, sh| {
-                check_root(call, cm, root)?;
-                let me = cm.core.rank == root;
-                let seq = sh.run_blocking(
-                    l.mpi.runtime(),
-                    ShmKind::Bcast { root: root as usize },
-                    me.then(|| b.read(0, b.len())),
-                );
-                if !me {
-                    b.write(0, sh.data(root as usize, seq, b.len()));
-                }
-                sh.finish(seq);
-                Ok(())
-            },
-        );
-        if let Some(rc) = fast {
-            return rc;
-        }
-    }
-    launch(mode, call, comm_h, |_, cm| {
-        if cm.core.is_inter() {
-            let root = inter_root(call, cm, root)?;
-            let b = match root {
-                Root::Idle => None,
-                _ => Some(Buf::new(call, "", buf, count, dt)?),
-            };
-            let mut s = sched(cm, call);
-            if let Some(b) = b {
-                let l = b.region(&mut s);
-                inter::bcast(&mut s, root, l);
-            }
-            return Ok(s);
-        }
-        check_root(call, cm, root)?;
-        let b = Buf::new(call, "", buf, count, dt)?;
-        let a = algo::choose(Coll::Bcast, Shape::of(&cm.core, b.bytes()))?;
-        let mut s = sched(cm, call);
-        let l = b.region(&mut s);
-        algo::bcast(&mut s, a, root, l);
-        Ok(s)
-    })
-}
-
-coll_entry!(PMPI_Bcast, PMPI_Ibcast, PMPI_Bcast_init, bcast,
-    (buf: *mut c_void, count: c_int, dt: usize, root: c_int, comm: usize) => (buf, count as i64, dt, root, comm));
-coll_entry!(PMPI_Bcast_c, PMPI_Ibcast_c, PMPI_Bcast_init_c, bcast,
-    (buf: *mut c_void, count: i64, dt: usize, root: c_int, comm: usize) => (buf, count, dt, root, comm));
-
-// ----- reductions -----
-
-/// Reduce: `rbuf` matters at the root only.
-#[allow(clippy::too_many_arguments)]
-fn reduce(
-    mode: Mode,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    count: i64,
-    dt: usize,
-    oph: usize,
-    root: c_int,
-    comm_h: usize,
-) -> c_int {
-    let call = "MPI_Reduce";
-    attach_shm(call, &mode, comm_h);
-    if let Mode::Blocking = mode {
-        let d = contig_span(call, rbuf, count, dt);
-        let src = if in_place(sbuf) { d } else { contig_span(call, sbuf, count, dt) };
-        let len = src.map(|b| b.len());
-        if let (Some(src), Some(len), Ok(r)) = (src, len, crate::ops::reducer(call, oph, dt)) {
-            let tweak = |s: Shape| Shape { commutative: r.commutative, elems: count as usize, ..s };
-            let fast = shm_fast(call, comm_h, Coll::Reduce, len, tweak, |l, cm, sh| {
-                check_root(call, cm, root)?;
-                let me = cm.core.rank == root;
-                // The root's receive buffer is checked only at the root, like the general path.
-                let dst = match (me, d) {
-                    (true, Some(d)) => Some(d),
-                    (true, None) => {
-                        return Err(MpiError::new(c::MPI_ERR_BUFFER, format!("{call}: receive buffer is NULL")))
-                    }
-                    (false, _) if in_place(sbuf) => return Err(in_place_at_root(call)),
-                    (false, _) => None,
-                };
-                let seq =
-                    sh.run_blocking(l.mpi.runtime(), ShmKind::Reduce { root: root as usize }, Some(src.read(0, len)));
-                if let Some(d) = dst {
-                    d.modify(0, len, |acc| sh.combine(seq, &r, acc));
-                }
-                sh.finish(seq);
-                Ok(())
-            });
-            if let Some(rc) = fast {
-                return rc;
-            }
-        }
-    }
-    launch(mode, call, comm_h, |_, cm| {
-        if cm.core.is_inter() {
-            let root = inter_root(call, cm, root)?;
-            let rb = if root == Root::Me { Some(Buf::new(call, "receive", rbuf, count, dt)?) } else { None };
-            let sb = match root {
-                Root::Remote(_) => {
-                    no_in_place(call, cm, "send", sbuf)?;
-                    Some(Buf::new(call, "send", sbuf, count, dt)?)
-                }
-                _ => None,
-            };
-            let r = if root == Root::Idle { None } else { Some(crate::ops::reducer(call, oph, dt)?) };
-            let mut s = sched(cm, call);
-            if let Some(r) = r {
-                s.set_reducer(r);
-            }
-            let dst = rb.map(|b| b.region(&mut s));
-            let src = sb.map(|b| b.region(&mut s));
-            inter::reduce(&mut s, root, src, dst);
-            return Ok(s);
-        }
-        check_root(call, cm, root)?;
-        let is_root = cm.core.rank == root;
-        if in_place(sbuf) && !is_root {
-            return Err(in_place_at_root(call));
-        }
-        let rb = if is_root { Some(Buf::new(call, "receive", rbuf, count, dt)?) } else { None };
-        let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, count, dt)?) };
-        let r = crate::ops::reducer(call, oph, dt)?;
-        let shape = Shape { commutative: r.commutative, ..Shape::of(&cm.core, count as usize * dtype(call, dt)?.size) };
-        let a = algo::choose(Coll::Reduce, shape)?;
-        let mut s = sched(cm, call);
-        s.set_reducer(r);
-        let dst = rb.map(|b| b.region(&mut s));
-        let src = match sb {
-            Some(b) => b.region(&mut s),
-            None => dst.expect("in place only at the root"),
-        };
-        algo::reduce(&mut s, a, root, src, dst);
-        Ok(s)
-    })
-}
-
-coll_entry!(PMPI_Reduce, PMPI_Ireduce, PMPI_Reduce_init, reduce,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, root: c_int, comm: usize)
-    => (sbuf, rbuf, count as i64, dt, op, root, comm));
-coll_entry!(PMPI_Reduce_c, PMPI_Ireduce_c, PMPI_Reduce_init_c, reduce,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, root: c_int, comm: usize)
-    => (sbuf, rbuf, count, dt, op, root, comm));
-
-/// The shared part of Allreduce, Scan and Exscan: send and receive windows and the reducer.
-fn reduction_bufs(
-    call: &'static str,
-    cm: &CommObj,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    count: i64,
-    dt: usize,
-    oph: usize,
-) -> Result<(Schedule, Loc, Loc, Shape)> {
-    no_in_place(call, cm, "send", sbuf)?;
-    let rb = Buf::new(call, "receive", rbuf, count, dt)?;
-    let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, count, dt)?) };
-    let r = crate::ops::reducer(call, oph, dt)?;
-    let shape =
-        Shape { commutative: r.commutative, elems: rb.bytes() / r.unit.max(1), ..Shape::of(&cm.core, rb.bytes()) };
-    let mut s = sched(cm, call);
-    s.set_reducer(r);
-    let dst = rb.region(&mut s);
-    let src = match sb {
-        Some(b) => b.region(&mut s),
-        None => dst,
+/// An argument in the one form the collective's function takes (see [`coll_entry!`]).
+macro_rules! coll_arg {
+    ($w:ident $a:ident Count) => {
+        $a as i64
     };
-    Ok((s, src, dst, shape))
+    (int $a:ident Displs) => {
+        $a.cast_const()
+    };
+    ($w:ident $a:ident Displs) => {
+        $a as *const i64
+    };
+    ($w:ident $a:ident Aints) => {
+        $a as *const i64
+    };
+    ($w:ident $a:ident Counts) => {
+        $a.cast_const()
+    };
+    ($w:ident $a:ident Handles) => {
+        $a.cast_const()
+    };
+    ($w:ident $a:ident $t:tt) => {
+        $a
+    };
 }
+pub(crate) use {coll_arg, coll_entry, coll_ty};
 
-fn allreduce(
-    mode: Mode,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    count: i64,
-    dt: usize,
-    oph: usize,
-    comm_h: usize,
-) -> c_int {
-    let call = "MPI_Allreduce";
-    attach_shm(call, &mode, comm_h);
-    if let (Mode::Blocking, Some(d)) = (mode, contig_span(call, rbuf, count, dt)) {
-        let src = if in_place(sbuf) { Some(None) } else { contig_span(call, sbuf, count, dt).map(Some) };
-        if let (Some(src), Ok(r)) = (src, crate::ops::reducer(call, oph, dt)) {
-            let tweak = |s: Shape| Shape { commutative: r.commutative, elems: count as usize, ..s };
-            let fast = shm_fast(call, comm_h, Coll::Allreduce, d.len(), tweak, |l, _, sh| {
-                // In place, the contribution is copied into the segment before the result is written.
-                let seq = sh.run_blocking(l.mpi.runtime(), ShmKind::Allreduce, Some(src.unwrap_or(d).read(0, d.len())));
-                d.modify(0, d.len(), |acc| sh.combine(seq, &r, acc));
-                sh.finish(seq);
-                Ok(())
-            });
-            if let Some(rc) = fast {
-                return rc;
-            }
-        }
-    }
-    launch(mode, call, comm_h, |_, cm| {
-        let (mut s, src, dst, shape) = reduction_bufs(call, cm, sbuf, rbuf, count, dt, oph)?;
-        if cm.core.is_inter() {
-            inter::allreduce(&mut s, src, dst);
-            return Ok(s);
-        }
-        let a = algo::choose(Coll::Allreduce, shape)?;
-        algo::allreduce(&mut s, a, src, dst);
-        Ok(s)
-    })
-}
-
-coll_entry!(PMPI_Allreduce, PMPI_Iallreduce, PMPI_Allreduce_init, allreduce,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, comm: usize)
-    => (sbuf, rbuf, count as i64, dt, op, comm));
-coll_entry!(PMPI_Allreduce_c, PMPI_Iallreduce_c, PMPI_Allreduce_init_c, allreduce,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, comm: usize)
-    => (sbuf, rbuf, count, dt, op, comm));
-
-#[allow(clippy::too_many_arguments)]
-fn scan(
-    mode: Mode,
-    exclusive: bool,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    count: i64,
-    dt: usize,
-    oph: usize,
-    comm_h: usize,
-) -> c_int {
-    let call = if exclusive { "MPI_Exscan" } else { "MPI_Scan" };
-    launch(mode, call, comm_h, |_, cm| {
-        // The standard defines no prefix reduction across two groups.
-        crate::comm::require_intra(call, "comm", cm)?;
-        let (mut s, src, dst, shape) = reduction_bufs(call, cm, sbuf, rbuf, count, dt, oph)?;
-        let a = algo::choose(Coll::Scan, shape)?;
-        algo::scan(&mut s, a, src, dst, exclusive);
-        Ok(s)
-    })
-}
-
-coll_entry!(PMPI_Scan, PMPI_Iscan, PMPI_Scan_init, scan,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, comm: usize)
-    => (false, sbuf, rbuf, count as i64, dt, op, comm));
-coll_entry!(PMPI_Scan_c, PMPI_Iscan_c, PMPI_Scan_init_c, scan,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, comm: usize)
-    => (false, sbuf, rbuf, count, dt, op, comm));
-coll_entry!(PMPI_Exscan, PMPI_Iexscan, PMPI_Exscan_init, scan,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: c_int, dt: usize, op: usize, comm: usize)
-    => (true, sbuf, rbuf, count as i64, dt, op, comm));
-coll_entry!(PMPI_Exscan_c, PMPI_Iexscan_c, PMPI_Exscan_init_c, scan,
-    (sbuf: *mut c_void, rbuf: *mut c_void, count: i64, dt: usize, op: usize, comm: usize)
-    => (true, sbuf, rbuf, count, dt, op, comm));
-
-/// Reduce_scatter (`counts` per rank) and Reduce_scatter_block (`counts` None, `count` each).
-#[allow(clippy::too_many_arguments)]
-fn reduce_scatter(
-    mode: Mode,
-    call: &'static str,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    count: i64,
-    counts: Option<Vec<i64>>,
-    dt: usize,
-    oph: usize,
-    comm_h: usize,
-) -> c_int {
-    launch(mode, call, comm_h, |_, cm| {
-        let (n, me) = (cm.core.size() as usize, cm.core.rank as usize);
-        let counts = counts.unwrap_or_else(|| vec![count; n]);
-        if let Some(bad) = counts.iter().find(|&&c| c < 0) {
-            return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: recvcounts holds a negative count {bad}")));
-        }
-        let total: i64 = counts.iter().sum();
-        no_in_place(call, cm, "send", sbuf)?;
-        let whole = Buf::new(call, "send", if in_place(sbuf) { rbuf } else { sbuf }, total, dt)?;
-        let mine = Buf::new(call, "receive", rbuf, counts[me], dt)?;
-        let r = crate::ops::reducer(call, oph, dt)?;
-        let size = whole.lay.size;
-        let shape = Shape {
-            uniform: counts.iter().all(|&c| c == counts[0]),
-            commutative: r.commutative,
-            elems: total as usize,
-            ..Shape::of(&cm.core, whole.bytes())
-        };
-        let a = algo::choose(Coll::ReduceScatter, shape)?;
-        let mut s = sched(cm, call);
-        s.set_reducer(r);
-        let src = whole.region(&mut s);
-        let dst = mine.region(&mut s);
-        if cm.core.is_inter() {
-            // Each group's result is the other group's vector, cut by this group's counts.
-            let lens: Vec<usize> = counts.iter().map(|&c| c as usize * size).collect();
-            inter::reduce_scatter(&mut s, src, &lens, dst);
-            return Ok(s);
-        }
-        let mut at = 0;
-        let bl: Vec<Loc> = counts
-            .iter()
-            .map(|&c| {
-                let w = src.at(at, c as usize * size);
-                at += c as usize * size;
-                w
-            })
-            .collect();
-        algo::reduce_scatter(&mut s, a, src, &bl, dst);
-        Ok(s)
-    })
-}
+// ----- per-rank arrays -----
 
 unsafe fn array<'a, T: Copy>(call: &str, what: &str, p: *const T, n: usize) -> Result<&'a [T]> {
     if n == 0 {
@@ -679,80 +251,186 @@ unsafe fn wide<T: Copy + Into<i64>>(call: &str, what: &str, p: *const T, n: usiz
     Ok(unsafe { array(call, what, p, n)? }.iter().map(|&v| v.into()).collect())
 }
 
-/// Size of the communicator and this process's rank in it, for reading per-rank array
-/// arguments before the call proper (None for an invalid handle, which the call then reports).
-fn comm_info(comm_h: usize) -> Option<(usize, c_int)> {
-    let l = lib("").ok()?;
-    let core = match comm_h {
-        c::MPI_COMM_WORLD => l.world.core.clone(),
-        c::MPI_COMM_SELF => l.self_comm.core.clone(),
-        h => l.comm_arc("", h).ok()?.core.clone(),
-    };
-    Some((core.size() as usize, core.rank))
+/// The counts, displacements and datatype(s) of a `v` or `w` side as the application passed
+/// them: one datatype handle for a `v` side, an array of them (the handle unused) for a `w` one.
+pub(crate) type Spread<C, D> = (*const C, *const D, (usize, *const usize));
+
+/// A `v` side: its arrays and its one datatype.
+pub(crate) fn v_of<C, D>(counts: *const C, displs: *const D, dt: usize) -> Spread<C, D> {
+    (counts, displs, (dt, std::ptr::null()))
 }
 
-fn comm_size(comm_h: usize) -> usize {
-    comm_info(comm_h).map_or(0, |(n, _)| n)
+/// Per-rank (or per-neighbour) blocks of a `v` or `w` argument: counts, displacements (in
+/// extents of the block's datatype for `v`, in bytes for `w`) and datatypes.
+pub(crate) struct VSide {
+    counts: Vec<i64>,
+    displs: Vec<i64>,
+    types: Vec<usize>,
+    bytes_displs: bool,
 }
 
-/// The communicator behind `comm_h`, if valid (its errors are reported by the call proper).
-fn comm_core(comm_h: usize) -> Option<Arc<baton_core::comm::Comm>> {
-    let l = lib("").ok()?;
-    Some(match comm_h {
-        c::MPI_COMM_WORLD => l.world.core.clone(),
-        c::MPI_COMM_SELF => l.self_comm.core.clone(),
-        h => l.comm_arc("", h).ok()?.core.clone(),
-    })
-}
+impl VSide {
+    /// Reads `n` entries of the counts and displacements arrays (`names` as the call calls
+    /// them) and, for `w`, of the datatypes array; otherwise every block is of the one datatype.
+    pub(crate) unsafe fn read<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+        call: &str,
+        names: [&str; 3],
+        (counts, displs, types): Spread<C, D>,
+        w: bool,
+        n: usize,
+    ) -> Result<VSide> {
+        // SAFETY: forwarded contract: one entry per block in each array.
+        let (counts, displs) = unsafe { (wide(call, names[0], counts, n)?, wide(call, names[1], displs, n)?) };
+        if let Some((i, bad)) = counts.iter().enumerate().find(|(_, &v)| v < 0) {
+            return Err(err!(MPI_ERR_COUNT, "{call}: {}[{i}] is negative ({bad})", names[0]));
+        }
+        let types = if w {
+            // SAFETY: as above.
+            unsafe { array(call, names[2], types.1, n)? }.to_vec()
+        } else {
+            vec![types.0; n]
+        };
+        Ok(VSide { counts, displs, types, bytes_displs: w })
+    }
 
-/// How many ranks per-peer array arguments cover: the remote group's size on an
-/// intercommunicator, else the size.
-fn comm_peers(comm_h: usize) -> usize {
-    comm_core(comm_h).map_or(0, |c| c.peer_size() as usize)
-}
-
-unsafe fn reduce_scatter_v<C: Copy + Into<i64>>(
-    mode: Mode,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    rcounts: *const C,
-    dt: usize,
-    op: usize,
-    comm_h: usize,
-) -> c_int {
-    let call = "MPI_Reduce_scatter";
-    // SAFETY: one count per process (an invalid communicator yields none and fails in launch).
-    match unsafe { wide(call, "recvcounts", rcounts, comm_size(comm_h)) } {
-        Ok(v) => reduce_scatter(mode, call, sbuf, rbuf, 0, Some(v), dt, op, comm_h),
-        Err(e) => guard(comm_h, || Err(e)),
+    /// Every block as a checked buffer.
+    pub(crate) fn bufs(&self, call: &str, what: &str, base: *const c_void) -> Result<Vec<Buffer>> {
+        (0..self.counts.len())
+            .map(|i| {
+                let dt = self.types[i];
+                let off = if self.bytes_displs {
+                    self.displs[i] as isize
+                } else {
+                    self.displs[i] as isize * dtype(call, dt)?.extent
+                };
+                let addr = (base as usize).wrapping_add_signed(off);
+                buffer(call, what, addr as *const c_void, self.counts[i], dt)
+            })
+            .collect()
     }
 }
 
-coll_entry!(PMPI_Reduce_scatter, PMPI_Ireduce_scatter, PMPI_Reduce_scatter_init, reduce_scatter_v,
-    (sbuf: *mut c_void, rbuf: *mut c_void, rc: *mut c_int, dt: usize, op: usize, comm: usize)
-    => (sbuf, rbuf, rc, dt, op, comm));
-coll_entry!(PMPI_Reduce_scatter_c, PMPI_Ireduce_scatter_c, PMPI_Reduce_scatter_init_c, reduce_scatter_v,
-    (sbuf: *mut c_void, rbuf: *mut c_void, rc: *mut i64, dt: usize, op: usize, comm: usize)
-    => (sbuf, rbuf, rc, dt, op, comm));
+// ----- barrier, bcast -----
 
-fn reduce_scatter_block(
-    mode: Mode,
-    sbuf: *const c_void,
-    rbuf: *mut c_void,
-    rc: i64,
-    dt: usize,
-    op: usize,
-    comm_h: usize,
-) -> c_int {
-    reduce_scatter(mode, "MPI_Reduce_scatter_block", sbuf, rbuf, rc, None, dt, op, comm_h)
+fn barrier(mode: Mode, comm_h: usize) -> c_int {
+    run(mode, "MPI_Barrier", comm_h, |d, _, at| d.barrier(at))
 }
 
-coll_entry!(PMPI_Reduce_scatter_block, PMPI_Ireduce_scatter_block, PMPI_Reduce_scatter_block_init, reduce_scatter_block,
-    (sbuf: *mut c_void, rbuf: *mut c_void, rc: c_int, dt: usize, op: usize, comm: usize)
-    => (sbuf, rbuf, rc as i64, dt, op, comm));
-coll_entry!(PMPI_Reduce_scatter_block_c, PMPI_Ireduce_scatter_block_c, PMPI_Reduce_scatter_block_init_c, reduce_scatter_block,
-    (sbuf: *mut c_void, rbuf: *mut c_void, rc: i64, dt: usize, op: usize, comm: usize)
-    => (sbuf, rbuf, rc, dt, op, comm));
+coll_entry!(@one int PMPI_Barrier PMPI_Ibarrier PMPI_Barrier_init, (comm: Handle) => barrier(comm));
+
+fn bcast(mode: Mode, (buf, count, dt): Side, root: c_int, comm_h: usize) -> c_int {
+    let call = "MPI_Bcast";
+    run(mode, call, comm_h, |d, _, at| d.bcast(at, buffer(call, "", buf, count, dt), root))
+}
+
+coll_entry!(PMPI_Bcast PMPI_Ibcast PMPI_Bcast_init, PMPI_Bcast_c PMPI_Ibcast_c PMPI_Bcast_init_c,
+    (buf: Buf, count: Count, dt: Handle, root: c_int, comm: Handle) => bcast((buf, count, dt), root, comm));
+
+// ----- reductions -----
+
+/// A reduction's arguments: send and receive buffers, count, datatype and operation handle.
+type Vector = (*const c_void, *mut c_void, i64, usize, usize);
+
+fn reduce(mode: Mode, (sbuf, rbuf, count, dt, oph): Vector, root: c_int, comm_h: usize) -> c_int {
+    let call = "MPI_Reduce";
+    run(mode, call, comm_h, |d, _, at| {
+        let send = or_in_place(call, "send", sbuf, count, dt);
+        let op = crate::ops::reducer(call, oph, dt);
+        d.reduce(at, send, || buffer(call, "receive", rbuf, count, dt), op, root)
+    })
+}
+
+coll_entry!(PMPI_Reduce PMPI_Ireduce PMPI_Reduce_init, PMPI_Reduce_c PMPI_Ireduce_c PMPI_Reduce_init_c,
+    (sbuf: Buf, rbuf: Buf, count: Count, dt: Handle, op: Handle, root: c_int, comm: Handle)
+    => reduce((sbuf, rbuf, count, dt, op), root, comm));
+
+/// The reductions every process gets a result of: allreduce, scan and exscan.
+#[derive(Clone, Copy)]
+enum Whole {
+    Allreduce,
+    Scan,
+    Exscan,
+}
+
+fn vector(mode: Mode, which: Whole, (sbuf, rbuf, count, dt, oph): Vector, comm_h: usize) -> c_int {
+    let call = match which {
+        Whole::Allreduce => "MPI_Allreduce",
+        Whole::Scan => "MPI_Scan",
+        Whole::Exscan => "MPI_Exscan",
+    };
+    run(mode, call, comm_h, |d, _, at| {
+        let recv = buffer(call, "receive", rbuf, count, dt)?;
+        let send = or_in_place(call, "send", sbuf, count, dt)?;
+        let op = crate::ops::reducer(call, oph, dt)?;
+        match which {
+            Whole::Allreduce => d.allreduce(at, send, recv, op),
+            Whole::Scan => d.scan(at, send, recv, op),
+            Whole::Exscan => d.exscan(at, send, recv, op),
+        }
+    })
+}
+
+coll_entry!(PMPI_Allreduce PMPI_Iallreduce PMPI_Allreduce_init, PMPI_Allreduce_c PMPI_Iallreduce_c PMPI_Allreduce_init_c,
+    (sbuf: Buf, rbuf: Buf, count: Count, dt: Handle, op: Handle, comm: Handle)
+    => vector(Whole::Allreduce, (sbuf, rbuf, count, dt, op), comm));
+coll_entry!(PMPI_Scan PMPI_Iscan PMPI_Scan_init, PMPI_Scan_c PMPI_Iscan_c PMPI_Scan_init_c,
+    (sbuf: Buf, rbuf: Buf, count: Count, dt: Handle, op: Handle, comm: Handle)
+    => vector(Whole::Scan, (sbuf, rbuf, count, dt, op), comm));
+coll_entry!(PMPI_Exscan PMPI_Iexscan PMPI_Exscan_init, PMPI_Exscan_c PMPI_Iexscan_c PMPI_Exscan_init_c,
+    (sbuf: Buf, rbuf: Buf, count: Count, dt: Handle, op: Handle, comm: Handle)
+    => vector(Whole::Exscan, (sbuf, rbuf, count, dt, op), comm));
+
+/// Reduce_scatter (`counts` per rank, read once the communicator is known) and
+/// Reduce_scatter_block (`count` for every rank).
+enum Cut<C> {
+    Each(*const C),
+    Block(i64),
+}
+
+/// Reduce-scatter, both forms: the whole vector (at `sbuf`, or at `rbuf` with `MPI_IN_PLACE`,
+/// which the device then gets as the receive buffer) and this rank's block.
+unsafe fn reduce_scatter<C: Copy + Into<i64>>(
+    mode: Mode,
+    cut: Cut<C>,
+    (sbuf, rbuf, _, dt, oph): Vector,
+    comm_h: usize,
+) -> c_int {
+    let call = match cut {
+        Cut::Each(_) => "MPI_Reduce_scatter",
+        Cut::Block(_) => "MPI_Reduce_scatter_block",
+    };
+    run(mode, call, comm_h, |d, cm, at| {
+        let n = cm.core.size() as usize;
+        let counts = match cut {
+            // SAFETY: one count per process of the (local) group.
+            Cut::Each(p) => unsafe { wide(call, "recvcounts", p, n)? },
+            Cut::Block(c) => vec![c; n],
+        };
+        if let Some(bad) = counts.iter().find(|&&c| c < 0) {
+            return Err(err!(MPI_ERR_COUNT, "{call}: recvcounts holds a negative count {bad}"));
+        }
+        let total: i64 = counts.iter().sum();
+        let whole = buffer(call, "send", if in_place(sbuf) { rbuf } else { sbuf }, total, dt)?;
+        let mine = buffer(call, "receive", rbuf, counts[cm.core.rank as usize], dt)?;
+        let (send, recv) = if in_place(sbuf) { (None, whole) } else { (Some(whole), mine) };
+        let op = crate::ops::reducer(call, oph, dt)?;
+        match cut {
+            Cut::Each(_) => {
+                d.reduce_scatter(at, send, recv, &counts.iter().map(|&c| c as usize).collect::<Vec<_>>(), op)
+            }
+            Cut::Block(c) => d.reduce_scatter_block(at, send, recv, c as usize, op),
+        }
+    })
+}
+
+coll_entry!(PMPI_Reduce_scatter PMPI_Ireduce_scatter PMPI_Reduce_scatter_init,
+    PMPI_Reduce_scatter_c PMPI_Ireduce_scatter_c PMPI_Reduce_scatter_init_c,
+    (sbuf: Buf, rbuf: Buf, rc: Counts, dt: Handle, op: Handle, comm: Handle)
+    => reduce_scatter(Cut::Each(rc), (sbuf, rbuf, 0, dt, op), comm));
+coll_entry!(PMPI_Reduce_scatter_block PMPI_Ireduce_scatter_block PMPI_Reduce_scatter_block_init,
+    PMPI_Reduce_scatter_block_c PMPI_Ireduce_scatter_block_c PMPI_Reduce_scatter_block_init_c,
+    (sbuf: Buf, rbuf: Buf, rc: Count, dt: Handle, op: Handle, comm: Handle)
+    => reduce_scatter(Cut::<i64>::Block(rc), (sbuf, rbuf, 0, dt, op), comm));
 
 // The collectives of personal data (gather, scatter, allgather, alltoall and their v/w forms).
 mod personal;

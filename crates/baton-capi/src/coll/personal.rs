@@ -1,646 +1,239 @@
-//! Collectives whose data is personal to each pair of processes: gather, scatter, allgather,
-//! alltoall and their `v`/`w` forms (blocking, nonblocking and persistent; `int` and `_c`).
+//! Gather, scatter, allgather, alltoall and their `v` and `w` forms at the C boundary, with the
+//! neighbourhood collectives' decoding (their entry points are in `neighbor.rs`): per-rank
+//! (per-neighbour) arrays become buffers, the device does the rest. Each family is one function
+//! over an enum of its members, so that gather and scatter, or a collective and its
+//! neighbourhood form, share their decoding.
 
-#![allow(clippy::too_many_arguments)]
-
-use super::*;
+use super::{blocks, buffer, in_place, or_in_place, run, v_of, Mode, Side, Spread, VSide};
+use baton_core::device::coll::Neighborhood;
+use baton_core::err;
+use baton_core::error::Result;
+use std::ffi::{c_int, c_void};
 
 // ----- gather, scatter -----
 
-/// Each buffer as a region of `s`, in order.
-pub(crate) fn regions(s: &mut Schedule, bufs: &[Buf]) -> Vec<Loc> {
-    bufs.iter().map(|b| b.region(s)).collect()
-}
-
-/// Gather and Gatherv (`v` = Some((counts, displs)), significant at the root).
-#[allow(clippy::too_many_arguments)]
-fn gather_any(
-    mode: Mode,
-    call: &'static str,
-    sbuf: *const c_void,
-    sc: i64,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: i64,
-    v: Option<VSide>,
-    rt: usize,
-    root: c_int,
-    comm_h: usize,
-) -> c_int {
-    launch(mode, call, comm_h, |_, cm| {
-        if cm.core.is_inter() {
-            let root = inter_root(call, cm, root)?;
-            let n = cm.core.peer_size() as usize;
-            let mut s;
-            match root {
-                Root::Me => {
-                    no_in_place(call, cm, "send", sbuf)?;
-                    let bufs = match &v {
-                        Some(v) => v.bufs(call, "receive", rbuf)?,
-                        None => vec![Buf::new(call, "receive", rbuf, times(call, "receive", rc, n)?, rt)?],
-                    };
-                    let b = if v.is_none() { Buf::new(call, "receive", rbuf, rc, rt)?.bytes() } else { 0 };
-                    s = sched(cm, call);
-                    let dst = match v {
-                        Some(_) => regions(&mut s, &bufs),
-                        None => blocks(bufs[0].region(&mut s), n, b),
-                    };
-                    inter::gather(&mut s, root, None, &dst);
-                }
-                Root::Idle => s = sched(cm, call),
-                Root::Remote(_) => {
-                    no_in_place(call, cm, "send", sbuf)?;
-                    let sb = Buf::new(call, "send", sbuf, sc, st)?;
-                    s = sched(cm, call);
-                    let src = sb.region(&mut s);
-                    inter::gather(&mut s, root, Some(src), &[]);
-                }
-            }
-            return Ok(s);
+/// Gather and (with `scatter`) scatter: the root's buffer holds a block of `count` elements
+/// per process, the other one this process's block (`MPI_IN_PLACE` at the root).
+fn rooted(mode: Mode, scatter: bool, (sbuf, sc, st): Side, (rbuf, rc, rt): Side, root: c_int, comm_h: usize) -> c_int {
+    let call = if scatter { "MPI_Scatter" } else { "MPI_Gather" };
+    run(mode, call, comm_h, |d, cm, at| {
+        let n = cm.core.peer_size() as usize;
+        if scatter {
+            let recv = or_in_place(call, "receive", rbuf, rc, rt);
+            return d.scatter(at, || blocks(call, "send", sbuf, sc, st, n), recv, root);
         }
-        check_root(call, cm, root)?;
-        let (n, me) = (cm.core.size(), cm.core.rank);
-        let is_root = me == root;
-        if in_place(sbuf) && !is_root {
-            return Err(in_place_at_root(call));
-        }
-        let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, sc, st)?) };
-        let block = if is_root && v.is_none() { Some(Buf::new(call, "receive", rbuf, rc, rt)?) } else { None };
-        let b = match (&sb, &block) {
-            (_, Some(rb)) => {
-                if let Some(sb) = &sb {
-                    same_size(call, sb.bytes(), rb.bytes())?;
-                }
-                rb.bytes()
-            }
-            (Some(sb), None) => sb.bytes(),
-            (None, None) => 0,
-        };
-        let shape = Shape { n, bytes: b, uniform: v.is_none(), ..Default::default() };
-        let a = algo::choose(Coll::Gather, shape)?;
-        let whole = match (&v, is_root) {
-            (None, true) => Some(Buf::new(call, "receive", rbuf, times(call, "receive", rc, n as usize)?, rt)?),
-            _ => None,
-        };
-        let vbufs = match &v {
-            Some(v) => v.bufs(call, "receive", rbuf)?,
-            None => Vec::new(),
-        };
-        let mut s = sched(cm, call);
-        let dst = match whole {
-            Some(w) => blocks(w.region(&mut s), n as usize, b),
-            None => regions(&mut s, &vbufs),
-        };
-        let src = sb.map(|x| x.region(&mut s));
-        algo::gather(&mut s, a, root, src, &dst, b);
-        Ok(s)
+        let send = or_in_place(call, "send", sbuf, sc, st);
+        d.gather(at, send, || blocks(call, "receive", rbuf, rc, rt, n), root)
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn gather(
-    mode: Mode,
-    sbuf: *const c_void,
-    sc: i64,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: i64,
-    rt: usize,
-    root: c_int,
-    comm_h: usize,
-) -> c_int {
-    gather_any(mode, "MPI_Gather", sbuf, sc, st, rbuf, rc, None, rt, root, comm_h)
-}
+coll_entry!(PMPI_Gather PMPI_Igather PMPI_Gather_init, PMPI_Gather_c PMPI_Igather_c PMPI_Gather_init_c,
+    (sbuf: Buf, sc: Count, st: Handle, rbuf: Buf, rc: Count, rt: Handle, root: c_int, comm: Handle)
+    => rooted(false, (sbuf, sc, st), (rbuf, rc, rt), root, comm));
+coll_entry!(PMPI_Scatter PMPI_Iscatter PMPI_Scatter_init, PMPI_Scatter_c PMPI_Iscatter_c PMPI_Scatter_init_c,
+    (sbuf: Buf, sc: Count, st: Handle, rbuf: Buf, rc: Count, rt: Handle, root: c_int, comm: Handle)
+    => rooted(true, (sbuf, sc, st), (rbuf, rc, rt), root, comm));
 
-coll_entry!(PMPI_Gather, PMPI_Igather, PMPI_Gather_init, gather,
-    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, root: c_int, comm: usize)
-    => (sbuf, sc as i64, st, rbuf, rc as i64, rt, root, comm));
-coll_entry!(PMPI_Gather_c, PMPI_Igather_c, PMPI_Gather_init_c, gather,
-    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, root: c_int, comm: usize)
-    => (sbuf, sc, st, rbuf, rc, rt, root, comm));
-
-/// A rooted `v` collective's arrays, read at the root only, where they are significant
-/// (elsewhere: no blocks).
-unsafe fn root_side<C: Copy + Into<i64>, D: Copy + Into<i64>>(
-    call: &str,
-    names: [&str; 2],
-    comm_h: usize,
-    root: c_int,
-    counts: *const C,
-    displs: *const D,
-    dt: usize,
-) -> Result<VSide> {
-    let Some(core) = comm_core(comm_h) else { return Ok(VSide::default()) };
-    // On an intercommunicator the root says MPI_ROOT, and the arrays cover the remote group.
-    let (n, is_root) = if core.is_inter() {
-        (core.peer_size() as usize, root == c::MPI_ROOT)
-    } else {
-        (core.size() as usize, core.rank == root)
-    };
-    if !is_root {
-        return Ok(VSide::default());
-    }
-    // SAFETY: forwarded contract: one entry per process at the root.
-    unsafe { VSide::read(call, [names[0], names[1], ""], counts, displs, (dt, std::ptr::null()), false, n) }
-}
-
-#[allow(clippy::too_many_arguments)]
-unsafe fn gatherv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
-    mode: Mode,
-    sbuf: *const c_void,
-    sc: i64,
-    st: usize,
-    rbuf: *mut c_void,
-    rcounts: *const C,
-    displs: *const D,
-    rt: usize,
-    root: c_int,
-    comm_h: usize,
-) -> c_int {
-    let call = "MPI_Gatherv";
-    // SAFETY: forwarded array contracts.
-    match unsafe { root_side(call, ["recvcounts", "displs"], comm_h, root, rcounts, displs, rt) } {
-        Ok(v) => gather_any(mode, call, sbuf, sc, st, rbuf, 0, Some(v), rt, root, comm_h),
-        Err(e) => guard(comm_h, || Err(e)),
-    }
-}
-
-coll_entry!(PMPI_Gatherv, PMPI_Igatherv, PMPI_Gatherv_init, gatherv,
-    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: *mut c_int, d: *mut c_int, rt: usize, root: c_int, comm: usize)
-    => (sbuf, sc as i64, st, rbuf, rc, d, rt, root, comm));
-coll_entry!(PMPI_Gatherv_c, PMPI_Igatherv_c, PMPI_Gatherv_init_c, gatherv,
-    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: *mut i64, d: *mut isize, rt: usize, root: c_int, comm: usize)
-    => (sbuf, sc, st, rbuf, rc, d as *const i64, rt, root, comm));
-
-/// Scatter and Scatterv (`v` significant at the root).
-#[allow(clippy::too_many_arguments)]
-fn scatter_any(
-    mode: Mode,
-    call: &'static str,
-    sbuf: *const c_void,
-    sc: i64,
-    v: Option<VSide>,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: i64,
-    rt: usize,
-    root: c_int,
-    comm_h: usize,
-) -> c_int {
-    launch(mode, call, comm_h, |_, cm| {
-        if cm.core.is_inter() {
-            let root = inter_root(call, cm, root)?;
-            let n = cm.core.peer_size() as usize;
-            let mut s;
-            match root {
-                Root::Me => {
-                    no_in_place(call, cm, "receive", rbuf)?;
-                    let bufs = match &v {
-                        Some(v) => v.bufs(call, "send", sbuf)?,
-                        None => vec![Buf::new(call, "send", sbuf, times(call, "send", sc, n)?, st)?],
-                    };
-                    let b = if v.is_none() { Buf::new(call, "send", sbuf, sc, st)?.bytes() } else { 0 };
-                    s = sched(cm, call);
-                    let src = match v {
-                        Some(_) => regions(&mut s, &bufs),
-                        None => blocks(bufs[0].region(&mut s), n, b),
-                    };
-                    inter::scatter(&mut s, root, &src, None);
-                }
-                Root::Idle => s = sched(cm, call),
-                Root::Remote(_) => {
-                    no_in_place(call, cm, "receive", rbuf)?;
-                    let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
-                    s = sched(cm, call);
-                    let dst = rb.region(&mut s);
-                    inter::scatter(&mut s, root, &[], Some(dst));
-                }
-            }
-            return Ok(s);
-        }
-        check_root(call, cm, root)?;
-        let (n, me) = (cm.core.size(), cm.core.rank);
-        let is_root = me == root;
-        if in_place(rbuf) && !is_root {
-            return Err(in_place_at_root(call));
-        }
-        let rb = if in_place(rbuf) { None } else { Some(Buf::new(call, "receive", rbuf, rc, rt)?) };
-        let block = if is_root && v.is_none() { Some(Buf::new(call, "send", sbuf, sc, st)?) } else { None };
-        let b = match (&rb, &block) {
-            (_, Some(sb)) => {
-                if let Some(rb) = &rb {
-                    same_size(call, sb.bytes(), rb.bytes())?;
-                }
-                sb.bytes()
-            }
-            (Some(rb), None) => rb.bytes(),
-            (None, None) => 0,
-        };
-        let shape = Shape { n, bytes: b, uniform: v.is_none(), ..Default::default() };
-        let a = algo::choose(Coll::Scatter, shape)?;
-        let whole = match (&v, is_root) {
-            (None, true) => Some(Buf::new(call, "send", sbuf, times(call, "send", sc, n as usize)?, st)?),
-            _ => None,
-        };
-        let vbufs = match &v {
-            Some(v) => v.bufs(call, "send", sbuf)?,
-            None => Vec::new(),
-        };
-        let mut s = sched(cm, call);
-        let src = match whole {
-            Some(w) => blocks(w.region(&mut s), n as usize, b),
-            None => regions(&mut s, &vbufs),
-        };
-        let dst = rb.map(|x| x.region(&mut s));
-        algo::scatter(&mut s, a, root, &src, dst, b);
-        Ok(s)
-    })
-}
-
-#[allow(clippy::too_many_arguments)]
-fn scatter(
-    mode: Mode,
-    sbuf: *const c_void,
-    sc: i64,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: i64,
-    rt: usize,
-    root: c_int,
-    comm_h: usize,
-) -> c_int {
-    scatter_any(mode, "MPI_Scatter", sbuf, sc, None, st, rbuf, rc, rt, root, comm_h)
-}
-
-coll_entry!(PMPI_Scatter, PMPI_Iscatter, PMPI_Scatter_init, scatter,
-    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, root: c_int, comm: usize)
-    => (sbuf, sc as i64, st, rbuf, rc as i64, rt, root, comm));
-coll_entry!(PMPI_Scatter_c, PMPI_Iscatter_c, PMPI_Scatter_init_c, scatter,
-    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, root: c_int, comm: usize)
-    => (sbuf, sc, st, rbuf, rc, rt, root, comm));
-
-#[allow(clippy::too_many_arguments)]
+/// Scatterv: the root's blocks (`sendcounts`, `displs`, read at the root only, where the device
+/// asks for them) and this process's receive buffer.
 unsafe fn scatterv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     mode: Mode,
-    sbuf: *const c_void,
-    scounts: *const C,
-    displs: *const D,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: i64,
-    rt: usize,
+    (sbuf, spread): (*const c_void, Spread<C, D>),
+    (rbuf, rc, rt): Side,
     root: c_int,
     comm_h: usize,
 ) -> c_int {
     let call = "MPI_Scatterv";
-    // SAFETY: forwarded array contracts.
-    match unsafe { root_side(call, ["sendcounts", "displs"], comm_h, root, scounts, displs, st) } {
-        Ok(v) => scatter_any(mode, call, sbuf, 0, Some(v), st, rbuf, rc, rt, root, comm_h),
-        Err(e) => guard(comm_h, || Err(e)),
-    }
-}
-
-coll_entry!(PMPI_Scatterv, PMPI_Iscatterv, PMPI_Scatterv_init, scatterv,
-    (sbuf: *mut c_void, sc: *mut c_int, d: *mut c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, root: c_int, comm: usize)
-    => (sbuf, sc, d, st, rbuf, rc as i64, rt, root, comm));
-coll_entry!(PMPI_Scatterv_c, PMPI_Iscatterv_c, PMPI_Scatterv_init_c, scatterv,
-    (sbuf: *mut c_void, sc: *mut i64, d: *mut isize, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, root: c_int, comm: usize)
-    => (sbuf, sc, d as *const i64, st, rbuf, rc, rt, root, comm));
-
-// ----- allgather -----
-
-#[allow(clippy::too_many_arguments)]
-fn allgather(
-    mode: Mode,
-    sbuf: *const c_void,
-    sc: i64,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: i64,
-    rt: usize,
-    comm_h: usize,
-) -> c_int {
-    let call = "MPI_Allgather";
-    attach_shm(call, &mode, comm_h);
-    if let Some(rc) = blocks_fast(call, &mode, comm_h, (sbuf, sc, st), (rbuf, rc, rt), Coll::Allgather) {
-        return rc;
-    }
-    launch(mode, call, comm_h, |_, cm| {
-        let n = cm.core.peer_size();
-        no_in_place(call, cm, "send", sbuf)?;
-        let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
-        let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, sc, st)?) };
-        if let (Some(sb), false) = (&sb, cm.core.is_inter()) {
-            same_size(call, sb.bytes(), rb.bytes())?;
-        }
-        let b = rb.bytes();
-        if cm.core.is_inter() {
-            let whole = Buf::new(call, "receive", rbuf, times(call, "receive", rc, n as usize)?, rt)?;
-            let sb = sb.expect("not in place");
-            let mut s = sched(cm, call);
-            let dst = blocks(whole.region(&mut s), n as usize, b);
-            let src = sb.region(&mut s);
-            inter::allgather(&mut s, src, &dst);
-            return Ok(s);
-        }
-        let a = algo::choose(Coll::Allgather, Shape::of(&cm.core, b))?;
-        let whole = Buf::new(call, "receive", rbuf, times(call, "receive", rc, n as usize)?, rt)?;
-        let mut s = sched(cm, call);
-        let whole = whole.region(&mut s);
-        let src = sb.map(|x| x.region(&mut s));
-        algo::allgather(&mut s, a, src, &blocks(whole, n as usize, b));
-        Ok(s)
+    run(mode, call, comm_h, |d, cm, at| {
+        let n = cm.core.peer_size() as usize;
+        let recv = or_in_place(call, "receive", rbuf, rc, rt);
+        // SAFETY: the arrays hold an entry per process at the root, the only process where the
+        // device asks for them.
+        let send =
+            || unsafe { VSide::read(call, ["sendcounts", "displs", ""], spread, false, n)?.bufs(call, "send", sbuf) };
+        d.scatterv(at, send, recv, root)
     })
 }
 
-coll_entry!(PMPI_Allgather, PMPI_Iallgather, PMPI_Allgather_init, allgather,
-    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, comm: usize)
-    => (sbuf, sc as i64, st, rbuf, rc as i64, rt, comm));
-coll_entry!(PMPI_Allgather_c, PMPI_Iallgather_c, PMPI_Allgather_init_c, allgather,
-    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, comm: usize)
-    => (sbuf, sc, st, rbuf, rc, rt, comm));
+coll_entry!(PMPI_Scatterv PMPI_Iscatterv PMPI_Scatterv_init, PMPI_Scatterv_c PMPI_Iscatterv_c PMPI_Scatterv_init_c,
+    (sbuf: Buf, sc: Counts, d: Displs, st: Handle, rbuf: Buf, rc: Count, rt: Handle, root: c_int, comm: Handle)
+    => scatterv((sbuf, v_of(sc, d, st)), (rbuf, rc, rt), root, comm));
 
-#[allow(clippy::too_many_arguments)]
-unsafe fn allgatherv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
-    mode: Mode,
-    sbuf: *const c_void,
-    sc: i64,
-    st: usize,
-    rbuf: *mut c_void,
-    rcounts: *const C,
-    displs: *const D,
-    rt: usize,
-    comm_h: usize,
-) -> c_int {
-    let call = "MPI_Allgatherv";
-    let names = ["recvcounts", "displs", ""];
-    // SAFETY: one entry per process.
-    let side =
-        match unsafe { VSide::read(call, names, rcounts, displs, (rt, std::ptr::null()), false, comm_peers(comm_h)) } {
-            Ok(v) => v,
-            Err(e) => return guard(comm_h, || Err(e)),
-        };
-    launch(mode, call, comm_h, |_, cm| {
-        let (n, me) = (cm.core.size(), cm.core.rank as usize);
-        no_in_place(call, cm, "send", sbuf)?;
-        let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, sc, st)?) };
-        let rbufs = side.bufs(call, "receive", rbuf)?;
-        if cm.core.is_inter() {
-            let sb = sb.expect("not in place");
-            let mut s = sched(cm, call);
-            let bl = regions(&mut s, &rbufs);
-            let src = sb.region(&mut s);
-            inter::allgather(&mut s, src, &bl);
-            return Ok(s);
+// ----- allgather, alltoall (and their neighbourhood forms) -----
+
+/// The collectives whose sides are equal blocks: one block sent to every process (allgather)
+/// or a block per process (alltoall), a block received from each; per neighbour for the
+/// neighbourhood forms.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Even {
+    Allgather,
+    Alltoall,
+    NeighborAllgather,
+    NeighborAlltoall,
+}
+
+/// Allgather, alltoall and their neighbourhood forms: the receive buffer holds a block of `rc`
+/// elements per process (per source), the send buffer one block or (alltoall) a block per
+/// process (per destination).
+pub(crate) fn every(mode: Mode, which: Even, (sbuf, sc, st): Side, (rbuf, rc, rt): Side, comm_h: usize) -> c_int {
+    let call = match which {
+        Even::Allgather => "MPI_Allgather",
+        Even::Alltoall => "MPI_Alltoall",
+        Even::NeighborAllgather => "MPI_Neighbor_allgather",
+        Even::NeighborAlltoall => "MPI_Neighbor_alltoall",
+    };
+    run(mode, call, comm_h, |d, cm, at| {
+        let n = cm.core.peer_size() as usize;
+        if let Even::Allgather | Even::Alltoall = which {
+            let recv = blocks(call, "receive", rbuf, rc, rt, n)?;
+            if which == Even::Alltoall {
+                let send = if in_place(sbuf) { None } else { Some(blocks(call, "send", sbuf, sc, st, n)?) };
+                return d.alltoall(at, send, recv);
+            }
+            return d.allgather(at, or_in_place(call, "send", sbuf, sc, st)?, recv);
         }
-        if let Some(sb) = &sb {
-            same_size(call, sb.bytes(), rbufs[me].bytes())?;
+        let nbh = neighborhood(call, cm, sbuf, rbuf)?;
+        let recv = blocks(call, "receive", rbuf, rc, rt, nbh.sources())?;
+        if which == Even::NeighborAlltoall {
+            let send = blocks(call, "send", sbuf, sc, st, nbh.destinations())?;
+            return d.neighbor_alltoall(at, &nbh, send, recv);
         }
-        let a = algo::choose(Coll::Allgatherv, Shape { n, ..Default::default() })?;
-        let mut s = sched(cm, call);
-        let bl = regions(&mut s, &rbufs);
-        let src = sb.map(|x| x.region(&mut s));
-        algo::allgather(&mut s, a, src, &bl);
-        Ok(s)
+        d.neighbor_allgather(at, &nbh, buffer(call, "send", sbuf, sc, st)?, recv)
     })
 }
 
-coll_entry!(PMPI_Allgatherv, PMPI_Iallgatherv, PMPI_Allgatherv_init, allgatherv,
-    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: *mut c_int, d: *mut c_int, rt: usize, comm: usize)
-    => (sbuf, sc as i64, st, rbuf, rc, d, rt, comm));
-coll_entry!(PMPI_Allgatherv_c, PMPI_Iallgatherv_c, PMPI_Allgatherv_init_c, allgatherv,
-    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: *mut i64, d: *mut isize, rt: usize, comm: usize)
-    => (sbuf, sc, st, rbuf, rc, d as *const i64, rt, comm));
+coll_entry!(PMPI_Allgather PMPI_Iallgather PMPI_Allgather_init, PMPI_Allgather_c PMPI_Iallgather_c PMPI_Allgather_init_c,
+    (sbuf: Buf, sc: Count, st: Handle, rbuf: Buf, rc: Count, rt: Handle, comm: Handle)
+    => every(Even::Allgather, (sbuf, sc, st), (rbuf, rc, rt), comm));
+coll_entry!(PMPI_Alltoall PMPI_Ialltoall PMPI_Alltoall_init, PMPI_Alltoall_c PMPI_Ialltoall_c PMPI_Alltoall_init_c,
+    (sbuf: Buf, sc: Count, st: Handle, rbuf: Buf, rc: Count, rt: Handle, comm: Handle)
+    => every(Even::Alltoall, (sbuf, sc, st), (rbuf, rc, rt), comm));
 
-// ----- alltoall -----
-
-#[allow(clippy::too_many_arguments)]
-fn alltoall(
-    mode: Mode,
-    sbuf: *const c_void,
-    sc: i64,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: i64,
-    rt: usize,
-    comm_h: usize,
-) -> c_int {
-    let call = "MPI_Alltoall";
-    attach_shm(call, &mode, comm_h);
-    if let Some(rc) = blocks_fast(call, &mode, comm_h, (sbuf, sc, st), (rbuf, rc, rt), Coll::Alltoall) {
-        return rc;
-    }
-    launch(mode, call, comm_h, |_, cm| {
-        let n = cm.core.peer_size();
-        no_in_place(call, cm, "send", sbuf)?;
-        let rb = Buf::new(call, "receive", rbuf, rc, rt)?;
-        let sb = if in_place(sbuf) { None } else { Some(Buf::new(call, "send", sbuf, sc, st)?) };
-        if let (Some(sb), false) = (&sb, cm.core.is_inter()) {
-            same_size(call, sb.bytes(), rb.bytes())?;
-        }
-        let b = rb.bytes();
-        if let (Some(sb), true) = (&sb, cm.core.is_inter()) {
-            let sw = Buf::new(call, "send", sbuf, times(call, "send", sc, n as usize)?, st)?;
-            let rw = Buf::new(call, "receive", rbuf, times(call, "receive", rc, n as usize)?, rt)?;
-            let mut s = sched(cm, call);
-            let dst = blocks(rw.region(&mut s), n as usize, b);
-            let src = blocks(sw.region(&mut s), n as usize, sb.bytes());
-            inter::alltoall(&mut s, &src, &dst);
-            return Ok(s);
-        }
-        let a = algo::choose(Coll::Alltoall, Shape::of(&cm.core, b))?;
-        let rwhole = Buf::new(call, "receive", rbuf, times(call, "receive", rc, n as usize)?, rt)?;
-        let swhole = match sb {
-            Some(_) => Some(Buf::new(call, "send", sbuf, times(call, "send", sc, n as usize)?, st)?),
-            None => None,
-        };
-        let mut s = sched(cm, call);
-        let dst = blocks(rwhole.region(&mut s), n as usize, b);
-        let src = swhole.map(|w| blocks(w.region(&mut s), n as usize, b));
-        algo::alltoall(&mut s, a, src.as_deref(), &dst);
-        Ok(s)
-    })
-}
-
-coll_entry!(PMPI_Alltoall, PMPI_Ialltoall, PMPI_Alltoall_init, alltoall,
-    (sbuf: *mut c_void, sc: c_int, st: usize, rbuf: *mut c_void, rc: c_int, rt: usize, comm: usize)
-    => (sbuf, sc as i64, st, rbuf, rc as i64, rt, comm));
-coll_entry!(PMPI_Alltoall_c, PMPI_Ialltoall_c, PMPI_Alltoall_init_c, alltoall,
-    (sbuf: *mut c_void, sc: i64, st: usize, rbuf: *mut c_void, rc: i64, rt: usize, comm: usize)
-    => (sbuf, sc, st, rbuf, rc, rt, comm));
-
-/// Per-rank (or per-neighbour) blocks of a `v` or `w` argument: counts, displacements (in
-/// extents of the block's datatype for `v`, in bytes for `w`) and datatypes.
-#[derive(Default)]
-pub(crate) struct VSide {
-    counts: Vec<i64>,
-    displs: Vec<i64>,
-    types: Vec<usize>,
-    bytes_displs: bool,
-}
-
-impl VSide {
-    /// Reads `n` entries of the counts and displacements arrays (`names` as the call calls
-    /// them) and, for `w`, of the datatypes array `types.1`; otherwise every block is of `types.0`.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) unsafe fn read<C: Copy + Into<i64>, D: Copy + Into<i64>>(
-        call: &str,
-        names: [&str; 3],
-        counts: *const C,
-        displs: *const D,
-        types: (usize, *const usize),
-        w: bool,
-        n: usize,
-    ) -> Result<VSide> {
-        // SAFETY: forwarded contract: one entry per block in each array.
-        let (counts, displs) = unsafe { (wide(call, names[0], counts, n)?, wide(call, names[1], displs, n)?) };
-        if let Some((i, bad)) = counts.iter().enumerate().find(|(_, &v)| v < 0) {
-            return Err(MpiError::new(c::MPI_ERR_COUNT, format!("{call}: {}[{i}] is negative ({bad})", names[0])));
-        }
-        let types = if w {
-            // SAFETY: as above.
-            unsafe { array(call, names[2], types.1, n)? }.to_vec()
-        } else {
-            vec![types.0; n]
-        };
-        Ok(VSide { counts, displs, types, bytes_displs: w })
-    }
-
-    /// Every block as a checked buffer, before a schedule exists (so that bad arguments fail
-    /// before the call draws its tag).
-    pub(crate) fn bufs(&self, call: &str, what: &str, base: *const c_void) -> Result<Vec<Buf>> {
-        (0..self.counts.len())
-            .map(|i| {
-                let dt = self.types[i];
-                let off = if self.bytes_displs {
-                    self.displs[i] as isize
-                } else {
-                    self.displs[i] as isize * dtype(call, dt)?.extent
-                };
-                let addr = (base as usize).wrapping_add_signed(off);
-                Buf::new(call, what, addr as *const c_void, self.counts[i], dt)
-            })
-            .collect()
-    }
-}
-
-fn alltoallv_any(
-    mode: Mode,
-    call: &'static str,
-    sbuf: *const c_void,
-    snd: Option<VSide>,
-    rbuf: *mut c_void,
-    rcv: VSide,
-    comm_h: usize,
-) -> c_int {
-    launch(mode, call, comm_h, |_, cm| {
-        let n = cm.core.size();
-        let me = cm.core.rank as usize;
-        no_in_place(call, cm, "send", sbuf)?;
-        let rbufs = rcv.bufs(call, "receive", rbuf)?;
-        let sbufs = match &snd {
-            Some(v) => Some(v.bufs(call, "send", sbuf)?),
-            None => None,
-        };
-        if cm.core.is_inter() {
-            let sbufs = sbufs.expect("not in place");
-            let mut s = sched(cm, call);
-            let dst = regions(&mut s, &rbufs);
-            let src = regions(&mut s, &sbufs);
-            inter::alltoall(&mut s, &src, &dst);
-            return Ok(s);
-        }
-        if let Some(sb) = &sbufs {
-            same_size(call, sb[me].bytes(), rbufs[me].bytes())?;
-        }
-        let a = algo::choose(Coll::Alltoallv, Shape { n, ..Default::default() })?;
-        let mut s = sched(cm, call);
-        let dst = regions(&mut s, &rbufs);
-        let src = sbufs.map(|b| regions(&mut s, &b));
-        algo::alltoall(&mut s, a, src.as_deref(), &dst);
-        Ok(s)
-    })
-}
-
-/// Reads both sides of an alltoallv or (with `w`) alltoallw; no send side with `MPI_IN_PLACE`.
-#[allow(clippy::too_many_arguments)]
-unsafe fn vsides<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+/// A neighbourhood collective's communicator's neighbours; its buffers must not be
+/// `MPI_IN_PLACE` (a process's send and receive blocks go to different processes).
+fn neighborhood(
     call: &str,
+    cm: &crate::state::CommObj,
     sbuf: *const c_void,
-    sc: *const C,
-    sd: *const D,
-    st: (usize, *const usize),
-    rc: *const C,
-    rd: *const D,
-    rt: (usize, *const usize),
-    w: bool,
-    n: usize,
-) -> Result<(Option<VSide>, VSide)> {
-    // SAFETY: one entry per process in each array, per the standard.
-    unsafe {
-        let r = VSide::read(call, ["recvcounts", "rdispls", "recvtypes"], rc, rd, rt, w, n)?;
-        let s = match in_place(sbuf) {
-            true => None,
-            false => Some(VSide::read(call, ["sendcounts", "sdispls", "sendtypes"], sc, sd, st, w, n)?),
+    rbuf: *const c_void,
+) -> Result<Neighborhood> {
+    let nbh = Neighborhood::of(call, cm.topo.as_deref(), cm.core.rank)?;
+    if in_place(sbuf) || in_place(rbuf) {
+        return Err(err!(MPI_ERR_BUFFER, "{call}: MPI_IN_PLACE is not valid for a neighbourhood collective"));
+    }
+    Ok(nbh)
+}
+
+// ----- the v and w forms -----
+
+/// The collectives that receive a count and a displacement's worth per process (or source).
+#[derive(Clone, Copy)]
+pub(crate) enum Gv {
+    /// With its root.
+    Gatherv(c_int),
+    Allgatherv,
+    NeighborAllgatherv,
+}
+
+/// Gatherv, allgatherv and the neighbourhood allgatherv: the send buffer, and a receive buffer
+/// per process (at the root only for gatherv, per source for the neighbourhood form).
+pub(crate) unsafe fn gather_v<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+    mode: Mode,
+    gv: Gv,
+    (sbuf, sc, st): Side,
+    (rbuf, spread): (*const c_void, Spread<C, D>),
+    comm_h: usize,
+) -> c_int {
+    let call = match gv {
+        Gv::Gatherv(_) => "MPI_Gatherv",
+        Gv::Allgatherv => "MPI_Allgatherv",
+        Gv::NeighborAllgatherv => "MPI_Neighbor_allgatherv",
+    };
+    run(mode, call, comm_h, |d, cm, at| {
+        let n = cm.core.peer_size() as usize;
+        // SAFETY (every use): the arrays hold an entry per process (per source for the
+        // neighbourhood form), per the standard; gatherv's only at the root, the only process
+        // where the device asks for them.
+        let recv = |n| unsafe {
+            VSide::read(call, ["recvcounts", "displs", ""], spread, false, n)?.bufs(call, "receive", rbuf)
         };
-        Ok((s, r))
-    }
+        match gv {
+            Gv::Gatherv(root) => d.gatherv(at, or_in_place(call, "send", sbuf, sc, st), || recv(n), root),
+            Gv::Allgatherv => {
+                let recv = recv(n)?;
+                d.allgatherv(at, or_in_place(call, "send", sbuf, sc, st)?, recv)
+            }
+            Gv::NeighborAllgatherv => {
+                let nbh = neighborhood(call, cm, sbuf, rbuf)?;
+                let send = buffer(call, "send", sbuf, sc, st)?;
+                d.neighbor_allgatherv(at, &nbh, send, recv(nbh.sources())?)
+            }
+        }
+    })
 }
 
-#[allow(clippy::too_many_arguments)]
-unsafe fn alltoallv<C: Copy + Into<i64>, D: Copy + Into<i64>>(
+coll_entry!(PMPI_Gatherv PMPI_Igatherv PMPI_Gatherv_init, PMPI_Gatherv_c PMPI_Igatherv_c PMPI_Gatherv_init_c,
+    (sbuf: Buf, sc: Count, st: Handle, rbuf: Buf, rc: Counts, d: Displs, rt: Handle, root: c_int, comm: Handle)
+    => gather_v(Gv::Gatherv(root), (sbuf, sc, st), (rbuf, v_of(rc, d, rt)), comm));
+coll_entry!(PMPI_Allgatherv PMPI_Iallgatherv PMPI_Allgatherv_init, PMPI_Allgatherv_c PMPI_Iallgatherv_c PMPI_Allgatherv_init_c,
+    (sbuf: Buf, sc: Count, st: Handle, rbuf: Buf, rc: Counts, d: Displs, rt: Handle, comm: Handle)
+    => gather_v(Gv::Allgatherv, (sbuf, sc, st), (rbuf, v_of(rc, d, rt)), comm));
+
+/// The collectives whose sides are a count, a displacement and (`w`) a datatype per process,
+/// or per neighbour.
+#[derive(Clone, Copy)]
+pub(crate) enum Vw {
+    Alltoallv,
+    Alltoallw,
+    NeighborAlltoallv,
+    NeighborAlltoallw,
+}
+
+/// Alltoallv, alltoallw and their neighbourhood forms: each side becomes a buffer per process
+/// or neighbour (no send side with `MPI_IN_PLACE`).
+pub(crate) unsafe fn alltoall_vw<C: Copy + Into<i64>, D: Copy + Into<i64>>(
     mode: Mode,
-    sbuf: *const c_void,
-    sc: *const C,
-    sd: *const D,
-    st: usize,
-    rbuf: *mut c_void,
-    rc: *const C,
-    rd: *const D,
-    rt: usize,
+    vw: Vw,
+    (sbuf, send): (*const c_void, Spread<C, D>),
+    (rbuf, recv): (*const c_void, Spread<C, D>),
     comm_h: usize,
 ) -> c_int {
-    let call = "MPI_Alltoallv";
-    let n = comm_peers(comm_h);
-    // SAFETY: arrays of one entry per process.
-    match unsafe { vsides(call, sbuf, sc, sd, (st, std::ptr::null()), rc, rd, (rt, std::ptr::null()), false, n) } {
-        Ok((s, r)) => alltoallv_any(mode, call, sbuf, s, rbuf, r, comm_h),
-        Err(e) => guard(comm_h, || Err(e)),
-    }
+    let (call, w) = match vw {
+        Vw::Alltoallv => ("MPI_Alltoallv", false),
+        Vw::Alltoallw => ("MPI_Alltoallw", true),
+        Vw::NeighborAlltoallv => ("MPI_Neighbor_alltoallv", false),
+        Vw::NeighborAlltoallw => ("MPI_Neighbor_alltoallw", true),
+    };
+    run(mode, call, comm_h, |d, cm, at| {
+        let nbh = match vw {
+            Vw::Alltoallv | Vw::Alltoallw => None,
+            _ => Some(neighborhood(call, cm, sbuf, rbuf)?),
+        };
+        let n = cm.core.peer_size() as usize;
+        let (outs, ins) = nbh.as_ref().map_or((n, n), |h| (h.destinations(), h.sources()));
+        // SAFETY: one entry per process (per destination on the send side, per source on the
+        // receive side of a neighbourhood collective) in each array, per the standard.
+        let recv = unsafe { VSide::read(call, ["recvcounts", "rdispls", "recvtypes"], recv, w, ins)? };
+        let send = match in_place(sbuf) {
+            true => None,
+            // SAFETY: as above.
+            false => Some(unsafe { VSide::read(call, ["sendcounts", "sdispls", "sendtypes"], send, w, outs)? }),
+        };
+        let recv = recv.bufs(call, "receive", rbuf)?;
+        let send = send.map(|v| v.bufs(call, "send", sbuf)).transpose()?;
+        match (vw, nbh, send) {
+            (Vw::Alltoallv, _, send) => d.alltoallv(at, send, recv),
+            (Vw::Alltoallw, _, send) => d.alltoallw(at, send, recv),
+            (Vw::NeighborAlltoallv, Some(h), Some(send)) => d.neighbor_alltoallv(at, &h, send, recv),
+            (_, Some(h), Some(send)) => d.neighbor_alltoallw(at, &h, send, recv),
+            _ => unreachable!("a neighbourhood collective has a neighbourhood and no MPI_IN_PLACE"),
+        }
+    })
 }
 
-coll_entry!(PMPI_Alltoallv, PMPI_Ialltoallv, PMPI_Alltoallv_init, alltoallv,
-    (sbuf: *mut c_void, sc: *mut c_int, sd: *mut c_int, st: usize, rbuf: *mut c_void, rc: *mut c_int, rd: *mut c_int, rt: usize, comm: usize)
-    => (sbuf, sc, sd, st, rbuf, rc, rd, rt, comm));
-coll_entry!(PMPI_Alltoallv_c, PMPI_Ialltoallv_c, PMPI_Alltoallv_init_c, alltoallv,
-    (sbuf: *mut c_void, sc: *mut i64, sd: *mut isize, st: usize, rbuf: *mut c_void, rc: *mut i64, rd: *mut isize, rt: usize, comm: usize)
-    => (sbuf, sc, sd as *const i64, st, rbuf, rc, rd as *const i64, rt, comm));
-
-#[allow(clippy::too_many_arguments)]
-unsafe fn alltoallw<C: Copy + Into<i64>, D: Copy + Into<i64>>(
-    mode: Mode,
-    sbuf: *const c_void,
-    sc: *const C,
-    sd: *const D,
-    st: *const usize,
-    rbuf: *mut c_void,
-    rc: *const C,
-    rd: *const D,
-    rt: *const usize,
-    comm_h: usize,
-) -> c_int {
-    let call = "MPI_Alltoallw";
-    let n = comm_peers(comm_h);
-    // SAFETY: arrays of one entry per process.
-    match unsafe { vsides(call, sbuf, sc, sd, (0, st), rc, rd, (0, rt), true, n) } {
-        Ok((s, r)) => alltoallv_any(mode, call, sbuf, s, rbuf, r, comm_h),
-        Err(e) => guard(comm_h, || Err(e)),
-    }
-}
-
-coll_entry!(PMPI_Alltoallw, PMPI_Ialltoallw, PMPI_Alltoallw_init, alltoallw,
-    (sbuf: *mut c_void, sc: *mut c_int, sd: *mut c_int, st: *mut usize, rbuf: *mut c_void, rc: *mut c_int, rd: *mut c_int, rt: *mut usize, comm: usize)
-    => (sbuf, sc, sd, st, rbuf, rc, rd, rt, comm));
-coll_entry!(PMPI_Alltoallw_c, PMPI_Ialltoallw_c, PMPI_Alltoallw_init_c, alltoallw,
-    (sbuf: *mut c_void, sc: *mut i64, sd: *mut isize, st: *mut usize, rbuf: *mut c_void, rc: *mut i64, rd: *mut isize, rt: *mut usize, comm: usize)
-    => (sbuf, sc, sd as *const i64, st, rbuf, rc, rd as *const i64, rt, comm));
+coll_entry!(PMPI_Alltoallv PMPI_Ialltoallv PMPI_Alltoallv_init, PMPI_Alltoallv_c PMPI_Ialltoallv_c PMPI_Alltoallv_init_c,
+    (sbuf: Buf, sc: Counts, sd: Displs, st: Handle, rbuf: Buf, rc: Counts, rd: Displs, rt: Handle, comm: Handle)
+    => alltoall_vw(Vw::Alltoallv, (sbuf, v_of(sc, sd, st)), (rbuf, v_of(rc, rd, rt)), comm));
+coll_entry!(PMPI_Alltoallw PMPI_Ialltoallw PMPI_Alltoallw_init, PMPI_Alltoallw_c PMPI_Ialltoallw_c PMPI_Alltoallw_init_c,
+    (sbuf: Buf, sc: Counts, sd: Displs, st: Handles, rbuf: Buf, rc: Counts, rd: Displs, rt: Handles, comm: Handle)
+    => alltoall_vw(Vw::Alltoallw, (sbuf, (sc, sd, (0, st))), (rbuf, (rc, rd, (0, rt))), comm));

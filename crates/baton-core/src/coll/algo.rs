@@ -7,20 +7,31 @@
 //! destination).
 //!
 //! [`Algo`] names the algorithms; [`choose`] picks one per call, from the sizes or from
-//! `BATON_COLL_<COLLECTIVE>`, and falls back to one that applies when the requested one cannot
-//! (e.g. a ring allreduce for a non-commutative operation).
+//! `BATON_COLL_<COLLECTIVE>`. It is the only place that decides, for the shared-memory fast
+//! paths as for schedules. When the forced algorithm cannot serve a call (e.g. a ring allreduce
+//! for a non-commutative operation; [`unfit`] says why), `BATON_COLL_FALLBACK` ([`Fallback`])
+//! decides: another algorithm runs, silently or with a warning, or the call fails.
+//! [`Chooser`] holds these settings; tests build their own.
+//!
+//! Alltoall's algorithms live in `algo/alltoall.rs`, reduce-scatter's and the scans' in
+//! `algo/reduce_scatter.rs`, gather's and scatter's in `algo/rooted.rs`; the others here.
 
 use super::schedule::{Loc, Schedule};
 use crate::error::{MpiError, Result};
 use crate::shm_coll::ShmKind;
 use baton_abi::consts as c;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 mod allreduce;
 mod alltoall;
+mod reduce_scatter;
+mod rooted;
 
 pub use allreduce::allreduce;
 pub use alltoall::alltoall;
+pub use reduce_scatter::{reduce_scatter, scan};
+pub use rooted::{gather, scatter, Flow};
 
 /// The collectives whose algorithm can be chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,7 +50,8 @@ pub enum Coll {
     Scan,
 }
 
-const COLLS: [Coll; 12] = [
+/// Every collective whose algorithm can be chosen, in declaration order.
+pub const COLLS: [Coll; 12] = [
     Coll::Barrier,
     Coll::Bcast,
     Coll::Reduce,
@@ -53,6 +65,15 @@ const COLLS: [Coll; 12] = [
     Coll::ReduceScatter,
     Coll::Scan,
 ];
+
+// The chooser's tables are indexed by `Coll as usize`.
+const _: () = {
+    let mut i = 0;
+    while i < COLLS.len() {
+        assert!(COLLS[i] as usize == i, "COLLS lists the collectives in declaration order");
+        i += 1;
+    }
+};
 
 /// Every algorithm, by the name `BATON_COLL_*` uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,26 +94,33 @@ pub enum Algo {
     Shm,
 }
 
+/// Every algorithm by the name `BATON_COLL_*` gives it.
+const NAMES: [(&str, Algo); 14] = [
+    ("dissemination", Algo::Dissemination),
+    ("binomial", Algo::Binomial),
+    ("scatter_allgather", Algo::ScatterAllgather),
+    ("recursive_doubling", Algo::RecursiveDoubling),
+    ("rabenseifner", Algo::Rabenseifner),
+    ("ring", Algo::Ring),
+    ("reduce_bcast", Algo::ReduceBcast),
+    ("linear", Algo::Linear),
+    ("bruck", Algo::Bruck),
+    ("pairwise", Algo::Pairwise),
+    ("mesh", Algo::Mesh),
+    ("reduce_scatterv", Algo::ReduceScatterv),
+    ("recursive_halving", Algo::RecursiveHalving),
+    ("shm", Algo::Shm),
+];
+
 impl Algo {
     /// The algorithm `BATON_COLL_*` calls `s`.
     pub fn parse(s: &str) -> Option<Algo> {
-        Some(match s {
-            "dissemination" => Algo::Dissemination,
-            "binomial" => Algo::Binomial,
-            "scatter_allgather" => Algo::ScatterAllgather,
-            "recursive_doubling" => Algo::RecursiveDoubling,
-            "rabenseifner" => Algo::Rabenseifner,
-            "ring" => Algo::Ring,
-            "reduce_bcast" => Algo::ReduceBcast,
-            "linear" => Algo::Linear,
-            "bruck" => Algo::Bruck,
-            "pairwise" => Algo::Pairwise,
-            "mesh" => Algo::Mesh,
-            "reduce_scatterv" => Algo::ReduceScatterv,
-            "recursive_halving" => Algo::RecursiveHalving,
-            "shm" => Algo::Shm,
-            _ => return None,
-        })
+        NAMES.iter().find(|(n, _)| *n == s).map(|&(_, a)| a)
+    }
+
+    /// The name `BATON_COLL_*` gives this algorithm.
+    pub fn name(self) -> &'static str {
+        NAMES.iter().find(|(_, a)| *a == self).map_or("?", |(n, _)| n)
     }
 }
 
@@ -127,24 +155,51 @@ impl Coll {
     }
 }
 
-/// The algorithms forced by the environment, mapped once. (`MPI_Init` has refused names that
-/// are not in the collective's list; an error here means the list names an algorithm this file
-/// does not implement, which its test prevents.)
-fn forced(coll: Coll) -> Result<Option<Algo>> {
+/// The algorithms forced by the environment, read once, by collective (in [`COLLS`] order); a
+/// name the registry lists but this file lacks is an error every collective of that kind reports.
+fn forced_by_env() -> &'static [std::result::Result<Option<Algo>, String>] {
     static FORCED: OnceLock<Vec<std::result::Result<Option<Algo>, String>>> = OnceLock::new();
-    let all = FORCED.get_or_init(|| {
+    FORCED.get_or_init(|| {
         COLLS
             .iter()
             .map(|&k| match k.setting().get() {
+                // `MPI_Init` has refused names not in the collective's list; an error here
+                // means the registry lists an algorithm this file does not implement, which
+                // its test prevents.
                 "auto" => Ok(None),
                 v => Algo::parse(v)
                     .map(Some)
                     .ok_or_else(|| format!("{}={v}: this build has no such algorithm", k.env_name())),
             })
             .collect()
-    });
-    let i = COLLS.iter().position(|&k| k == coll).unwrap();
-    all[i].clone().map_err(|m| MpiError::new(c::MPI_ERR_INTERN, m))
+    })
+}
+
+/// `BATON_COLL_FALLBACK`, read once: what a forced algorithm that cannot serve a call leads to.
+fn fallback_by_env() -> std::result::Result<Fallback, String> {
+    static POLICY: OnceLock<std::result::Result<Fallback, String>> = OnceLock::new();
+    POLICY
+        .get_or_init(|| {
+            Ok(match baton_settings::COLL_FALLBACK.get() {
+                "warn" => Fallback::Warn,
+                "error" => Fallback::Error,
+                _ => Fallback::Silent,
+            })
+        })
+        .clone()
+}
+
+/// What happens when the algorithm `BATON_COLL_<NAME>` forces cannot serve a call (a ring
+/// allreduce for a non-commutative operation, shared memory for a message too large for it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fallback {
+    /// The call runs the algorithm chosen without the variable.
+    Silent,
+    /// The same, and the first such call of each collective says so on stderr.
+    Warn,
+    /// The call fails with an error naming the call, the variable, the algorithm and why:
+    /// a test that forces an algorithm learns where it did not run.
+    Error,
 }
 
 /// What [`choose`] looks at.
@@ -171,31 +226,147 @@ impl Shape {
     }
 }
 
-/// The algorithm for a call: the forced one if it applies, else one chosen by size.
-pub fn choose(coll: Coll, sh: Shape) -> Result<Algo> {
-    let want = forced(coll)?;
-    let pow2 = sh.n > 0 && (sh.n & (sh.n - 1)) == 0;
-    let applies = |a: Algo| match a {
-        Algo::Rabenseifner => sh.commutative && sh.elems >= sh.n.max(1) as usize,
-        Algo::Ring if coll == Coll::Allreduce => sh.commutative && sh.elems >= sh.n.max(1) as usize,
-        Algo::RecursiveHalving => sh.commutative && pow2,
-        Algo::Pairwise if coll == Coll::ReduceScatter => sh.commutative,
-        Algo::Binomial if matches!(coll, Coll::Gather | Coll::Scatter) => sh.uniform,
-        Algo::Bruck | Algo::Mesh => sh.uniform,
-        Algo::RecursiveDoubling if coll == Coll::Allgather => pow2,
-        // An alltoall process publishes a block for every rank at once.
-        Algo::Shm if coll == Coll::Alltoall => {
-            sh.shm && sh.uniform && sh.bytes.saturating_mul(sh.n.max(0) as usize) <= crate::shm_coll::MAX_BYTES
-        }
-        Algo::Shm => sh.shm && sh.uniform && sh.bytes <= crate::shm_coll::MAX_BYTES,
-        _ => true,
-    };
-    if let Some(a) = want {
-        if applies(a) {
-            return Ok(a);
+/// Why an algorithm cannot serve a call (see [`unfit`]); its `Display` is the reason as the
+/// messages give it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unfit {
+    NotCommutative,
+    /// Fewer elements than processes: the vector cannot be split among them.
+    FewElements {
+        elems: usize,
+        n: usize,
+    },
+    NotPowerOfTwo {
+        n: usize,
+    },
+    Uneven,
+    NoArea,
+    /// More bytes per process than the shared-memory area takes.
+    TooLarge {
+        bytes: usize,
+    },
+}
+
+impl std::fmt::Display for Unfit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Unfit::NotCommutative => write!(f, "the operation is not commutative"),
+            Unfit::FewElements { elems, n } => write!(f, "{elems} elements are fewer than the {n} processes"),
+            Unfit::NotPowerOfTwo { n } => write!(f, "{n} processes are not a power of two"),
+            Unfit::Uneven => write!(f, "the blocks differ in size"),
+            Unfit::NoArea => write!(f, "the communicator has no shared-memory collective area"),
+            Unfit::TooLarge { bytes } => {
+                write!(f, "{bytes} bytes per process exceed the {} the area takes", crate::shm_coll::MAX_BYTES)
+            }
         }
     }
-    let auto = match coll {
+}
+
+/// Why algorithm `a` cannot serve `coll` on `sh`; None when it can.
+#[inline]
+pub fn unfit(coll: Coll, a: Algo, sh: &Shape) -> Option<Unfit> {
+    let n = sh.n.max(0) as usize;
+    let commutes = || (!sh.commutative).then_some(Unfit::NotCommutative);
+    let enough = || (sh.elems < n).then_some(Unfit::FewElements { elems: sh.elems, n });
+    let pow2 = || (!n.is_power_of_two()).then_some(Unfit::NotPowerOfTwo { n });
+    let uniform = || (!sh.uniform).then_some(Unfit::Uneven);
+    let shm = |bytes: usize| {
+        if !sh.shm {
+            Some(Unfit::NoArea)
+        } else if bytes > crate::shm_coll::MAX_BYTES {
+            Some(Unfit::TooLarge { bytes })
+        } else {
+            uniform()
+        }
+    };
+    match a {
+        Algo::Rabenseifner => commutes().or_else(enough),
+        Algo::Ring if coll == Coll::Allreduce => commutes().or_else(enough),
+        Algo::RecursiveHalving => commutes().or_else(pow2),
+        Algo::Pairwise if coll == Coll::ReduceScatter => commutes(),
+        Algo::Binomial if matches!(coll, Coll::Gather | Coll::Scatter) => uniform(),
+        Algo::Bruck | Algo::Mesh => uniform(),
+        Algo::RecursiveDoubling if coll == Coll::Allgather => pow2(),
+        // An alltoall process publishes a block for every rank at once.
+        Algo::Shm if coll == Coll::Alltoall => shm(sh.bytes.saturating_mul(n)),
+        Algo::Shm => shm(sh.bytes),
+        _ => None,
+    }
+}
+
+/// The choice of algorithms: those forced (by collective, indexed by `Coll as usize`; an error for a
+/// name that does not exist) and what happens when a forced one cannot serve a call.
+/// [`choose`] uses the environment's; tests make their own.
+pub struct Chooser {
+    forced: Vec<std::result::Result<Option<Algo>, String>>,
+    fallback: std::result::Result<Fallback, String>,
+    /// Whether a [`Fallback::Warn`] line was written, by collective.
+    warned: [AtomicBool; COLLS.len()],
+}
+
+impl Chooser {
+    /// `forced` algorithms and the `fallback` policy, as given.
+    pub fn new(forced: &[(Coll, Algo)], fallback: Fallback) -> Chooser {
+        let forced = COLLS.iter().map(|k| Ok(forced.iter().find(|(c, _)| c == k).map(|&(_, a)| a))).collect::<Vec<_>>();
+        Chooser { forced, fallback: Ok(fallback), warned: Default::default() }
+    }
+
+    /// `BATON_COLL_<NAME>` and `BATON_COLL_FALLBACK`, read once.
+    pub fn from_env() -> &'static Chooser {
+        static ENV: OnceLock<Chooser> = OnceLock::new();
+        ENV.get_or_init(|| Chooser {
+            forced: forced_by_env().to_vec(),
+            fallback: fallback_by_env(),
+            warned: Default::default(),
+        })
+    }
+
+    /// The algorithm for `call` (a call of collective `coll` on `sh`): the forced one if it can
+    /// serve the call, else one chosen by size, or, under [`Fallback::Error`], an error. On one
+    /// process every algorithm serves (none has anything to send).
+    #[inline]
+    pub fn choose(&self, coll: Coll, call: &str, sh: Shape) -> Result<Algo> {
+        let a = match &self.forced[coll as usize] {
+            Ok(None) => return Ok(auto(coll, &sh)),
+            Ok(Some(a)) => *a,
+            Err(m) => return Err(MpiError::new(c::MPI_ERR_ARG, m.clone())),
+        };
+        match unfit(coll, a, &sh) {
+            Some(why) if sh.n > 1 => self.fall_back(coll, a, call, why).map(|()| auto(coll, &sh)),
+            _ => Ok(a),
+        }
+    }
+
+    /// What the policy says when forced algorithm `a` cannot serve `call`: Ok to run another.
+    #[cold]
+    fn fall_back(&self, coll: Coll, a: Algo, call: &str, why: Unfit) -> Result<()> {
+        let policy = self.fallback.clone().map_err(|m| MpiError::new(c::MPI_ERR_ARG, m))?;
+        let what = format!("{}={} cannot serve this call ({why})", coll.env_name(), a.name());
+        match policy {
+            Fallback::Error => {
+                return Err(MpiError::new(c::MPI_ERR_ARG, format!("{call}: {what}; BATON_COLL_FALLBACK=error")))
+            }
+            Fallback::Warn if !self.warned[coll as usize].swap(true, Ordering::Relaxed) => {
+                eprintln!("baton: {call}: {what}; another algorithm runs (BATON_COLL_FALLBACK=warn; said once per collective)")
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The algorithm for a call of `coll` on `sh`, as [`Chooser::from_env`] chooses it.
+#[inline]
+pub fn choose(coll: Coll, call: &str, sh: Shape) -> Result<Algo> {
+    Chooser::from_env().choose(coll, call, sh)
+}
+
+/// The algorithm chosen by size, process count and operation, which always serves the call.
+#[inline]
+fn auto(coll: Coll, sh: &Shape) -> Algo {
+    let pow2 = || sh.n > 0 && (sh.n & (sh.n - 1)) == 0;
+    let applies = |a: Algo| unfit(coll, a, sh).is_none();
+    match coll {
         Coll::Barrier | Coll::Bcast | Coll::Reduce | Coll::Allreduce | Coll::Allgather | Coll::Alltoall
             if applies(Algo::Shm) && sh.n > 1 =>
         {
@@ -227,7 +398,7 @@ pub fn choose(coll: Coll, sh: Shape) -> Result<Algo> {
         Coll::Allgather => {
             if sh.bytes * (sh.n as usize) > 64 * 1024 {
                 Algo::Ring
-            } else if pow2 {
+            } else if pow2() {
                 Algo::RecursiveDoubling
             } else {
                 Algo::Bruck
@@ -260,8 +431,7 @@ pub fn choose(coll: Coll, sh: Shape) -> Result<Algo> {
             }
         }
         Coll::Scan => Algo::RecursiveDoubling,
-    };
-    Ok(auto)
+    }
 }
 
 // ----- helpers -----
@@ -453,115 +623,6 @@ fn reduce_binomial(s: &mut Schedule, root: i32, src: Loc, dst: Option<Loc>) {
     }
 }
 
-// ----- gather / scatter -----
-
-/// Gathers every rank's `src` into `blocks` at the root (`blocks` is empty elsewhere; `src` is
-/// None at a root using `MPI_IN_PLACE`).
-pub fn gather(s: &mut Schedule, a: Algo, root: i32, src: Option<Loc>, blocks: &[Loc], block_len: usize) {
-    let (n, me) = (s.size(), s.rank());
-    if a == Algo::Binomial && n > 1 {
-        return gather_binomial(s, root, src, blocks, block_len);
-    }
-    if me != root {
-        s.send(root, src.expect("non-root ranks have a send buffer"));
-    } else {
-        for i in (0..n).filter(|&i| i != me) {
-            s.recv(i, blocks[i as usize]);
-        }
-        if let Some(sb) = src {
-            s.copy(sb, blocks[me as usize]);
-        }
-    }
-    s.end_round();
-}
-
-fn subtree(vr: i32, n: i32) -> (i32, i32) {
-    let low = if vr == 0 { (n as u32).next_power_of_two() as i32 } else { vr & -vr };
-    (low, low.min(n - vr))
-}
-
-/// Each subtree's blocks travel as one message up a binomial tree.
-fn gather_binomial(s: &mut Schedule, root: i32, src: Option<Loc>, blocks: &[Loc], b: usize) {
-    let (n, me) = (s.size(), s.rank());
-    let vr = ring_idx(me - root, n);
-    let real = |v: i32| (v + root) % n;
-    let (low, size) = subtree(vr, n);
-    let src = src.unwrap_or_else(|| blocks[me as usize]);
-    if size == 1 {
-        s.send(real(vr - low), src);
-        s.end_round();
-        return;
-    }
-    let tmp = s.scratch(size as usize * b);
-    let mut m = 1;
-    while m < low && vr + m < n {
-        let cs = m.min(n - vr - m) as usize;
-        s.recv(real(vr + m), tmp.at(m as usize * b, cs * b));
-        m <<= 1;
-    }
-    s.copy(src, tmp.at(0, b));
-    s.end_round();
-    if vr != 0 {
-        s.send(real(vr - low), tmp);
-    } else {
-        for v in 0..n {
-            s.copy(tmp.at(v as usize * b, b), blocks[real(v) as usize]);
-        }
-    }
-    s.end_round();
-}
-
-/// Scatters `blocks` (at the root) so that every rank gets its block in `dst` (None at a root
-/// using `MPI_IN_PLACE`).
-pub fn scatter(s: &mut Schedule, a: Algo, root: i32, blocks: &[Loc], dst: Option<Loc>, block_len: usize) {
-    let (n, me) = (s.size(), s.rank());
-    if a == Algo::Binomial && n > 1 {
-        return scatter_binomial(s, root, blocks, dst, block_len);
-    }
-    if me != root {
-        s.recv(root, dst.expect("non-root ranks have a receive buffer"));
-    } else {
-        for i in (0..n).filter(|&i| i != me) {
-            s.send(i, blocks[i as usize]);
-        }
-        if let Some(d) = dst {
-            s.copy(blocks[me as usize], d);
-        }
-    }
-    s.end_round();
-}
-
-fn scatter_binomial(s: &mut Schedule, root: i32, blocks: &[Loc], dst: Option<Loc>, b: usize) {
-    let (n, me) = (s.size(), s.rank());
-    let vr = ring_idx(me - root, n);
-    let real = |v: i32| (v + root) % n;
-    let (low, size) = subtree(vr, n);
-    if size == 1 {
-        s.recv(real(vr - low), dst.expect("non-root ranks have a receive buffer"));
-        s.end_round();
-        return;
-    }
-    let tmp = s.scratch(size as usize * b);
-    if vr == 0 {
-        for v in 0..n {
-            s.copy(blocks[real(v) as usize], tmp.at(v as usize * b, b));
-        }
-    } else {
-        s.recv(real(vr - low), tmp);
-    }
-    s.end_round();
-    let mut m = 1;
-    while m < low && vr + m < n {
-        let cs = m.min(n - vr - m) as usize;
-        s.send(real(vr + m), tmp.at(m as usize * b, cs * b));
-        m <<= 1;
-    }
-    if let Some(d) = dst {
-        s.copy(tmp.at(0, b), d);
-    }
-    s.end_round();
-}
-
 // ----- allgather -----
 
 /// Every rank's `src` into `blocks[rank]` everywhere (`src` None: in place in `blocks`).
@@ -655,157 +716,6 @@ pub fn allgather(s: &mut Schedule, a: Algo, src: Option<Loc>, blocks: &[Loc]) {
 fn copy_own(s: &mut Schedule, src: Loc, own: Loc) {
     if src != own {
         s.copy(src, own);
-    }
-}
-
-// ----- reduce_scatter -----
-
-/// Reduces `src` (the whole vector, cut into `blocks` windows per rank) and leaves block `me`
-/// of the result in `dst`.
-pub fn reduce_scatter(s: &mut Schedule, a: Algo, src: Loc, blocks: &[Loc], dst: Loc) {
-    let (n, me) = (s.size(), s.rank());
-    if n == 1 {
-        s.copy(blocks[0], dst);
-        s.end_round();
-        return;
-    }
-    match a {
-        Algo::Pairwise => {
-            let acc = s.scratch(dst.len);
-            let t = s.scratch(dst.len);
-            s.copy(blocks[me as usize], acc);
-            s.end_round();
-            for k in 1..n {
-                let (to, from) = (ring_idx(me + k, n), ring_idx(me - k, n));
-                s.send(to, blocks[to as usize]);
-                s.recv(from, t);
-                s.reduce(t, acc, true);
-                s.end_round();
-            }
-            s.copy(acc, dst);
-            s.end_round();
-        }
-        Algo::RecursiveHalving => {
-            let acc = s.scratch(src.len);
-            let t = s.scratch(src.len);
-            // The blocks as windows of acc and t (same offsets as in src).
-            let rel = |l: Loc, base: Loc| base.at(l.off - src.off, l.len);
-            s.copy(src, acc);
-            s.end_round();
-            let (mut lo, mut hi) = (0usize, n as usize);
-            let mut mask = n / 2;
-            while mask >= 1 {
-                let peer = me ^ mask;
-                let mid = (lo + hi) / 2;
-                let (keep, give) = if me & mask == 0 { ((lo, mid), (mid, hi)) } else { ((mid, hi), (lo, mid)) };
-                let ab: Vec<Loc> = blocks.iter().map(|l| rel(*l, acc)).collect();
-                let tb: Vec<Loc> = blocks.iter().map(|l| rel(*l, t)).collect();
-                s.send(peer, span(&ab, give.0, give.1));
-                s.recv(peer, span(&tb, keep.0, keep.1));
-                s.reduce(span(&tb, keep.0, keep.1), span(&ab, keep.0, keep.1), peer < me);
-                s.end_round();
-                (lo, hi) = keep;
-                mask /= 2;
-            }
-            s.copy(rel(blocks[me as usize], acc), dst);
-            s.end_round();
-        }
-        _ => {
-            let full = s.scratch(src.len);
-            reduce_binomial(s, 0, src, Some(full));
-            let rel: Vec<Loc> = blocks.iter().map(|l| full.at(l.off - src.off, l.len)).collect();
-            if me == 0 {
-                for i in 1..n {
-                    s.send(i, rel[i as usize]);
-                }
-                s.copy(rel[0], dst);
-            } else {
-                s.recv(0, dst);
-            }
-            s.end_round();
-        }
-    }
-}
-
-// ----- scan -----
-
-/// Inclusive (or, with `exclusive`, exclusive) prefix reduction of `src` into `dst`.
-pub fn scan(s: &mut Schedule, a: Algo, src: Loc, dst: Loc, exclusive: bool) {
-    let (n, me) = (s.size(), s.rank());
-    let len = src.len;
-    if a == Algo::Linear {
-        let t = s.scratch(len);
-        if exclusive {
-            if me > 0 {
-                s.recv(me - 1, t);
-            }
-            let acc = s.scratch(len);
-            if me > 0 && me < n - 1 {
-                s.copy(t, acc);
-                s.reduce(src, acc, false);
-            } else {
-                s.copy(src, acc);
-            }
-            if me > 0 {
-                s.copy(t, dst);
-            }
-            s.end_round();
-            if me < n - 1 {
-                s.send(me + 1, acc);
-                s.end_round();
-            }
-        } else {
-            let acc = accumulator(s, dst);
-            if me > 0 {
-                s.recv(me - 1, t);
-            }
-            s.copy(src, acc);
-            if me > 0 {
-                s.reduce(t, acc, true);
-            }
-            s.end_round();
-            if me < n - 1 {
-                s.send(me + 1, acc);
-                s.end_round();
-            }
-            s.copy(acc, dst);
-            s.end_round();
-        }
-        return;
-    }
-    let partial = s.scratch(len);
-    let result = accumulator(s, dst);
-    s.copy(src, partial);
-    if !exclusive {
-        s.copy(src, result);
-    }
-    s.end_round();
-    let t = s.scratch(len);
-    let mut have = !exclusive;
-    let mut mask = 1;
-    while mask < n {
-        let peer = me ^ mask;
-        if peer < n {
-            s.send(peer, partial);
-            s.recv(peer, t);
-            if peer < me {
-                if have {
-                    s.reduce(t, result, true);
-                } else {
-                    s.copy(t, result);
-                }
-                have = true;
-                s.reduce(t, partial, true);
-            } else {
-                s.reduce(t, partial, false);
-            }
-            s.end_round();
-        }
-        mask <<= 1;
-    }
-    if have {
-        s.copy(result, dst);
-        s.end_round();
     }
 }
 

@@ -14,7 +14,7 @@
 //! Each group's results come from the other group's data, as the standard defines them; a
 //! non-commutative reduction is applied in the rank order of the group that contributes.
 
-use super::algo::{self, Algo};
+use super::algo::{self, Algo, Flow};
 use super::schedule::{Loc, Schedule};
 
 /// What the `root` argument of a rooted collective makes of this process.
@@ -122,28 +122,24 @@ pub fn reduce_scatter(s: &mut Schedule, src: Loc, block_lens: &[usize], dst: Loc
 
 /// The root receives block `r` from remote rank `r`.
 pub fn gather(s: &mut Schedule, root: Root, src: Option<Loc>, blocks: &[Loc]) {
-    match root {
-        Root::Me => {
-            for (r, &b) in blocks.iter().enumerate() {
-                s.recv_remote(r as i32, b);
-            }
-        }
-        Root::Idle => {}
-        Root::Remote(r) => s.send_remote(r, src.expect("contributors have a send buffer")),
-    }
-    s.end_round();
+    rooted(s, Flow::Gather, root, src, blocks)
 }
 
 /// The root sends block `r` to remote rank `r`.
 pub fn scatter(s: &mut Schedule, root: Root, blocks: &[Loc], dst: Option<Loc>) {
+    rooted(s, Flow::Scatter, root, dst, blocks)
+}
+
+/// Block `r` of the root goes between it and remote rank `r`, which holds it in `mine`.
+fn rooted(s: &mut Schedule, flow: Flow, root: Root, mine: Option<Loc>, blocks: &[Loc]) {
     match root {
         Root::Me => {
             for (r, &b) in blocks.iter().enumerate() {
-                s.send_remote(r as i32, b);
+                flow.post(s, true, r as i32, b, true);
             }
         }
         Root::Idle => {}
-        Root::Remote(r) => s.recv_remote(r, dst.expect("receivers have a receive buffer")),
+        Root::Remote(r) => flow.post(s, false, r, mine.expect("the root's peers have their block"), true),
     }
     s.end_round();
 }

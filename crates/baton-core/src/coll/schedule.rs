@@ -140,6 +140,17 @@ impl Schedule {
     /// tag drawn here the same on all of them.
     pub fn new(comm: Arc<Comm>, call: &'static str) -> Schedule {
         let tag = comm.next_coll_tag();
+        Schedule::with_tag(comm, call, tag)
+    }
+
+    /// A schedule that sends no messages (a collective through the shared-memory area): it
+    /// draws no tag, as the blocking calls that run that protocol directly do not, so that the
+    /// members taking either way agree on the tags of later collectives.
+    pub fn untagged(comm: Arc<Comm>, call: &'static str) -> Schedule {
+        Schedule::with_tag(comm, call, -1)
+    }
+
+    fn with_tag(comm: Arc<Comm>, call: &'static str, tag: i32) -> Schedule {
         Schedule {
             comm,
             call,
@@ -394,6 +405,7 @@ impl Schedule {
                 Xfer::Send { peer, locs, remote } => sends.push((*peer, *remote, self.send_data(locs))),
             }
         }
+        debug_assert!(self.tag >= 0 || round.xfers.is_empty(), "{}: an untagged schedule sends a message", self.call);
         let (comm, tag, inflight) = (&self.comm, self.tag, &mut self.inflight);
         let via = |remote: bool| match (&comm.local, remote) {
             (Some(local), false) => local,

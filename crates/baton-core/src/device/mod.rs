@@ -30,6 +30,8 @@ pub use bsend::{Bsend, Detached};
 pub use p2p::{check_status, proc_null_status, Envelope, Matched};
 pub use request::{Awaited, Completion, NoSuchRequest};
 
+pub mod coll;
+
 use crate::coll::schedule::{Loc, Region, Schedule};
 use crate::comm::Comm;
 use crate::datatype::Layout;
@@ -77,11 +79,13 @@ pub struct Buffer {
 
 impl Buffer {
     /// The packed bytes the buffer holds (its type signature's size).
+    #[inline]
     pub fn bytes(&self) -> usize {
         self.count * self.layout.size
     }
 
     /// The span itself when the elements are one contiguous run of bytes starting at it.
+    #[inline]
     pub fn contiguous(&self) -> Option<UserBuf> {
         (self.base_off == 0 && self.layout.is_contiguous()).then(|| self.span.prefix(self.bytes()))
     }

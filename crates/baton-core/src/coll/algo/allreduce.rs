@@ -1,5 +1,5 @@
-//! Allreduce: recursive doubling, Rabenseifner's reduce-scatter + allgather, ring, reduce +
-//! bcast, and shared memory.
+//! Allreduce: recursive doubling, Rabenseifner's reduce-scatter + allgather (recursive halving
+//! then doubling), ring, reduce + bcast, and shared memory.
 
 use super::*;
 

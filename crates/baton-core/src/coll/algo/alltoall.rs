@@ -1,6 +1,8 @@
 //! Alltoall: linear, pairwise, Bruck's, message combining over a 2-D mesh, and shared memory.
 
-use super::*;
+use super::{ring_idx, Algo};
+use crate::coll::schedule::{Loc, Schedule};
+use crate::shm_coll::ShmKind;
 
 /// `src[j]` of every rank i to `dst[i]` of rank j. `src` None: in place (the data is in `dst`).
 pub fn alltoall(s: &mut Schedule, a: Algo, src: Option<&[Loc]>, dst: &[Loc]) {
