@@ -1,7 +1,7 @@
-//! Packing and unpacking: the walk over a [`Layout`]'s runs that copies a window of the packed
-//! stream to or from the elements in a user buffer.
+//! Packing and unpacking: the walk over a [`Layout`]'s runs (or, in the loop form, its pieces)
+//! that copies a window of the packed stream to or from the elements in a user buffer.
 
-use super::Layout;
+use super::{Layout, Piece};
 use baton_transport::mem::UserBuf;
 
 impl Layout {
@@ -44,6 +44,9 @@ impl Layout {
     fn walk(&self, base_off: isize, start: usize, len: usize, mut f: impl FnMut(isize, usize, usize, usize, isize)) {
         if self.size == 0 || len == 0 {
             return;
+        }
+        if let Some(ps) = &self.pieces {
+            return self.walk_pieces(ps, base_off, start, len, &mut f);
         }
         let mut elem = start / self.size;
         let mut within = start % self.size;
@@ -106,6 +109,55 @@ impl Layout {
                 if i < r.count {
                     // The window ends inside this block.
                     f(at, done, len - done, 1, 0);
+                    return;
+                }
+            }
+            elem += 1;
+        }
+    }
+
+    /// [`Layout::walk`] over the loop form: each piece's copies in turn, whole copies of a
+    /// one-block inner layout as one batch, the others through the inner layout's own walk.
+    fn walk_pieces(
+        &self,
+        ps: &[Piece],
+        base_off: isize,
+        start: usize,
+        len: usize,
+        f: &mut dyn FnMut(isize, usize, usize, usize, isize),
+    ) {
+        let mut elem = start / self.size;
+        let mut within = start % self.size;
+        let mut done = 0usize;
+        loop {
+            let ebase = base_off + elem as isize * self.extent;
+            for p in ps {
+                let one = p.inner.size;
+                if within >= one * p.count {
+                    within -= one * p.count;
+                    continue;
+                }
+                let (mut i, mut skip) = (within / one, within % one);
+                within = 0;
+                while i < p.count && done < len {
+                    let at = ebase + p.off + i as isize * p.stride;
+                    if let (0, Some((off, blen))) = (skip, p.inner.single_block()) {
+                        let k = (p.count - i).min((len - done) / blen);
+                        if k > 0 {
+                            f(at + off, done, blen, k, p.stride);
+                            done += k * blen;
+                            i += k;
+                            continue;
+                        }
+                    }
+                    let n = (one - skip).min(len - done);
+                    let d0 = done;
+                    p.inner.walk(at, skip, n, |a, d, m, k, s| f(a, d0 + d, m, k, s));
+                    done += n;
+                    skip = 0;
+                    i += 1;
+                }
+                if done == len {
                     return;
                 }
             }
