@@ -21,32 +21,36 @@ impl Layout {
     /// Fills `dst` with the packed bytes from packed offset `start` on of the elements at
     /// `base_off` within `span`: a frame's window packed straight into the transport's memory.
     pub fn pack_window(&self, span: &UserBuf, base_off: isize, start: usize, dst: &mut [u8]) {
-        self.walk(base_off, start, dst.len(), |at, done, n, k, stride| {
+        let len = dst.len();
+        let mut f = |at, done, n, k, stride| {
             let ok = span.get_strided(at, n, stride, &mut dst[done..done + n * k]);
             assert!(ok, "a datatype's block lies outside the span computed from that datatype");
-        });
+        };
+        match &self.pieces {
+            None => self.walk(base_off, start, len, f),
+            Some(ps) => self.walk_pieces(ps, base_off, start, len, &mut f),
+        }
     }
 
     /// Writes packed bytes `src`, which start at packed offset `packed_off`, into the elements at
     /// `base_off` within `span`.
     pub fn unpack_into(&self, span: &UserBuf, base_off: isize, packed_off: usize, src: &[u8]) {
-        self.walk(base_off, packed_off, src.len(), |at, done, n, k, stride| {
-            span.put_strided(at, n, stride, &src[done..done + n * k])
-        });
+        let mut f = |at, done, n, k, stride| span.put_strided(at, n, stride, &src[done..done + n * k]);
+        match &self.pieces {
+            None => self.walk(base_off, packed_off, src.len(), f),
+            Some(ps) => self.walk_pieces(ps, base_off, packed_off, src.len(), &mut f),
+        }
     }
 
     /// Calls `f(memory offset, offset within the window, block length, blocks, stride)` for
     /// each batch of equally long, equally spaced pieces of the packed window
     /// `[start, start+len)`, in order (consecutive in the window); memory offsets are relative to
     /// the span that holds the elements at `base_off`. Pieces cut by the window's ends come as
-    /// batches of one.
+    /// batches of one. The flat form only (see [`Layout::walk_pieces`] for the loop form).
     #[inline(always)]
     fn walk(&self, base_off: isize, start: usize, len: usize, mut f: impl FnMut(isize, usize, usize, usize, isize)) {
         if self.size == 0 || len == 0 {
             return;
-        }
-        if let Some(ps) = &self.pieces {
-            return self.walk_pieces(ps, base_off, start, len, &mut f);
         }
         let mut elem = start / self.size;
         let mut within = start % self.size;
@@ -116,7 +120,7 @@ impl Layout {
         }
     }
 
-    /// [`Layout::walk`] over the loop form: each piece's copies in turn, whole copies of a
+    /// [`Layout::walk`] over the loop form (`ps`, this layout's pieces): each piece's copies in turn, whole copies of a
     /// one-block inner layout as one batch, the others through the inner layout's own walk.
     fn walk_pieces(
         &self,
@@ -152,7 +156,11 @@ impl Layout {
                     }
                     let n = (one - skip).min(len - done);
                     let d0 = done;
-                    p.inner.walk(at, skip, n, |a, d, m, k, s| f(a, d0 + d, m, k, s));
+                    let mut g = |a, d, m, k, s| f(a, d0 + d, m, k, s);
+                    match &p.inner.pieces {
+                        None => p.inner.walk(at, skip, n, g),
+                        Some(inner) => p.inner.walk_pieces(inner, at, skip, n, &mut g),
+                    }
                     done += n;
                     skip = 0;
                     i += 1;
