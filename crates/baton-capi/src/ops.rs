@@ -37,9 +37,13 @@ fn type_name(dt: usize, lay: &Layout) -> String {
     }
 }
 
-/// The predefined datatypes a derived one is built from, in first-use order.
+/// The predefined datatypes a derived one is built from, in first-use order (an
+/// `MPI_Type_create_f90_*` type stands for its base type).
 fn leaves(lay: &Layout, out: &mut Vec<usize>) {
     if let Some(env) = &lay.envelope {
+        if env.base != 0 && !out.contains(&env.base) {
+            out.push(env.base);
+        }
         for t in &env.types {
             if t.predefined != 0 {
                 if !out.contains(&t.predefined) {
@@ -153,7 +157,14 @@ fn build_reducer(call: &str, oph: usize, dt: usize) -> Result<Reducer> {
             Reducer { commutative: true, unit, f: Arc::new(move |i, io| op::apply_kind(o, k, i, io)) }
         }
         Resolved::User(u) => {
-            Reducer { commutative: u.commutative, unit, f: Arc::new(move |i, io| packed_user(&u, dt, &lay, i, io)) }
+            // The function receives the handle `dt`: it must stay valid for as long as this
+            // reducer may run, even when the application frees the type meanwhile.
+            let held = (predefined(dt).is_none()).then(|| crate::datatype::hold::hold(dt));
+            let f = move |i: &[u8], io: &mut [u8]| {
+                let _ = &held;
+                packed_user(&u, dt, &lay, i, io)
+            };
+            Reducer { commutative: u.commutative, unit, f: Arc::new(f) }
         }
     })
 }

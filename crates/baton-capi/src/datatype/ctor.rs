@@ -6,6 +6,7 @@
 //! forms record counts as integers and displacements as addresses, the `_c` forms every count and
 //! displacement as a large count.
 
+use super::hold;
 use super::names::{copy_attrs, forget};
 use super::type_arg;
 use crate::state::Lib;
@@ -30,6 +31,7 @@ fn blocklens(call: &str, v: &[i64]) -> Result<()> {
 }
 
 fn register(l: &Lib, newtype: Out<usize>, lay: Layout) -> Result<()> {
+    hold::sweep(l);
     newtype.put(l.t().datatypes.insert((Arc::new(lay), false)));
     Ok(())
 }
@@ -74,6 +76,7 @@ impl Args {
             addrs: std::mem::take(&mut self.addrs),
             counts: std::mem::take(&mut self.counts),
             types,
+            base: 0,
         }
     }
 }
@@ -308,43 +311,53 @@ pub(crate) fn free(cx: Call, l: &Lib, datatype: Out<usize>) -> Result<()> {
     if predefined(h).is_some() || f90_types().lock().unwrap_or_else(|e| e.into_inner()).values().any(|&t| t == h) {
         return Err(MpiError::new(c::MPI_ERR_TYPE, format!("{}: predefined datatypes cannot be freed", cx.name)));
     }
+    let invalid = || MpiError::invalid_handle(cx.name, "datatype", baton_core::error::HandleKind::Datatype, h);
     if l.t().datatypes.get(h).is_none() {
-        return Err(MpiError::invalid_handle(cx.name, "datatype", baton_core::error::HandleKind::Datatype, h));
+        return Err(invalid());
     }
-    // Delete callbacks run first (they may still query the type), then the handle goes.
-    forget(h)?;
-    // Operations in flight hold their own reference to the layout, so freeing is safe.
-    l.t().datatypes.remove(h);
+    hold::sweep(l);
+    // Delete callbacks run first (they may still query the type), then the handle goes, unless
+    // an operation in flight still gives it to a user function (`hold`). Operations hold their
+    // own reference to the layout, so freeing is safe for them either way.
+    match hold::release(h) {
+        hold::Release::AlreadyFreed => return Err(invalid()),
+        hold::Release::Kept => forget(h)?,
+        hold::Release::Remove => {
+            forget(h)?;
+            l.t().datatypes.remove(h);
+        }
+    }
     datatype.put(c::MPI_DATATYPE_NULL);
     Ok(())
 }
 
 // ----- lookups of predefined types -----
 
+/// The predefined types `MPI_Type_match_size` chooses from: (typeclass, size, handle).
+const SIZED: [(c_int, c_int, usize); 13] = [
+    (c::MPI_TYPECLASS_INTEGER, 1, c::MPI_INTEGER1),
+    (c::MPI_TYPECLASS_INTEGER, 2, c::MPI_INTEGER2),
+    (c::MPI_TYPECLASS_INTEGER, 4, c::MPI_INTEGER4),
+    (c::MPI_TYPECLASS_INTEGER, 8, c::MPI_INTEGER8),
+    (c::MPI_TYPECLASS_INTEGER, 16, c::MPI_INTEGER16),
+    (c::MPI_TYPECLASS_REAL, 2, c::MPI_REAL2),
+    (c::MPI_TYPECLASS_REAL, 4, c::MPI_REAL4),
+    (c::MPI_TYPECLASS_REAL, 8, c::MPI_REAL8),
+    (c::MPI_TYPECLASS_REAL, 16, c::MPI_REAL16),
+    (c::MPI_TYPECLASS_COMPLEX, 4, c::MPI_COMPLEX4),
+    (c::MPI_TYPECLASS_COMPLEX, 8, c::MPI_COMPLEX8),
+    (c::MPI_TYPECLASS_COMPLEX, 16, c::MPI_COMPLEX16),
+    (c::MPI_TYPECLASS_COMPLEX, 32, c::MPI_COMPLEX32),
+];
+
 pub(crate) fn match_size(cx: Call, _l: &Lib, typeclass: c_int, size: c_int, datatype: Out<usize>) -> Result<()> {
-    let found = match (typeclass, size) {
-        (c::MPI_TYPECLASS_INTEGER, 1) => Some(c::MPI_INTEGER1),
-        (c::MPI_TYPECLASS_INTEGER, 2) => Some(c::MPI_INTEGER2),
-        (c::MPI_TYPECLASS_INTEGER, 4) => Some(c::MPI_INTEGER4),
-        (c::MPI_TYPECLASS_INTEGER, 8) => Some(c::MPI_INTEGER8),
-        (c::MPI_TYPECLASS_INTEGER, 16) => Some(c::MPI_INTEGER16),
-        (c::MPI_TYPECLASS_REAL, 2) => Some(c::MPI_REAL2),
-        (c::MPI_TYPECLASS_REAL, 4) => Some(c::MPI_REAL4),
-        (c::MPI_TYPECLASS_REAL, 8) => Some(c::MPI_REAL8),
-        (c::MPI_TYPECLASS_REAL, 16) => Some(c::MPI_REAL16),
-        (c::MPI_TYPECLASS_COMPLEX, 4) => Some(c::MPI_COMPLEX4),
-        (c::MPI_TYPECLASS_COMPLEX, 8) => Some(c::MPI_COMPLEX8),
-        (c::MPI_TYPECLASS_COMPLEX, 16) => Some(c::MPI_COMPLEX16),
-        (c::MPI_TYPECLASS_COMPLEX, 32) => Some(c::MPI_COMPLEX32),
-        (c::MPI_TYPECLASS_INTEGER | c::MPI_TYPECLASS_REAL | c::MPI_TYPECLASS_COMPLEX, _) => None,
-        _ => {
-            return Err(MpiError::new(
-                c::MPI_ERR_ARG,
-                format!("{}: typeclass {typeclass} is not an MPI_TYPECLASS_ constant", cx.name),
-            ))
-        }
-    };
-    let h = found.ok_or_else(|| {
+    if !SIZED.iter().any(|e| e.0 == typeclass) {
+        return Err(MpiError::new(
+            c::MPI_ERR_ARG,
+            format!("{}: typeclass {typeclass} is not an MPI_TYPECLASS_ constant", cx.name),
+        ));
+    }
+    let h = SIZED.iter().find(|e| (e.0, e.1) == (typeclass, size)).map(|e| e.2).ok_or_else(|| {
         MpiError::new(
             c::MPI_ERR_ARG,
             format!("{}: no predefined type of typeclass {typeclass} has size {size}", cx.name),
@@ -435,7 +448,8 @@ fn f90_type(cx: Call, l: &Lib, combiner: c_int, p: c_int, r: c_int, newtype: Out
             let ints: &[i32] = if combiner == c::MPI_COMBINER_F90_INTEGER { &[r] } else { &[p, r] };
             let mut lay = (**predefined(base).expect("predefined kind")).clone();
             lay.name = "";
-            let lay = lay.with_envelope(Args::new(cx).always_int(ints).envelope(combiner, Vec::new()));
+            let env = Envelope { base, ..Args::new(cx).always_int(ints).envelope(combiner, Vec::new()) };
+            let lay = lay.with_envelope(env);
             let h = l.t().datatypes.insert((Arc::new(lay), true));
             cache.insert((combiner, p, r), h);
             h

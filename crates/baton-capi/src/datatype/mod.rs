@@ -3,7 +3,8 @@
 //!   the lookups of predefined types;
 //! - [`query`]: size, extents, envelope and contents;
 //! - [`pack`]: packing, native and `external32`;
-//! - [`names`]: names and attributes.
+//! - [`names`]: names and attributes;
+//! - [`hold`]: handles kept valid past `MPI_Type_free` for the user reductions in flight.
 //!
 //! The entry points are generated (`abi/bindings.tsv`): each family's `int` and `_c` (and `_x`)
 //! forms check their arguments through `crate::validate` and call one function here, written
@@ -11,6 +12,7 @@
 //! `MPI_Type_get_contents` (the `_c` forms record counts and displacements as large counts).
 
 pub mod ctor;
+pub mod hold;
 pub mod names;
 pub mod pack;
 pub mod query;

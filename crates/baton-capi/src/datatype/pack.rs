@@ -24,60 +24,120 @@ fn packed_bytes(call: &str, arg: &str, n: usize, per: usize) -> Result<usize> {
         .ok_or_else(|| MpiError::count_overflow(call, arg, n, format_args!("{per}-byte elements")))
 }
 
+/// The span that `n` elements of `lay` at `buf` lie in, and the offset of `buf` in it.
+fn span_of(buf: *const c_void, n: usize, lay: &Layout) -> (UserBuf, isize) {
+    let (lo, hi) = lay.span(n);
+    // SAFETY: MPI requires `buf` to hold (to pack) or have room for (to unpack) `n` elements of
+    // the datatype; (lo, hi) is exactly the bytes they cover.
+    (unsafe { UserBuf::new((buf as usize).wrapping_add_signed(lo), (hi - lo) as usize) }, -lo)
+}
+
 /// Packs `n` elements at `buf` in native packed form.
 fn pack_native(buf: *const c_void, n: usize, lay: &Layout) -> Vec<u8> {
-    let (lo, hi) = lay.span(n);
-    // SAFETY: MPI requires `buf` to hold `n` elements of the datatype; (lo, hi) is exactly the
-    // bytes they cover.
-    let span = unsafe { UserBuf::new((buf as usize).wrapping_add_signed(lo), (hi - lo) as usize) };
+    let (span, base) = span_of(buf, n, lay);
     let mut v = Vec::with_capacity(n * lay.size);
-    lay.pack_from(&span, -lo, n, &mut v);
+    lay.pack_from(&span, base, n, &mut v);
     v
 }
 
 /// Writes native packed bytes into `n` elements at `buf`.
 fn unpack_native(buf: *mut c_void, n: usize, lay: &Layout, src: &[u8]) {
-    let (lo, hi) = lay.span(n);
-    // SAFETY: MPI requires `buf` to have room for `n` elements of the datatype.
-    let span = unsafe { UserBuf::new((buf as usize).wrapping_add_signed(lo), (hi - lo) as usize) };
-    lay.unpack_into(&span, -lo, 0, src);
+    let (span, base) = span_of(buf, n, lay);
+    lay.unpack_into(&span, base, 0, src);
 }
 
-/// Copies `bytes` into `outbuf[*position..]` (capacity `outsize`) and advances `position`.
-fn put(call: &str, outbuf: *mut c_void, outsize: i64, position: &CountOut, bytes: &[u8]) -> Result<()> {
-    let pos = position_of(call, position)?;
-    let end = pos + bytes.len();
-    if end as i128 > outsize as i128 {
-        return Err(MpiError::new(
-            c::MPI_ERR_TRUNCATE,
-            format!("{call}: {} packed bytes at position {pos} do not fit in outsize {outsize}", bytes.len()),
-        ));
-    }
-    if !bytes.is_empty() {
-        crate::nonnull_mut(call, "outbuf", outbuf)?;
-        // SAFETY: the caller provides `outsize` >= end writable bytes at `outbuf`.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), (outbuf as *mut u8).add(pos), bytes.len()) };
-    }
-    position.put(end as i64)
-}
-
-/// The `n` bytes of `inbuf[*position..]` (capacity `insize`), advancing `position`.
-fn take<'a>(call: &str, inbuf: *const c_void, insize: i64, position: &CountOut, n: usize) -> Result<&'a [u8]> {
+/// Where the packed bytes of a call lie in its packed buffer (capacity `cap`): from `*position`
+/// on, `n` of them: checks that they fit and gives `*position`. `what` names them and the
+/// capacity in the error ("packed bytes", "do not fit in outsize").
+fn room(call: &str, cap: i64, position: &CountOut, n: usize, what: (&str, &str)) -> Result<usize> {
     let pos = position_of(call, position)?;
     let end = pos + n;
-    if end as i128 > insize as i128 {
-        return Err(MpiError::new(
-            c::MPI_ERR_TRUNCATE,
-            format!("{call}: {n} bytes to unpack at position {pos} run past insize {insize}"),
-        ));
+    if end as i128 > cap as i128 {
+        let (bytes, room) = what;
+        return Err(MpiError::new(c::MPI_ERR_TRUNCATE, format!("{call}: {n} {bytes} at position {pos} {room} {cap}")));
     }
-    position.put(end as i64)?;
+    Ok(pos)
+}
+
+/// How a call writes the packed stream: in the native form or in `external32`.
+#[derive(Clone, Copy)]
+enum Rep {
+    Native,
+    External32,
+}
+
+impl Rep {
+    /// Packed bytes of one element of `lay`.
+    fn per(self, lay: &Layout) -> usize {
+        match self {
+            Rep::Native => lay.size,
+            Rep::External32 => lay.external_size(),
+        }
+    }
+
+    /// Checks that `n` elements' packed bytes (and their native bytes, which both forms
+    /// build first) are addressable; gives the packed ones.
+    fn bytes(self, call: &str, arg: &str, n: usize, lay: &Layout) -> Result<usize> {
+        packed_bytes(call, arg, n, lay.size.max(self.per(lay)))?;
+        Ok(n * self.per(lay))
+    }
+}
+
+/// `MPI_Pack` and `MPI_Pack_external`: `incount` elements at `inbuf` appended to `outbuf`
+/// (capacity `outsize`) at `*position`.
+#[allow(clippy::too_many_arguments)]
+fn pack_to(
+    call: &str,
+    rep: Rep,
+    inbuf: *const c_void,
+    incount: usize,
+    lay: &Layout,
+    outbuf: *mut c_void,
+    outsize: i64,
+    position: &CountOut,
+) -> Result<()> {
+    let n = rep.bytes(call, "incount", incount, lay)?;
+    let native = pack_native(inbuf, incount, lay);
+    let bytes = match rep {
+        Rep::Native => native,
+        Rep::External32 => lay.to_external(&native),
+    };
+    debug_assert_eq!(bytes.len(), n);
+    let pos = room(call, outsize, position, n, ("packed bytes", "do not fit in outsize"))?;
+    if n > 0 {
+        crate::nonnull_mut(call, "outbuf", outbuf)?;
+        // SAFETY: the caller provides `outsize` >= pos + n writable bytes at `outbuf`.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), (outbuf as *mut u8).add(pos), n) };
+    }
+    position.put((pos + n) as i64)
+}
+
+/// `MPI_Unpack` and `MPI_Unpack_external`: the packed bytes at `inbuf[*position..]` (capacity
+/// `insize`) written into `outcount` elements at `outbuf`.
+#[allow(clippy::too_many_arguments)]
+fn unpack_from(
+    call: &str,
+    rep: Rep,
+    inbuf: *const c_void,
+    insize: i64,
+    position: &CountOut,
+    outbuf: *mut c_void,
+    outcount: usize,
+    lay: &Layout,
+) -> Result<()> {
+    let n = rep.bytes(call, "outcount", outcount, lay)?;
+    let pos = room(call, insize, position, n, ("bytes to unpack", "run past insize"))?;
     if n == 0 {
-        return Ok(&[]);
+        return position.put(pos as i64);
     }
     crate::nonnull(call, "inbuf", inbuf)?;
-    // SAFETY: the caller provides `insize` >= end readable bytes at `inbuf`.
-    Ok(unsafe { std::slice::from_raw_parts((inbuf as *const u8).add(pos), n) })
+    // SAFETY: the caller provides `insize` >= pos + n readable bytes at `inbuf`.
+    let src = unsafe { std::slice::from_raw_parts((inbuf as *const u8).add(pos), n) };
+    match rep {
+        Rep::Native => unpack_native(outbuf, outcount, lay, src),
+        Rep::External32 => unpack_native(outbuf, outcount, lay, &lay.from_external(src)),
+    }
+    position.put((pos + n) as i64)
 }
 
 pub(crate) fn pack(
@@ -91,8 +151,7 @@ pub(crate) fn pack(
     position: CountOut,
     _comm: CommRef,
 ) -> Result<()> {
-    packed_bytes(cx.name, "incount", incount, datatype.size)?;
-    put(cx.name, outbuf, outsize, &position, &pack_native(inbuf, incount, &datatype))
+    pack_to(cx.name, Rep::Native, inbuf, incount, &datatype, outbuf, outsize, &position)
 }
 
 pub(crate) fn unpack(
@@ -106,10 +165,7 @@ pub(crate) fn unpack(
     datatype: Dt,
     _comm: CommRef,
 ) -> Result<()> {
-    let bytes = packed_bytes(cx.name, "outcount", outcount, datatype.size)?;
-    let src = take(cx.name, inbuf, insize, &position, bytes)?;
-    unpack_native(outbuf, outcount, &datatype, src);
-    Ok(())
+    unpack_from(cx.name, Rep::Native, inbuf, insize, &position, outbuf, outcount, &datatype)
 }
 
 pub(crate) fn pack_size(
@@ -120,17 +176,17 @@ pub(crate) fn pack_size(
     _comm: CommRef,
     size: CountOut,
 ) -> Result<()> {
-    size.put(packed_bytes(cx.name, "incount", incount, datatype.size)? as i64)
+    size.put(Rep::Native.bytes(cx.name, "incount", incount, &datatype)? as i64)
 }
 
-fn datarep(call: &str, rep: &str) -> Result<()> {
+fn datarep(call: &str, rep: &str) -> Result<Rep> {
     if rep != "external32" {
         return Err(MpiError::new(
             c::MPI_ERR_ARG,
             format!("{call}: datarep {rep:?} is not supported (only \"external32\")"),
         ));
     }
-    Ok(())
+    Ok(Rep::External32)
 }
 
 pub(crate) fn pack_external(
@@ -144,11 +200,7 @@ pub(crate) fn pack_external(
     outsize: i64,
     position: CountOut,
 ) -> Result<()> {
-    datarep(cx.name, &rep)?;
-    let lay: &Layout = &datatype;
-    packed_bytes(cx.name, "incount", incount, lay.size.max(lay.external_size()))?;
-    let ext = lay.to_external(&pack_native(inbuf, incount, lay));
-    put(cx.name, outbuf, outsize, &position, &ext)
+    pack_to(cx.name, datarep(cx.name, &rep)?, inbuf, incount, &datatype, outbuf, outsize, &position)
 }
 
 pub(crate) fn unpack_external(
@@ -162,12 +214,7 @@ pub(crate) fn unpack_external(
     outcount: usize,
     datatype: Dt,
 ) -> Result<()> {
-    datarep(cx.name, &rep)?;
-    let lay: &Layout = &datatype;
-    packed_bytes(cx.name, "outcount", outcount, lay.size.max(lay.external_size()))?;
-    let src = take(cx.name, inbuf, insize, &position, outcount * lay.external_size())?;
-    unpack_native(outbuf, outcount, lay, &lay.from_external(src));
-    Ok(())
+    unpack_from(cx.name, datarep(cx.name, &rep)?, inbuf, insize, &position, outbuf, outcount, &datatype)
 }
 
 pub(crate) fn pack_external_size(
@@ -178,6 +225,6 @@ pub(crate) fn pack_external_size(
     datatype: Dt,
     size: CountOut,
 ) -> Result<()> {
-    datarep(cx.name, &rep)?;
-    size.put(packed_bytes(cx.name, "incount", incount, datatype.external_size())? as i64)
+    let rep = datarep(cx.name, &rep)?;
+    size.put(rep.bytes(cx.name, "incount", incount, &datatype)? as i64)
 }

@@ -25,15 +25,17 @@ impl Layout {
         Layout::hvector(count, blocklength, mul(stride, old.extent)?, old)
     }
 
-    /// `MPI_Type_create_hvector`: the stride is in bytes.
+    /// `MPI_Type_create_hvector`: the stride is in bytes. One block (`blocklength` copies of
+    /// `old`) is built once and placed `count` times, so a long vector takes the loop form
+    /// without a step per block.
     pub fn hvector(count: i64, blocklength: i64, stride: isize, old: &Layout) -> Result<Layout, MpiError> {
         let count = count_of("count", count)?;
         let bl = count_of("blocklength", blocklength)?;
+        let mut block = Builder::new();
+        block.place(0, bl, old)?;
+        let block = block.finish(false);
         let mut b = Builder::new();
-        for i in 0..count {
-            let at = mul(isize::try_from(i).map_err(|_| ovf())?, stride)?;
-            b.place(at, bl, old)?;
-        }
+        b.place_strided(0, count, stride, &block)?;
         Ok(b.finish(false))
     }
 

@@ -23,6 +23,10 @@ pub struct Envelope {
     /// Large counts: every count and displacement argument of a `_c` constructor.
     pub counts: Vec<i64>,
     pub types: Vec<TypeArg>,
+    /// For the `MPI_COMBINER_F90_*` combiners, the predefined type this one stands for (what
+    /// predefined reduction operations combine, since such a type has no datatype arguments);
+    /// 0 for the other combiners.
+    pub base: usize,
 }
 
 impl Layout {

@@ -6,20 +6,26 @@ use super::{Basic, Conv, Layout};
 impl Layout {
     /// Bytes of one element in external32.
     pub fn external_size(&self) -> usize {
-        self.elems.iter().map(|&(b, n)| b.ext as usize * n as usize).sum()
+        match &self.pieces {
+            None => self.elems.iter().map(|&(b, n)| b.ext as usize * n as usize).sum(),
+            Some(ps) => ps.iter().map(|p| p.count * p.inner.external_size()).sum(),
+        }
     }
 
     /// Converts the native packed bytes of whole elements to external32.
     pub fn to_external(&self, native: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(native.len() / self.size.max(1) * self.external_size());
-        let mut src = native;
-        while src.len() >= self.size && self.size > 0 {
-            for &(b, n) in &self.elems {
-                for _ in 0..n {
-                    encode(b, &src[..b.size as usize], &mut out);
-                    src = &src[b.size as usize..];
-                }
+        let whole = native.len() / self.size.max(1);
+        let mut out = Vec::with_capacity(whole * self.external_size());
+        if let Some(b) = self.uniform_basic() {
+            // One kind of element: the type map's shape does not matter.
+            for v in native[..whole * self.size].chunks_exact(b.size as usize) {
+                encode(b, v, &mut out);
             }
+            return out;
+        }
+        let mut src = native;
+        for _ in 0..whole {
+            self.convert_one(&mut src, &mut out, true);
         }
         out
     }
@@ -27,17 +33,44 @@ impl Layout {
     /// Converts external32 bytes of whole elements to native packed bytes.
     pub fn from_external(&self, ext: &[u8]) -> Vec<u8> {
         let esz = self.external_size();
-        let mut out = Vec::with_capacity(ext.len() / esz.max(1) * self.size);
-        let mut src = ext;
-        while src.len() >= esz && esz > 0 {
-            for &(b, n) in &self.elems {
-                for _ in 0..n {
-                    decode(b, &src[..b.ext as usize], &mut out);
-                    src = &src[b.ext as usize..];
-                }
+        let whole = ext.len() / esz.max(1);
+        let mut out = Vec::with_capacity(whole * self.size);
+        if let Some(b) = self.uniform_basic() {
+            for v in ext[..whole * esz].chunks_exact(b.ext as usize) {
+                decode(b, v, &mut out);
             }
+            return out;
+        }
+        let mut src = ext;
+        for _ in 0..whole {
+            self.convert_one(&mut src, &mut out, false);
         }
         out
+    }
+
+    /// Converts the bytes of one element at the front of `src` (native to external32 when
+    /// `encoding`, else back) and advances `src` past them.
+    fn convert_one(&self, src: &mut &[u8], out: &mut Vec<u8>, encoding: bool) {
+        if let Some(ps) = &self.pieces {
+            for p in ps.iter() {
+                for _ in 0..p.count {
+                    p.inner.convert_one(src, out, encoding);
+                }
+            }
+            return;
+        }
+        for &(b, n) in &self.elems {
+            for _ in 0..n {
+                let w = if encoding { b.size } else { b.ext } as usize;
+                let (v, rest) = src.split_at(w);
+                if encoding {
+                    encode(b, v, out)
+                } else {
+                    decode(b, v, out)
+                }
+                *src = rest;
+            }
+        }
     }
 }
 

@@ -9,10 +9,13 @@
 //! that travels on the wire, in type-map order (so a vector with a negative stride packs its last
 //! block first, as the standard's type map says): `pack.rs`.
 //!
-//! The block list is explicit: a vector of a million separate blocks holds a million entries
-//! ([`MAX_BLOCKS`] bounds what a constructor may build). Packing and unpacking walk its grouping
-//! into [`Run`]s instead (equal blocks at one stride: a matrix column is one run), a batch of
-//! blocks at a time.
+//! The block list is explicit up to [`FLAT_BLOCKS`] separate blocks per element (the flat form,
+//! what nearly every type uses): packing and unpacking walk its grouping into [`Run`]s (equal
+//! blocks at one stride: a matrix column is one run), a batch of blocks at a time. A constructor
+//! that would make more keeps the loop form instead: the element as [`Piece`]s, each so many
+//! copies of an older layout at one stride (a vector of 2^27 ints is one piece of one int), so
+//! that a type map of any length costs memory and time in proportion to its constructor calls,
+//! not to its blocks.
 //!
 //! Each basic element is a [`Basic`], whose [`Conv`] says how it is written in external32
 //! (`external32.rs`). A derived type records the call that made it as an [`Envelope`] of
@@ -86,6 +89,20 @@ pub struct Layout {
     pub sticky_ub: bool,
     /// The constructor call; None for predefined types.
     pub envelope: Option<Arc<Envelope>>,
+    /// The loop form (see the module doc): when set, `blocks`, `runs` and `elems` are empty and
+    /// these pieces, in type-map order, hold the data of one element.
+    pub pieces: Option<Arc<[Piece]>>,
+}
+
+/// `count` copies of `inner`, the first at byte offset `off` of an element, each `stride` bytes
+/// after the previous (one loop of a layout's loop form).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Piece {
+    pub off: isize,
+    pub count: usize,
+    pub stride: isize,
+    /// Holds data (its size is not 0).
+    pub inner: Arc<Layout>,
 }
 
 /// `count` blocks of `len` bytes, the first at byte offset `off` of an element, each `stride`
@@ -114,19 +131,67 @@ pub fn runs_of(blocks: &[(isize, usize)]) -> Vec<Run> {
     runs
 }
 
-/// The most separate data blocks one element of a type may have (see the module doc).
-pub const MAX_BLOCKS: usize = 1 << 26;
+/// The most separate data blocks one element keeps in the flat form (see the module doc): more
+/// take the loop form. Far above what the hot paths' types have, so they stay flat.
+pub const FLAT_BLOCKS: usize = 1 << 16;
 
 impl Layout {
+    /// Basic elements in one element.
+    pub fn basic_count(&self) -> u64 {
+        match &self.pieces {
+            None => self.elems.iter().map(|&(_, n)| n).sum(),
+            Some(ps) => ps.iter().map(|p| p.count as u64 * p.inner.basic_count()).sum(),
+        }
+    }
+
+    /// The basic element every basic element of the type is, if they are all alike.
+    pub fn uniform_basic(&self) -> Option<Basic> {
+        match &self.pieces {
+            None => {
+                let first = self.elems.first()?.0;
+                self.elems.iter().all(|e| e.0 == first).then_some(first)
+            }
+            Some(ps) => {
+                let first = ps.first()?.inner.uniform_basic()?;
+                ps.iter().all(|p| p.inner.uniform_basic() == Some(first)).then_some(first)
+            }
+        }
+    }
+
+    /// The one data block of a flat layout that has exactly one.
+    #[inline]
+    pub fn single_block(&self) -> Option<(isize, usize)> {
+        match (&self.pieces, &self.blocks[..]) {
+            (None, &[b]) => Some(b),
+            _ => None,
+        }
+    }
+
     /// Basic elements in the first `bytes` packed bytes, or None if they end mid-element.
     pub fn elements_in(&self, bytes: u64) -> Option<u64> {
         if self.size == 0 {
             return Some(0);
         }
-        let per: u64 = self.elems.iter().map(|&(_, n)| n).sum();
         let full = bytes / self.size as u64;
-        let mut rem = bytes % self.size as u64;
-        let mut n = full * per;
+        Some(full * self.basic_count() + self.elements_within(bytes % self.size as u64)?)
+    }
+
+    /// Basic elements in the first `rem` (less than `size`) packed bytes of one element.
+    fn elements_within(&self, mut rem: u64) -> Option<u64> {
+        let mut n = 0;
+        if let Some(ps) = &self.pieces {
+            for p in ps.iter() {
+                let one = p.inner.size as u64;
+                if rem >= one * p.count as u64 {
+                    rem -= one * p.count as u64;
+                    n += p.count as u64 * p.inner.basic_count();
+                    continue;
+                }
+                n += rem / one * p.inner.basic_count();
+                return Some(n + p.inner.elements_within(rem % one)?);
+            }
+            return Some(n);
+        }
         for &(b, k) in &self.elems {
             if rem == 0 {
                 break;
@@ -148,12 +213,28 @@ impl Layout {
 
     /// Packed bytes taken by `n` basic elements.
     pub fn bytes_for_elements(&self, n: u64) -> u64 {
-        let per: u64 = self.elems.iter().map(|&(_, k)| k).sum();
+        let per = self.basic_count();
         if per == 0 {
             return 0;
         }
-        let mut bytes = n / per * self.size as u64;
-        let mut rem = n % per;
+        n / per * self.size as u64 + self.bytes_within(n % per)
+    }
+
+    /// Packed bytes of the first `rem` (fewer than one element's) basic elements of an element.
+    fn bytes_within(&self, mut rem: u64) -> u64 {
+        let mut bytes = 0;
+        if let Some(ps) = &self.pieces {
+            for p in ps.iter() {
+                let per = p.inner.basic_count();
+                if rem >= per * p.count as u64 {
+                    rem -= per * p.count as u64;
+                    bytes += (p.inner.size * p.count) as u64;
+                    continue;
+                }
+                return bytes + rem / per * p.inner.size as u64 + p.inner.bytes_within(rem % per);
+            }
+            return bytes;
+        }
         for &(b, k) in &self.elems {
             let t = rem.min(k);
             bytes += t * b.size as u64;

@@ -52,6 +52,7 @@ impl Layout {
             sticky_lb: false,
             sticky_ub: false,
             envelope: None,
+            pieces: None,
         }
     }
 }
