@@ -164,6 +164,9 @@ pub(crate) fn check_request(call: &str, mode: Mode) -> Result<()> {
 /// Runs schedule `s` in the form `mode` asks: to the end, in the background behind a new
 /// request, or kept behind a persistent request (whose pointer [`check_request`] checked).
 pub(crate) fn submit(l: &Lib, cm: &Arc<CommObj>, comm_h: usize, mode: Mode, mut s: Schedule) -> Result<()> {
+    if !matches!(mode, Mode::Blocking) {
+        s.nonblocking();
+    }
     match mode {
         Mode::Blocking => s.run(l.mpi.runtime()),
         Mode::Nonblocking(r) => {

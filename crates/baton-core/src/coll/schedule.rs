@@ -121,7 +121,9 @@ pub struct Schedule {
     pub comm: Arc<Comm>,
     /// The communicator's name for error messages is the caller's business; this names the call.
     call: &'static str,
-    tag: i32,
+    /// Drawn when the schedule is submitted as nonblocking or persistent
+    /// ([`Schedule::nonblocking`]), else when a blocking run starts ([`Schedule::progress`]).
+    tag: Option<i32>,
     regions: Vec<Region>,
     rounds: Vec<Round>,
     reducer: Option<Reducer>,
@@ -137,13 +139,12 @@ pub struct Schedule {
 impl Schedule {
     /// An empty schedule for one collective call on `comm`. Every member must build its
     /// schedules for `comm` in the same order (MPI's rule for collectives), which makes the
-    /// tag drawn here the same on all of them.
+    /// tag drawn for it (when it starts, or by [`Schedule::nonblocking`]) the same on all of them.
     pub fn new(comm: Arc<Comm>, call: &'static str) -> Schedule {
-        let tag = comm.next_coll_tag();
         Schedule {
             comm,
             call,
-            tag,
+            tag: None,
             regions: Vec::new(),
             rounds: {
                 let mut v = Vec::with_capacity(4);
@@ -158,6 +159,13 @@ impl Schedule {
             shm_seq: 0,
             shm_phase: 0,
         }
+    }
+
+    /// Marks the schedule as a nonblocking or persistent collective: its tag comes from that
+    /// sequence of the communicator, not the blocking one. Called before it first runs.
+    pub fn nonblocking(&mut self) {
+        debug_assert!(self.tag.is_none());
+        self.tag = Some(self.comm.next_nb_coll_tag());
     }
 
     pub fn call(&self) -> &'static str {
@@ -394,7 +402,8 @@ impl Schedule {
                 Xfer::Send { peer, locs, remote } => sends.push((*peer, *remote, self.send_data(locs))),
             }
         }
-        let (comm, tag, inflight) = (&self.comm, self.tag, &mut self.inflight);
+        let tag = self.tag.expect("a schedule has its tag once it runs");
+        let (comm, inflight) = (&self.comm, &mut self.inflight);
         let via = |remote: bool| match (&comm.local, remote) {
             (Some(local), false) => local,
             _ => comm,
@@ -527,6 +536,11 @@ impl Schedule {
 
     /// Advances as far as possible without waiting; true once the schedule is complete.
     pub fn progress(&mut self, port: &impl EngineAccess) -> bool {
+        // Drawn at the start of every run, whether or not this member has messages to send,
+        // so that all members draw one tag per blocking call.
+        if self.tag.is_none() {
+            self.tag = Some(self.comm.next_coll_tag());
+        }
         loop {
             if !self.inflight.is_empty() && !self.collect(port) {
                 return false;
