@@ -124,6 +124,7 @@ step "1000 spawn and 1000 accept/connect cycles, no leaks" env DPM_CYCLES=1000 T
   MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" tests/run-c-tests dpm_spawn_cycles dpm_port_cycles
 step "fault tests (rank and mpiexec SIGKILL)" env BUILD_DIR="$root/build/fault" tests/fault/run.sh "$prefix"
 step "mpi4py 4.1.2 built against Baton (smoke test, 2 and 4 ranks)" tests/python/run.sh "$prefix"
+step "mpi4py 4.1.2's own test suite (1, 2 and 3 ranks; exclusions in tests/python/mpi4py-excluded.txt)" tests/python/suite.sh "$prefix"
 if [ -x bench/ci-smoke ]; then
   step "benchmark smoke run (Baton)" env BENCH_MPI=baton bench/ci-smoke
 fi

@@ -37,8 +37,11 @@ pub struct Comm {
     created: AtomicU64,
     /// Per (tag, group) counters for `Comm_create_group`, which only the group's members call.
     created_for_group: Mutex<HashMap<(i32, u64), u64>>,
-    /// Collective operations started on this communicator (tags for the library's messages).
+    /// Blocking collective operations started on this communicator (tags for their messages).
     pub coll_seq: AtomicU64,
+    /// Nonblocking and persistent collective operations initiated on this communicator, numbered
+    /// apart from the blocking ones (see [`Comm::next_coll_tag`]).
+    pub nb_coll_seq: AtomicU64,
     /// The shared-memory collective area, for a communicator that has one.
     pub shm: std::sync::OnceLock<Arc<crate::shm_coll::ShmColl>>,
     /// Whether [`Mpi::attach_shm`](crate::runtime::Mpi::attach_shm) has looked for an area.
@@ -69,6 +72,7 @@ impl Comm {
             created: AtomicU64::new(0),
             created_for_group: Mutex::new(HashMap::new()),
             coll_seq: AtomicU64::new(0),
+            nb_coll_seq: AtomicU64::new(0),
             shm: std::sync::OnceLock::new(),
             shm_checked: AtomicBool::new(false),
         }
@@ -93,6 +97,7 @@ impl Comm {
             created: AtomicU64::new(0),
             created_for_group: Mutex::new(HashMap::new()),
             coll_seq: AtomicU64::new(0),
+            nb_coll_seq: AtomicU64::new(0),
             shm: std::sync::OnceLock::new(),
             shm_checked: AtomicBool::new(false),
         }
@@ -118,11 +123,20 @@ impl Comm {
         &self.peers
     }
 
-    /// The tag of the next collective operation on this communicator. Every member starts
-    /// its collectives in the same order, so they agree on it; distinct tags keep several
-    /// nonblocking collectives in flight apart. Tags below 64 are the runtime's own.
+    /// The tag of the next blocking collective operation on this communicator. Every member
+    /// starts its collectives in the same order, so they agree on it; distinct tags keep several
+    /// collectives in flight apart. Tags below 64 are the runtime's own. Blocking and nonblocking
+    /// (or persistent) collectives are numbered in two sequences with disjoint tag ranges, as
+    /// MPICH and Open MPI keep them apart: a program that starts a nonblocking collective before
+    /// a barrier on one rank and after it on another (mpi4py's `MPI_Comm_iagree` over
+    /// `MPI_Iallreduce` does) still matches each call with its own.
     pub fn next_coll_tag(&self) -> i32 {
-        64 + (self.coll_seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % (1 << 30)) as i32
+        64 + (self.coll_seq.fetch_add(1, Ordering::Relaxed) % (1 << 29)) as i32
+    }
+
+    /// The tag of the next nonblocking or persistent collective (see [`Comm::next_coll_tag`]).
+    pub fn next_nb_coll_tag(&self) -> i32 {
+        64 + (1 << 29) + (self.nb_coll_seq.fetch_add(1, Ordering::Relaxed) % (1 << 29)) as i32
     }
 
     pub fn coll_ctx(&self) -> u64 {

@@ -5,7 +5,9 @@
 //! The directory is `BATON_NAME_DIR`, else `$XDG_RUNTIME_DIR/baton-names`, else
 //! `/tmp/baton-names-UID`. It must belong to the user and be closed to others, since a port
 //! name carries its secret. A file holds the publisher's host and pid, the service name and the
-//! port name; a name left behind by a process that died on this host counts as unpublished.
+//! port name, the two names in hex: the standard leaves the port string to the application, so
+//! any string (spaces at either end, line breaks) must come back from a lookup byte for byte. A
+//! name left behind by a process that died on this host counts as unpublished.
 
 use crate::error::{MpiError, Result};
 use baton_abi::consts as c;
@@ -56,11 +58,25 @@ fn dir(call: &str) -> Result<PathBuf> {
 fn file_of(d: &std::path::Path, service: &str) -> PathBuf {
     let b = service.as_bytes();
     if b.len() <= 100 {
-        d.join(b.iter().map(|x| format!("{x:02x}")).collect::<String>())
+        d.join(hex(service))
     } else {
         let h = crate::comm::hash_words(&b.iter().map(|&x| x as u64).collect::<Vec<_>>());
         d.join(format!("h{h:016x}"))
     }
+}
+
+fn hex(s: &str) -> String {
+    s.bytes().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The string of [`hex`]'s output; None for anything else.
+fn unhex(h: &str) -> Option<String> {
+    if !h.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes =
+        (0..h.len()).step_by(2).map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok()).collect::<Option<Vec<u8>>>()?;
+    String::from_utf8(bytes).ok()
 }
 
 fn host() -> String {
@@ -75,8 +91,8 @@ fn read_live(f: &std::path::Path) -> Option<(String, String)> {
     let text = fs::read_to_string(f).ok()?;
     let mut lines = text.lines();
     let owner = lines.next()?;
-    let service = lines.next()?.to_string();
-    let port = lines.next()?.to_string();
+    let service = unhex(lines.next()?)?;
+    let port = unhex(lines.next()?)?;
     if let Some((h, pid)) = owner.split_once(' ') {
         if h == host() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             let _ = fs::remove_file(f);
@@ -88,8 +104,8 @@ fn read_live(f: &std::path::Path) -> Option<(String, String)> {
 
 pub fn publish(service: &str, port: &str) -> Result<()> {
     let call = "MPI_Publish_name";
-    if service.is_empty() || service.contains('\n') || port.contains('\n') {
-        return Err(err(c::MPI_ERR_ARG, call, "service_name and port_name must be non-empty single lines"));
+    if service.is_empty() {
+        return Err(err(c::MPI_ERR_ARG, call, "service_name is empty"));
     }
     let d = dir(call)?;
     let f = file_of(&d, service);
@@ -105,7 +121,7 @@ pub fn publish(service: &str, port: &str) -> Result<()> {
         std::process::id(),
         crate::comm::mix(f.as_os_str().len() as u64 ^ std::process::id() as u64)
     ));
-    let body = format!("{} {}\n{service}\n{port}\n", host(), std::process::id());
+    let body = format!("{} {}\n{}\n{}\n", host(), std::process::id(), hex(service), hex(port));
     let write = || -> std::io::Result<()> {
         let mut o = fs::OpenOptions::new().write(true).create_new(true).mode_600().open(&tmp)?;
         o.write_all(body.as_bytes())
@@ -138,7 +154,7 @@ pub fn unpublish(service: &str, port: &str) -> Result<()> {
     let f = file_of(&d, service);
     match read_live(&f) {
         Some((s, p)) if s == service => {
-            if p != port.trim() {
+            if p != port {
                 return Err(err(
                     c::MPI_ERR_SERVICE,
                     call,
@@ -188,10 +204,19 @@ mod tests {
         unpublish(svc, "baton-port:1.2.3.4:5:ab").unwrap();
         assert_eq!(unpublish(svc, "baton-port:1.2.3.4:5:ab").unwrap_err().class, c::MPI_ERR_SERVICE);
         assert_eq!(lookup(svc).unwrap_err().class, c::MPI_ERR_NAME);
+        // Any port string comes back as published, and unpublishing takes that same string.
+        for port in [" padded port ", "two\nlines\r\n", "", "\u{e9}t\u{e9}"] {
+            publish(svc, port).unwrap();
+            assert_eq!(lookup(svc).unwrap(), port);
+            if port.trim() != port {
+                assert_eq!(unpublish(svc, port.trim()).unwrap_err().class, c::MPI_ERR_SERVICE, "{port:?}");
+            }
+            unpublish(svc, port).unwrap();
+        }
         // Left behind by a process that no longer exists: gone.
         let stale = format!("stale {pid}");
         let f = file_of(&d, &stale);
-        fs::write(&f, format!("{} 999999999\n{stale}\nport\n", host())).unwrap();
+        fs::write(&f, format!("{} 999999999\n{}\n{}\n", host(), hex(&stale), hex("port"))).unwrap();
         assert_eq!(lookup(&stale).unwrap_err().class, c::MPI_ERR_NAME);
         let _ = fs::remove_file(&f);
     }

@@ -121,7 +121,9 @@ pub struct Schedule {
     pub comm: Arc<Comm>,
     /// The communicator's name for error messages is the caller's business; this names the call.
     call: &'static str,
-    tag: i32,
+    /// Drawn when the schedule is submitted as nonblocking or persistent
+    /// ([`Schedule::nonblocking`]), else when a blocking run starts ([`Schedule::progress`]).
+    tag: Option<i32>,
     regions: Vec<Region>,
     rounds: Vec<Round>,
     reducer: Option<Reducer>,
@@ -137,20 +139,19 @@ pub struct Schedule {
 impl Schedule {
     /// An empty schedule for one collective call on `comm`. Every member must build its
     /// schedules for `comm` in the same order (MPI's rule for collectives), which makes the
-    /// tag drawn here the same on all of them.
+    /// tag drawn for it (when it starts, or by [`Schedule::nonblocking`]) the same on all of them.
     pub fn new(comm: Arc<Comm>, call: &'static str) -> Schedule {
-        let tag = comm.next_coll_tag();
-        Schedule::with_tag(comm, call, tag)
+        Schedule::with_tag(comm, call, None)
     }
 
     /// A schedule that sends no messages (a collective through the shared-memory area): it
     /// draws no tag, as the blocking calls that run that protocol directly do not, so that the
     /// members taking either way agree on the tags of later collectives.
     pub fn untagged(comm: Arc<Comm>, call: &'static str) -> Schedule {
-        Schedule::with_tag(comm, call, -1)
+        Schedule::with_tag(comm, call, Some(-1))
     }
 
-    fn with_tag(comm: Arc<Comm>, call: &'static str, tag: i32) -> Schedule {
+    fn with_tag(comm: Arc<Comm>, call: &'static str, tag: Option<i32>) -> Schedule {
         Schedule {
             comm,
             call,
@@ -168,6 +169,15 @@ impl Schedule {
             error: None,
             shm_seq: 0,
             shm_phase: 0,
+        }
+    }
+
+    /// Marks the schedule as a nonblocking or persistent collective: its tag comes from that
+    /// sequence of the communicator, not the blocking one. Called before it first runs.
+    /// An untagged schedule stays untagged.
+    pub fn nonblocking(&mut self) {
+        if self.tag.is_none() {
+            self.tag = Some(self.comm.next_nb_coll_tag());
         }
     }
 
@@ -405,8 +415,9 @@ impl Schedule {
                 Xfer::Send { peer, locs, remote } => sends.push((*peer, *remote, self.send_data(locs))),
             }
         }
-        debug_assert!(self.tag >= 0 || round.xfers.is_empty(), "{}: an untagged schedule sends a message", self.call);
-        let (comm, tag, inflight) = (&self.comm, self.tag, &mut self.inflight);
+        let tag = self.tag.expect("a schedule has its tag once it runs");
+        debug_assert!(tag >= 0 || round.xfers.is_empty(), "{}: an untagged schedule sends a message", self.call);
+        let (comm, inflight) = (&self.comm, &mut self.inflight);
         let via = |remote: bool| match (&comm.local, remote) {
             (Some(local), false) => local,
             _ => comm,
@@ -539,6 +550,11 @@ impl Schedule {
 
     /// Advances as far as possible without waiting; true once the schedule is complete.
     pub fn progress(&mut self, port: &impl EngineAccess) -> bool {
+        // Drawn at the start of every run, whether or not this member has messages to send,
+        // so that all members draw one tag per blocking call.
+        if self.tag.is_none() {
+            self.tag = Some(self.comm.next_coll_tag());
+        }
         loop {
             if !self.inflight.is_empty() && !self.collect(port) {
                 return false;

@@ -206,8 +206,13 @@ impl Sim {
         }
     }
 
+    /// A schedule with its tag drawn now, as a nonblocking call's is: the simulation may run
+    /// several at once and start them in any order, which blocking tags (drawn when a run
+    /// starts) would not survive.
     pub fn sched(&self, rank: usize, call: &'static str) -> Schedule {
-        Schedule::new(self.comms[rank].clone(), call)
+        let mut s = Schedule::new(self.comms[rank].clone(), call);
+        s.nonblocking();
+        s
     }
 
     /// Frames pushed so far of `kind`.

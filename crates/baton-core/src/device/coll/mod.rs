@@ -189,6 +189,9 @@ impl Device {
     /// Runs schedule `s` in the call's form: to the end, in the background behind a new
     /// request, or kept for `MPI_Start`.
     fn in_form(&self, at: &Call, mut s: Schedule) -> Result<Started> {
+        if at.form != Form::Blocking {
+            s.nonblocking();
+        }
         Ok(match at.form {
             Form::Blocking => {
                 s.run(self.runtime())?;
