@@ -10,9 +10,9 @@ use baton_transport::coop::CoopSlot;
 use baton_transport::frame::{Header, Kind};
 use baton_transport::mem::UserBuf;
 
-/// A data frame partly sent over a byte stream: (from, to, lane), header, payload so far, payload
-/// length.
-type Unfinished = ((ProcIdx, ProcIdx, u8), Header, Vec<u8>, usize);
+/// A data frame partly sent over a byte stream: (from, to, receive request, offset), its lane,
+/// payload so far, payload length.
+type Unfinished = ((ProcIdx, ProcIdx, u64, u64), u8, Vec<u8>, usize);
 
 /// Everything between the engines: rings, settings, and a record of what crossed.
 pub struct Wire {
@@ -122,7 +122,7 @@ impl Wire {
     }
 
     fn lane_busy(&self, from: ProcIdx, to: ProcIdx, lane: u8) -> bool {
-        self.mid.iter().any(|m| m.0 == (from, to, lane))
+        self.mid.iter().any(|m| (m.0 .0, m.0 .1, m.1) == (from, to, lane))
     }
 
     pub fn queued(&self) -> usize {
@@ -168,30 +168,29 @@ impl Net for Link<'_, Wire> {
         true
     }
 
-    fn send_start(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> Option<(u8, usize)> {
+    fn send_data(&mut self, to: ProcIdx, h: &Header, window: &[u8], at: usize) -> usize {
         let Some(piece) = self.w.piece else {
-            return self.try_send(to, h, payload).then_some((0, payload.len()));
+            assert_eq!(at, 0, "a frame left in part over a whole-frame wire");
+            return if self.try_send(to, h, window) { window.len() } else { 0 };
         };
         let me = self.me;
-        if self.w.rings[me as usize][to as usize].len() >= self.w.cap || self.w.blocked.contains(&(me, to)) {
-            return None;
+        assert!(window.len() <= self.w.max_frame, "Data frame of {} > max frame", window.len());
+        let key = (me, to, h.id, h.aux);
+        match self.w.mid.iter().find(|m| m.0 == key) {
+            Some(m) => assert_eq!((m.2.len(), m.3), (at, window.len()), "continued with other than the frame's rest"),
+            None => {
+                assert_eq!(at, 0, "the rest of a frame that never started");
+                if self.w.rings[me as usize][to as usize].len() >= self.w.cap || self.w.blocked.contains(&(me, to)) {
+                    return 0;
+                }
+                let Some(lane) = (0..self.w.lanes as u8).find(|&l| !self.w.lane_busy(me, to, l)) else { return 0 };
+                self.w.mid.push((key, lane, Vec::new(), window.len()));
+            }
         }
-        assert!(payload.len() <= self.w.max_frame, "Data frame of {} > max frame", payload.len());
-        let lane = (0..self.w.lanes as u8).find(|&l| !self.w.lane_busy(me, to, l))?;
-        let n = piece.min(payload.len());
-        self.w.mid.push(((me, to, lane), *h, payload[..n].to_vec(), payload.len()));
-        self.w.finish_piece(me, to, lane);
-        Some((lane, n))
-    }
-
-    fn send_continue(&mut self, to: ProcIdx, lane: u8, rest: &[u8]) -> usize {
-        let me = self.me;
-        let piece = self.w.piece.expect("continue only in byte-stream mode");
-        let m = self.w.mid.iter_mut().find(|m| m.0 == (me, to, lane)).expect("continue of an unstarted frame");
-        assert_eq!(rest.len(), m.3 - m.2.len(), "continued with other than the frame's remaining payload");
-        let n = piece.min(rest.len());
-        m.2.extend_from_slice(&rest[..n]);
-        self.w.finish_piece(me, to, lane);
+        let m = self.w.mid.iter_mut().find(|m| m.0 == key).expect("recorded above");
+        let n = piece.min(window.len() - at);
+        m.2.extend_from_slice(&window[at..at + n]);
+        self.w.finish_piece(key, *h);
         n
     }
 
@@ -261,11 +260,12 @@ impl Net for Link<'_, Wire> {
 }
 
 impl Wire {
-    /// Moves a data frame whose payload is complete into its ring.
-    fn finish_piece(&mut self, from: ProcIdx, to: ProcIdx, lane: u8) {
-        let at = self.mid.iter().position(|m| m.0 == (from, to, lane)).unwrap();
+    /// Moves data frame `h` (`key` in `mid`) into its ring once its payload is complete.
+    fn finish_piece(&mut self, key: (ProcIdx, ProcIdx, u64, u64), h: Header) {
+        let at = self.mid.iter().position(|m| m.0 == key).unwrap();
         if self.mid[at].2.len() == self.mid[at].3 {
-            let (_, h, v, len) = self.mid.swap_remove(at);
+            let (_, _, v, len) = self.mid.swap_remove(at);
+            let (from, to) = (key.0, key.1);
             self.log.push((from, to, h, len));
             self.rings[from as usize][to as usize].push_back((h, v));
         }
@@ -306,6 +306,15 @@ impl Sim {
 
     pub fn recv(&mut self, i: ProcIdx, ctx: u64, src: i32, tag: i32, sink: Sink) -> ReqId {
         self.with(i, |e, n| e.recv(n, ctx, src, tag, sink))
+    }
+
+    /// Posts a receive at `i` into a new guarded buffer of `cap` bytes; returns the receive and
+    /// the buffer (its bytes stay where they are when the Vec moves; the test leaves it alone
+    /// until the receive completes).
+    pub fn post(&mut self, i: ProcIdx, ctx: u64, src: i32, tag: i32, cap: usize) -> (ReqId, Vec<u8>) {
+        let mut buf = guarded(cap);
+        let r = self.recv(i, ctx, src, tag, contig(&mut buf, cap));
+        (r, buf)
     }
 
     pub fn get(&self, i: ProcIdx, id: ReqId) -> &Request {

@@ -98,8 +98,7 @@ fn send_to_self() {
             let sd = s.send(0, 0, 1, 3, &msg, true);
             s.pump();
             assert!(!s.done(0, sd));
-            let mut buf = guarded(size);
-            let r = s.recv(0, 1, 0, 3, contig(&mut buf, size));
+            let (r, buf) = s.post(0, 1, 0, 3, size);
             s.pump();
             assert!(s.done(0, sd) && s.done(0, r), "size {size} read {read_ok}");
             assert_eq!(s.get(0, r).status, status(0, 3, size as u64, 0));

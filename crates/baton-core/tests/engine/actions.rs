@@ -1,0 +1,85 @@
+//! The engine's outbox: a matched rendezvous records its copy ([`Action::Copy`]) instead of
+//! making it inside the frame's handling; the progress pass carries the copies out, in order,
+//! once its frames are read. Failures of the sender take its copies out of the outbox.
+
+use crate::sim::{pat, sim, status};
+use baton_abi::consts as c;
+use baton_core::engine::Action;
+use baton_transport::frame::Kind;
+
+#[test]
+fn a_burst_of_rendezvous_frames_is_matched_before_any_copy() {
+    let mut s = sim(2, usize::MAX, true);
+    let msgs: Vec<Vec<u8>> = (0..3).map(|k| pat(k, 500 + 100 * k)).collect();
+    let posted: Vec<_> = msgs.iter().map(|m| s.post(1, 1, 0, 7, m.len())).collect();
+    let sends: Vec<_> = msgs.iter().map(|m| s.send(0, 1, 1, 7, m, false)).collect();
+    // Every Rts crosses and matches: the copies wait, none has been read.
+    while s.deliver() {}
+    let want: Vec<Action> = posted.iter().map(|(r, _)| Action::Copy { req: *r }).collect();
+    assert_eq!(s.eng[1].actions(), want);
+    assert!(s.w.reads.is_empty());
+    assert!(posted.iter().all(|(r, _)| !s.done(1, *r)));
+    assert!(s.eng[1].has_outgoing(), "a waiting copy keeps the process from sleeping");
+    assert!(s.kinds(1, 0).is_empty(), "no Fin before its copy");
+    // The pass carries them out in matching order, each answered by its Fin.
+    s.with(1, |e, n| e.progress(n));
+    assert!(s.eng[1].actions().is_empty());
+    let read: Vec<u64> = s.w.reads.iter().map(|r| r.2).collect();
+    assert_eq!(read, msgs.iter().map(|m| m.as_ptr() as u64).collect::<Vec<_>>());
+    assert_eq!(s.kinds(1, 0), [Kind::Fin; 3]);
+    s.pump();
+    for (k, (r, buf)) in posted.iter().enumerate() {
+        assert!(s.done(0, sends[k]));
+        s.assert_received(1, *r, status(0, 7, msgs[k].len() as u64, 0), buf, &msgs[k], "");
+    }
+}
+
+#[test]
+fn a_copy_the_receiver_cannot_make_asks_for_the_data_when_carried_out() {
+    let mut s = sim(2, usize::MAX, false);
+    let msg = pat(4, 700);
+    let (r, buf) = s.post(1, 1, 0, 2, 700);
+    let sd = s.send(0, 1, 1, 2, &msg, false);
+    while s.deliver() {}
+    assert_eq!(s.eng[1].actions(), [Action::Copy { req: r }]);
+    assert!(s.kinds(1, 0).is_empty());
+    s.with(1, |e, n| e.run_actions(n));
+    assert_eq!(s.kinds(1, 0), [Kind::Cts], "the refused read turns into a request to stream");
+    assert!(s.eng[1].awaits_stream());
+    s.pump();
+    assert!(s.done(0, sd));
+    s.assert_received(1, r, status(0, 2, 700, 0), &buf, &msg, "");
+}
+
+#[test]
+fn a_sender_that_fails_takes_its_copies_out_of_the_outbox() {
+    let mut s = sim(2, usize::MAX, true);
+    let msg = pat(5, 900);
+    let (r, _buf) = s.post(1, 1, 0, 2, 900);
+    s.send(0, 1, 1, 2, &msg, false);
+    while s.deliver() {}
+    assert_eq!(s.eng[1].actions(), [Action::Copy { req: r }]);
+    assert!(s.eng[1].fail_peer(0, |_, _| false, c::MPI_ERR_PROC_ABORTED));
+    assert!(s.eng[1].actions().is_empty());
+    assert!(s.done(1, r));
+    assert_eq!(s.get(1, r).status.error, c::MPI_ERR_PROC_ABORTED);
+    s.with(1, |e, n| e.progress(n));
+    assert!(s.w.reads.is_empty(), "nothing is read from a process that is gone");
+}
+
+#[test]
+fn a_message_with_nothing_to_copy_needs_no_action() {
+    let mut s = sim(2, usize::MAX, true);
+    // Zero bytes of a rendezvous (a synchronous empty message goes eagerly; a large one
+    // truncated to nothing does not): answered at match time.
+    let msg = pat(6, 300);
+    let (r, _buf) = s.post(1, 1, 0, 2, 0);
+    let sd = s.send(0, 1, 1, 2, &msg, false);
+    while s.deliver() {}
+    assert!(s.eng[1].actions().is_empty());
+    assert!(s.done(1, r));
+    assert_eq!(s.kinds(1, 0), [Kind::Fin]);
+    s.pump();
+    assert!(s.done(0, sd));
+    assert_eq!(s.get(1, r).status, status(0, 2, 0, crate::TRUNCATE));
+}
