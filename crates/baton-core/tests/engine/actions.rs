@@ -2,9 +2,9 @@
 //! making it inside the frame's handling; the progress pass carries the copies out, in order,
 //! once its frames are read. Failures of the sender take its copies out of the outbox.
 
-use crate::sim::{pat, sim, status};
+use crate::sim::{pat, sim, status, Sim};
 use baton_abi::consts as c;
-use baton_core::engine::Action;
+use baton_core::engine::{Action, ReqId};
 use baton_transport::frame::Kind;
 
 #[test]
@@ -34,13 +34,21 @@ fn a_burst_of_rendezvous_frames_is_matched_before_any_copy() {
     }
 }
 
-#[test]
-fn a_copy_the_receiver_cannot_make_asks_for_the_data_when_carried_out() {
-    let mut s = sim(2, usize::MAX, false);
-    let msg = pat(4, 700);
-    let (r, buf) = s.post(1, 1, 0, 2, 700);
+/// A rendezvous of `size` bytes from process 0 matched by a receive of `cap` bytes at process 1,
+/// every frame delivered but nothing carried out: the simulation, the message, the receive and
+/// its buffer, and the send.
+fn matched(read_ok: bool, size: usize, cap: usize) -> (Sim, Vec<u8>, ReqId, Vec<u8>, ReqId) {
+    let mut s = sim(2, usize::MAX, read_ok);
+    let msg = pat(size, size);
+    let (r, buf) = s.post(1, 1, 0, 2, cap);
     let sd = s.send(0, 1, 1, 2, &msg, false);
     while s.deliver() {}
+    (s, msg, r, buf, sd)
+}
+
+#[test]
+fn a_copy_the_receiver_cannot_make_asks_for_the_data_when_carried_out() {
+    let (mut s, msg, r, buf, sd) = matched(false, 700, 700);
     assert_eq!(s.eng[1].actions(), [Action::Copy { req: r }]);
     assert!(s.kinds(1, 0).is_empty());
     s.with(1, |e, n| e.run_actions(n));
@@ -53,29 +61,20 @@ fn a_copy_the_receiver_cannot_make_asks_for_the_data_when_carried_out() {
 
 #[test]
 fn a_sender_that_fails_takes_its_copies_out_of_the_outbox() {
-    let mut s = sim(2, usize::MAX, true);
-    let msg = pat(5, 900);
-    let (r, _buf) = s.post(1, 1, 0, 2, 900);
-    s.send(0, 1, 1, 2, &msg, false);
-    while s.deliver() {}
+    let (mut s, _msg, r, _buf, _sd) = matched(true, 900, 900);
     assert_eq!(s.eng[1].actions(), [Action::Copy { req: r }]);
     assert!(s.eng[1].fail_peer(0, |_, _| false, c::MPI_ERR_PROC_ABORTED));
     assert!(s.eng[1].actions().is_empty());
-    assert!(s.done(1, r));
     assert_eq!(s.get(1, r).status.error, c::MPI_ERR_PROC_ABORTED);
+    assert!(s.done(1, r));
     s.with(1, |e, n| e.progress(n));
     assert!(s.w.reads.is_empty(), "nothing is read from a process that is gone");
 }
 
 #[test]
 fn a_message_with_nothing_to_copy_needs_no_action() {
-    let mut s = sim(2, usize::MAX, true);
-    // Zero bytes of a rendezvous (a synchronous empty message goes eagerly; a large one
-    // truncated to nothing does not): answered at match time.
-    let msg = pat(6, 300);
-    let (r, _buf) = s.post(1, 1, 0, 2, 0);
-    let sd = s.send(0, 1, 1, 2, &msg, false);
-    while s.deliver() {}
+    // A rendezvous truncated to nothing is answered at match time.
+    let (mut s, _msg, r, _buf, sd) = matched(true, 300, 0);
     assert!(s.eng[1].actions().is_empty());
     assert!(s.done(1, r));
     assert_eq!(s.kinds(1, 0), [Kind::Fin]);

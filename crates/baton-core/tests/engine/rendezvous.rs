@@ -2,7 +2,7 @@
 //! pieces over lanes), probe and mprobe, owned sinks, and request slots.
 
 use crate::common::GUARD;
-use crate::sim::{contig, guarded, pat, sim, status};
+use crate::sim::{contig, guarded, pat, sim, status, ByteStream};
 use crate::TRUNCATE;
 use baton_core::engine::{Action, ProcIdx, ReqId, Sink, Status, ANY_SOURCE, ANY_TAG};
 use baton_transport::frame::{Header, Kind};
@@ -104,9 +104,7 @@ fn byte_stream_pieces_lanes_and_direct_placement() {
             for direct in [false, true] {
                 let what = format!("piece {piece} lanes {lanes} direct {direct}");
                 let mut s = sim(2, 4, false);
-                s.w.piece = Some(piece);
-                s.w.lanes = lanes;
-                s.w.place_direct = direct;
+                s.w.stream = ByteStream::new(piece, lanes, direct);
                 s.w.max_frame = 64;
                 s.w.eager = 16;
                 let sizes = [300, 5, 1000, 0, 17, 64, 129];
@@ -125,7 +123,7 @@ fn byte_stream_pieces_lanes_and_direct_placement() {
                     let st = status(0, 3, sizes[k] as u64, 0);
                     s.assert_received(1, recvs[k], st, &bufs[k], &msgs[k], &format!("{what}: receive {k}"));
                 }
-                assert!(s.w.mid.is_empty(), "{what}: a frame left unfinished");
+                assert!(s.w.stream.as_ref().unwrap().mid.is_empty(), "{what}: a frame left unfinished");
             }
         }
     }

@@ -14,6 +14,23 @@ use baton_transport::mem::UserBuf;
 /// payload so far, payload length.
 type Unfinished = ((ProcIdx, ProcIdx, u64, u64), u8, Vec<u8>, usize);
 
+/// A byte stream's behaviour (TCP's): a data frame may leave in pieces of at most `piece`
+/// payload bytes, over `lanes` connections; a lane carrying an unfinished frame (in `mid`) takes
+/// nothing else. With `place_direct`, complete data frames arrive through `data_window` (as a
+/// socket reader delivers them) instead of `on_frame`.
+pub struct ByteStream {
+    pub piece: usize,
+    pub lanes: usize,
+    pub place_direct: bool,
+    pub mid: Vec<Unfinished>,
+}
+
+impl ByteStream {
+    pub fn new(piece: usize, lanes: usize, place_direct: bool) -> Option<ByteStream> {
+        Some(ByteStream { piece, lanes, place_direct, mid: Vec::new() })
+    }
+}
+
 /// Everything between the engines: rings, settings, and a record of what crossed.
 pub struct Wire {
     /// Frames one ring holds (per ordered pair of processes).
@@ -34,15 +51,8 @@ pub struct Wire {
     pub log: Vec<(ProcIdx, ProcIdx, Header, usize)>,
     /// Pushes refused for lack of room.
     pub refused: usize,
-    /// Byte-stream mode (like TCP): a data frame may leave in pieces of at most this many payload
-    /// bytes, over `lanes` connections; a lane carrying an unfinished frame takes nothing else.
-    pub piece: Option<usize>,
-    pub lanes: usize,
-    /// Unfinished data frames.
-    pub mid: Vec<Unfinished>,
-    /// Deliver complete data frames through `data_window` (as a socket reader does) instead of
-    /// `on_frame`.
-    pub place_direct: bool,
+    /// Byte-stream mode (like TCP), else whole frames (like rings).
+    pub stream: Option<ByteStream>,
     /// Frames may be filled in place (`try_send_with`), as shared-memory rings are.
     pub in_place: bool,
     /// Frames filled in place.
@@ -76,10 +86,7 @@ impl Wire {
             reads: Vec::new(),
             log: Vec::new(),
             refused: 0,
-            piece: None,
-            lanes: 1,
-            mid: Vec::new(),
-            place_direct: false,
+            stream: None,
             in_place: false,
             filled: 0,
             coop_min: usize::MAX,
@@ -122,7 +129,7 @@ impl Wire {
     }
 
     fn lane_busy(&self, from: ProcIdx, to: ProcIdx, lane: u8) -> bool {
-        self.mid.iter().any(|m| (m.0 .0, m.0 .1, m.1) == (from, to, lane))
+        self.stream.as_ref().is_some_and(|b| b.mid.iter().any(|m| (m.0 .0, m.0 .1, m.1) == (from, to, lane)))
     }
 
     pub fn queued(&self) -> usize {
@@ -169,26 +176,31 @@ impl Net for Link<'_, Wire> {
     }
 
     fn send_data(&mut self, to: ProcIdx, h: &Header, window: &[u8], at: usize) -> usize {
-        let Some(piece) = self.w.piece else {
-            assert_eq!(at, 0, "a frame left in part over a whole-frame wire");
-            return if self.try_send(to, h, window) { window.len() } else { 0 };
-        };
         let me = self.me;
+        let lanes = match &self.w.stream {
+            Some(b) => b.lanes as u8,
+            None => {
+                assert_eq!(at, 0, "a frame left in part over a whole-frame wire");
+                return if self.try_send(to, h, window) { window.len() } else { 0 };
+            }
+        };
         assert!(window.len() <= self.w.max_frame, "Data frame of {} > max frame", window.len());
         let key = (me, to, h.id, h.aux);
-        match self.w.mid.iter().find(|m| m.0 == key) {
+        let started = self.w.stream.as_ref().and_then(|b| b.mid.iter().find(|m| m.0 == key));
+        match started {
             Some(m) => assert_eq!((m.2.len(), m.3), (at, window.len()), "continued with other than the frame's rest"),
             None => {
                 assert_eq!(at, 0, "the rest of a frame that never started");
                 if self.w.rings[me as usize][to as usize].len() >= self.w.cap || self.w.blocked.contains(&(me, to)) {
                     return 0;
                 }
-                let Some(lane) = (0..self.w.lanes as u8).find(|&l| !self.w.lane_busy(me, to, l)) else { return 0 };
-                self.w.mid.push((key, lane, Vec::new(), window.len()));
+                let Some(lane) = (0..lanes).find(|&l| !self.w.lane_busy(me, to, l)) else { return 0 };
+                self.w.stream.as_mut().unwrap().mid.push((key, lane, Vec::new(), window.len()));
             }
         }
-        let m = self.w.mid.iter_mut().find(|m| m.0 == key).expect("recorded above");
-        let n = piece.min(window.len() - at);
+        let b = self.w.stream.as_mut().unwrap();
+        let m = b.mid.iter_mut().find(|m| m.0 == key).expect("recorded above");
+        let n = b.piece.min(window.len() - at);
         m.2.extend_from_slice(&window[at..at + n]);
         self.w.finish_piece(key, *h);
         n
@@ -262,9 +274,10 @@ impl Net for Link<'_, Wire> {
 impl Wire {
     /// Moves data frame `h` (`key` in `mid`) into its ring once its payload is complete.
     fn finish_piece(&mut self, key: (ProcIdx, ProcIdx, u64, u64), h: Header) {
-        let at = self.mid.iter().position(|m| m.0 == key).unwrap();
-        if self.mid[at].2.len() == self.mid[at].3 {
-            let (_, _, v, len) = self.mid.swap_remove(at);
+        let mid = &mut self.stream.as_mut().expect("byte-stream mode").mid;
+        let at = mid.iter().position(|m| m.0 == key).unwrap();
+        if mid[at].2.len() == mid[at].3 {
+            let (_, _, v, len) = mid.swap_remove(at);
             let (from, to) = (key.0, key.1);
             self.log.push((from, to, h, len));
             self.rings[from as usize][to as usize].push_back((h, v));
@@ -351,7 +364,7 @@ impl Sim {
         }
         let delivered = !batch.is_empty();
         for (from, to, (h, p)) in batch {
-            let direct = self.w.place_direct && h.kind == Kind::Data;
+            let direct = self.w.stream.as_ref().is_some_and(|b| b.place_direct) && h.kind == Kind::Data;
             self.with(to, |e, net| {
                 // As a socket reader does: straight into the receive buffer, in two reads.
                 let placed = direct

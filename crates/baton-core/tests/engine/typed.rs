@@ -2,7 +2,7 @@
 //! typed sends (elements of a datatype packed frame by frame, in place or not).
 
 use crate::common::GUARD;
-use crate::sim::{assert_guard, contig, guarded, pat, sim, status};
+use crate::sim::{assert_guard, contig, guarded, pat, sim, status, ByteStream};
 use crate::TRUNCATE;
 use baton_abi::consts as c;
 use baton_core::datatype::{predefined, Layout};
@@ -181,9 +181,7 @@ fn run_typed(
     s.w.max_frame = max_frame;
     s.w.in_place = in_place;
     if let Some(p) = stream {
-        s.w.piece = Some(p);
-        s.w.lanes = 2;
-        s.w.place_direct = true;
+        s.w.stream = ByteStream::new(p, 2, true);
     }
     let (len, base) = room(lay, count);
     let mem = pat(3, len);

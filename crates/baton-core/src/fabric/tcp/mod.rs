@@ -222,6 +222,7 @@ impl TcpNet {
                 tx.shutdown_write();
             }
         }
+        self.streaming.retain(|m| m.0 != p);
         {
             let mut links = self.sh.links.lock().unwrap_or_else(|e| e.into_inner());
             for l in links.iter_mut().skip(i * self.cfg.lanes()).take(self.cfg.lanes()) {
@@ -255,6 +256,7 @@ impl TcpNet {
             if let Some(lanes) = self.tx.get_mut(p as usize) {
                 lanes.clear();
             }
+            self.streaming.retain(|m| m.0 != p);
             if !self.is_lost(p) {
                 self.lost.push((p, msg));
             }
