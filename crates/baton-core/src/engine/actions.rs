@@ -10,10 +10,12 @@ use super::*;
 /// One entry of the outbox.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
-    /// Copy the rendezvous message that receive `req` matched out of its sender's memory: one
-    /// single-copy read, or a cooperative copy with the sender for a large contiguous one; where
-    /// this process cannot read the sender's memory, ask the sender to stream it (`Cts`).
-    Copy { req: ReqId },
+    /// Copy the rendezvous message (`h`, its `Rts` from process `from`) that receive `req`
+    /// matched out of its sender's memory: one single-copy read, or a cooperative copy with the
+    /// sender for a large contiguous one; where this process cannot read the sender's memory,
+    /// ask the sender to stream it (`Cts`). Until then the receive keeps its posted state (it
+    /// is out of the posted queue), so matching moves nothing but this entry.
+    Copy { from: ProcIdx, req: ReqId, h: Header },
     /// Write the chunks of send `h.id` that process `from` (its receiver) invited this side to
     /// copy into the receive buffer (`Help`, see `baton_transport::coop`).
     Help { from: ProcIdx, h: Header },
@@ -38,22 +40,24 @@ impl Engine {
         let n = self.actions.len();
         for i in 0..n {
             match self.actions[i] {
-                Action::Copy { req } => self.copy(net, req),
+                Action::Copy { from, req, h } => self.copy(net, from, req, &h),
                 Action::Help { from, h } => self.help(net, from, &h),
             }
         }
         self.actions.drain(..n);
     }
 
-    /// Copies the rendezvous message matched by receive `id` (in state `RecvCopy`).
-    fn copy(&mut self, net: &mut dyn Net, id: ReqId) {
+    /// Copies rendezvous `h` from process `from`, which receive `id` matched.
+    fn copy(&mut self, net: &mut dyn Net, from: ProcIdx, id: ReqId, h: &Header) {
         let Some(r) = self.get_mut(id) else { return };
-        let Proto::RecvCopy { .. } = r.proto else { return };
-        let Proto::RecvCopy { sink, h, n } = std::mem::replace(&mut r.proto, Proto::Idle) else { unreachable!() };
-        let from = r.to;
+        if !matches!(r.proto, Proto::RecvPosted { .. }) {
+            return;
+        }
+        let Proto::RecvPosted { sink } = std::mem::replace(&mut r.proto, Proto::Idle) else { unreachable!() };
+        let n = h.len.min(sink.capacity() as u64) as usize;
         if let Sink::Contig(buf) = sink {
             if n >= net.coop_min() && net.coop_slot(from, false).is_some() {
-                r.proto = Proto::RecvCoopWait { buf, h, n };
+                r.proto = Proto::RecvCoopWait { buf, h: *h, n };
                 if self.coop.iter().any(|c| self.get(*c).is_some_and(|r| r.to == from)) {
                     // The pair's slot serves one copy at a time: this one follows.
                     self.coop_wait.push_back(id);
@@ -63,6 +67,6 @@ impl Engine {
                 return;
             }
         }
-        self.rendezvous(net, id, from, &h, sink, n);
+        self.rendezvous(net, id, from, h, sink, n);
     }
 }

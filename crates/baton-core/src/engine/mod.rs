@@ -83,9 +83,6 @@ enum Proto {
     SendStream { data: SendData, rreq: u64, off: usize, at: usize, stage: Vec<u8>, staged: usize },
     /// Posted receive waiting for a match.
     RecvPosted { sink: Sink },
-    /// Matched a rendezvous of `n` bytes (`h` its `Rts`) whose copy out of the sender's memory
-    /// waits in the outbox ([`Action::Copy`]).
-    RecvCopy { sink: Sink, h: Header, n: usize },
     /// Matched a rendezvous and waiting for `Data` frames.
     RecvStream { sink: Sink, got: u64, total: u64 },
     /// Matched a rendezvous of `n` bytes to be copied by both sides, after the copy from the
@@ -717,23 +714,24 @@ impl Engine {
             return;
         }
         // A rendezvous (eager frames returned above).
+        if h.kind != Kind::Rts {
+            return;
+        }
+        let n = h.len.min(cap) as usize;
+        if n != 0 && h.aux != 0 {
+            // A copy out of the sender's memory: recorded, not made. The receive keeps its
+            // sink where it is until the copy runs.
+            // The sender, should it vanish first (see `fail_peer`).
+            r.to = from;
+            self.actions.push(Action::Copy { from, req: id, h: *h });
+            return;
+        }
+        // Nothing to copy (`Fin` at once), or nothing to copy from (a datatype's elements:
+        // `Cts`, and the sender streams them).
         let Proto::RecvPosted { sink } = std::mem::replace(&mut r.proto, Proto::Idle) else {
             return;
         };
-        if h.kind == Kind::Rts {
-            let n = h.len.min(cap) as usize;
-            if n == 0 || h.aux == 0 {
-                // Nothing to copy (`Fin` at once), or nothing to copy from (a datatype's
-                // elements: `Cts`, and the sender streams them).
-                self.rendezvous(net, id, from, h, sink, n);
-                return;
-            }
-            let r = self.get_mut(id).unwrap();
-            r.proto = Proto::RecvCopy { sink, h: *h, n };
-            // The sender, should it vanish first (see `fail_peer`).
-            r.to = from;
-            self.actions.push(Action::Copy { req: id });
-        }
+        self.rendezvous(net, id, from, h, sink, n);
     }
 
     /// Copies rendezvous `h` (`n` bytes for `sink`) for receive `id` with one read by this
@@ -870,12 +868,19 @@ impl Engine {
                     | Proto::SendRdv { .. }
                     | Proto::SendStream { .. }
                     | Proto::RecvStream { .. }
-                    | Proto::RecvCopy { .. }
                     | Proto::RecvCoop { .. }
                     | Proto::RecvCoopWait { .. }
             );
             if !r.complete && r.to == p && involved {
                 failed.push(ReqId { idx: i as u32, gen: r.gen });
+            }
+        }
+        // Receives whose copy waits in the outbox (still in their posted state).
+        for a in &self.actions {
+            if let Action::Copy { from, req, .. } = a {
+                if *from == p {
+                    failed.push(*req);
+                }
             }
         }
         let mut direct_failed = false;
@@ -901,8 +906,7 @@ impl Engine {
         self.coop.retain(|id| !failed.contains(id));
         self.coop_wait.retain(|id| !failed.contains(id));
         self.actions.retain(|a| match a {
-            Action::Copy { req } => !failed.contains(req),
-            Action::Help { from, .. } => *from != p,
+            Action::Copy { from, .. } | Action::Help { from, .. } => *from != p,
         });
         for &id in &failed {
             if let Some(r) = self.get_mut(id) {
