@@ -1,15 +1,19 @@
 //! The point-to-point engine: matching and protocols, with no I/O of its own.
 //!
 //! Like `quinn-proto`, the engine is a state machine: callers post operations and feed it
-//! incoming frames; it answers by calling the small [`Net`] interface (push a frame to a peer,
-//! read a peer's memory). Tests drive two engines over an in-memory `Net` and check ordering,
-//! wildcards, truncation, cancellation and every protocol without processes.
+//! incoming frames; it answers with frames, pushed through the small [`Net`] interface at once,
+//! and with copies between processes, recorded as [`Action`]s in its outbox and carried out by
+//! the progress pass ([`Engine::run_actions`]), never inside a frame's handling. It names no
+//! transport. Tests drive two engines over an in-memory `Net` and check ordering, wildcards,
+//! truncation, cancellation, the outbox and every protocol without processes.
 //!
 //! Important types:
 //! - [`Engine`]: posted-receive and unexpected-message queues, the request slab, and per-peer
 //!   queues of frames that did not fit in the transport yet (kept in order, so a full ring never
 //!   lets a later message overtake an earlier one).
 //! - [`Request`]: one operation's progress and its final [`Status`].
+//! - [`Action`]: an entry of the outbox (copy a matched rendezvous message, help with a
+//!   cooperative copy).
 //! - [`Sink`] / [`SendData`]: where received bytes go and where sent bytes come from.
 //!
 //! Protocols: a message up to the eager limit travels whole (`Eager`, or `EagerSync` for
@@ -30,10 +34,12 @@ use baton_transport::frame::{Header, Kind};
 use baton_transport::mem::UserBuf;
 use std::collections::VecDeque;
 
+mod actions;
 mod buffers;
 mod coop;
 mod net;
 
+pub use actions::Action;
 use buffers::read_into_sink;
 pub use buffers::{SendData, Sink, Status};
 pub use net::{Net, Sender};
@@ -69,10 +75,12 @@ enum Proto {
     SendWaitAck,
     /// `Rts` pushed; waiting for `Fin` or `Cts`.
     SendRdv { data: SendData },
-    /// Streaming `Data` frames to receive request `rreq`; `mid` is the lane and end offset of a
-    /// frame the transport took only part of. `stage` holds the packed window that starts at
-    /// `staged` of a `Typed` send over a transport that cannot be filled in place.
-    SendStream { data: SendData, rreq: u64, off: usize, mid: Option<(u8, usize)>, stage: Vec<u8>, staged: usize },
+    /// Streaming `Data` frames to receive request `rreq`: `off` payload bytes are gone, of
+    /// which the last `at` belong to a frame the transport took only part of (a byte stream;
+    /// it gets the rest of that frame next, see [`Net::send_data`]). `stage` holds the packed
+    /// window that starts at `staged` of a `Typed` send over a transport that cannot be filled
+    /// in place.
+    SendStream { data: SendData, rreq: u64, off: usize, at: usize, stage: Vec<u8>, staged: usize },
     /// Posted receive waiting for a match.
     RecvPosted { sink: Sink },
     /// Matched a rendezvous and waiting for `Data` frames.
@@ -186,6 +194,9 @@ pub struct Engine {
     coop_seq: u32,
     /// Receives whose cooperative copy waits for the one in progress from the same sender.
     coop_wait: VecDeque<ReqId>,
+    /// The outbox: copies between processes that matching decided on, carried out after the
+    /// frame that asked for them ([`Engine::run_actions`]). Reused: no allocation per message.
+    actions: Vec<Action>,
 }
 
 /// A blocking receive into a contiguous buffer, waited for without a request slot: posting,
@@ -603,8 +614,7 @@ impl Engine {
                         let Proto::SendRdv { data } = std::mem::replace(&mut r.proto, Proto::Idle) else {
                             unreachable!()
                         };
-                        r.proto =
-                            Proto::SendStream { data, rreq: h.aux, off: 0, mid: None, stage: Vec::new(), staged: 0 };
+                        r.proto = Proto::SendStream { data, rreq: h.aux, off: 0, at: 0, stage: Vec::new(), staged: 0 };
                         self.streaming.push(id);
                     }
                 }
@@ -615,7 +625,9 @@ impl Engine {
                 sink.write(h.aux as usize, payload);
                 self.data_placed(h, payload.len());
             }
-            Kind::Help => self.help(net, from, h),
+            // The sender's share of a cooperative copy is a copy between processes too: it
+            // leaves this call, like the receiver's reads.
+            Kind::Help => self.actions.push(Action::Help { from, h: *h }),
             Kind::Pad => {}
         }
     }
@@ -702,28 +714,24 @@ impl Engine {
             return;
         }
         // A rendezvous (eager frames returned above).
+        if h.kind != Kind::Rts {
+            return;
+        }
+        let n = h.len.min(cap) as usize;
+        if n != 0 && h.aux != 0 {
+            // A copy out of the sender's memory: recorded, not made. The receive keeps its
+            // sink where it is until the copy runs.
+            // The sender, should it vanish first (see `fail_peer`).
+            r.to = from;
+            self.actions.push(Action::Copy { from, req: id, h: *h });
+            return;
+        }
+        // Nothing to copy (`Fin` at once), or nothing to copy from (a datatype's elements:
+        // `Cts`, and the sender streams them).
         let Proto::RecvPosted { sink } = std::mem::replace(&mut r.proto, Proto::Idle) else {
             return;
         };
-        if h.kind == Kind::Rts {
-            let n = h.len.min(cap) as usize;
-            if let Sink::Contig(buf) = sink {
-                if n >= net.coop_min() && h.aux != 0 && net.coop_slot(from, false).is_some() {
-                    let r = self.get_mut(id).unwrap();
-                    r.proto = Proto::RecvCoopWait { buf, h: *h, n };
-                    // The sender, should it vanish first (see `fail_peer`).
-                    r.to = from;
-                    if self.coop.iter().any(|c| self.get(*c).is_some_and(|r| r.to == from)) {
-                        // The pair's slot serves one copy at a time: this one follows.
-                        self.coop_wait.push_back(id);
-                    } else {
-                        self.start_coop(net, id);
-                    }
-                    return;
-                }
-            }
-            self.rendezvous(net, id, from, h, sink, n);
-        }
+        self.rendezvous(net, id, from, h, sink, n);
     }
 
     /// Copies rendezvous `h` (`n` bytes for `sink`) for receive `id` with one read by this
@@ -745,10 +753,14 @@ impl Engine {
         }
     }
 
-    /// Pushes queued frames and streamed data; call from every progress pass.
+    /// Carries out the outbox, pushes queued frames and streamed data; call from every
+    /// progress pass.
     #[inline]
     pub fn progress(&mut self, net: &mut dyn Net) {
-        // Idle polls only pay for this test.
+        // Idle polls only pay for these tests.
+        if !self.actions.is_empty() {
+            self.run_actions(net);
+        }
         if self.queued != 0 || !self.streaming.is_empty() {
             self.push_pending(net);
         }
@@ -792,7 +804,7 @@ impl Engine {
     fn stream(&mut self, net: &mut dyn Net, id: ReqId) -> bool {
         let Some(r) = self.get_mut(id) else { return true };
         let to = r.to;
-        let Proto::SendStream { data, rreq, off, mid, stage, staged } = &mut r.proto else { return true };
+        let Proto::SendStream { data, rreq, off, at, stage, staged } = &mut r.proto else { return true };
         let total = data.len();
         let in_place = data.contig().is_none() && net.fills_in_place(to);
         let mut chunk = net.max_frame(to).clamp(1, 1 << 20);
@@ -800,48 +812,36 @@ impl Engine {
             chunk = chunk.min(typed_chunk(total));
         }
         while *off < total {
-            if let Some((lane, end)) = *mid {
-                let rest = match data.contig() {
-                    Some(bytes) => &bytes[*off..end],
-                    None => &stage[*off - *staged..end - *staged],
-                };
-                let n = net.send_continue(to, lane, rest);
-                if n == 0 {
-                    return false;
-                }
-                *off += n;
-                if *off == end {
-                    *mid = None;
-                }
-                continue;
-            }
-            let end = *off + chunk.min(total - *off);
-            let h = Header::control(Kind::Data, *rreq, *off as u64);
+            // The frame under way starts `at` bytes back (where a byte stream took part of it).
+            let start = *off - *at;
+            let end = start + chunk.min(total - start);
+            let h = Header::control(Kind::Data, *rreq, start as u64);
             if in_place {
-                let at = *off;
-                if !net.try_send_with(to, &h, end - at, &mut |dst| data.pack(at, dst)) {
+                if !net.try_send_with(to, &h, end - start, &mut |dst| data.pack(start, dst)) {
                     return false;
                 }
                 *off = end;
                 continue;
             }
             let window = match data.contig() {
-                Some(bytes) => &bytes[*off..end],
+                Some(bytes) => &bytes[start..end],
                 None => {
-                    // Packed once per window, kept while the transport refuses it.
-                    if *staged != *off || stage.len() != end - *off {
-                        stage.resize(end - *off, 0);
-                        data.pack(*off, stage);
-                        *staged = *off;
+                    // Packed once per window, kept while the transport refuses it or takes it
+                    // in pieces.
+                    if *staged != start || stage.len() != end - start {
+                        stage.resize(end - start, 0);
+                        data.pack(start, stage);
+                        *staged = start;
                     }
                     &stage[..]
                 }
             };
-            let Some((lane, n)) = net.send_start(to, &h, window) else { return false };
-            *off += n;
-            if *off < end {
-                *mid = Some((lane, end));
+            let n = net.send_data(to, &h, window, *at);
+            if n == 0 {
+                return false;
             }
+            *off += n;
+            *at = if *off == end { 0 } else { *at + n };
         }
         self.finish(id);
         true
@@ -875,6 +875,14 @@ impl Engine {
                 failed.push(ReqId { idx: i as u32, gen: r.gen });
             }
         }
+        // Receives whose copy waits in the outbox (still in their posted state).
+        for a in &self.actions {
+            if let Action::Copy { from, req, .. } = a {
+                if *from == p {
+                    failed.push(*req);
+                }
+            }
+        }
         let mut direct_failed = false;
         self.posted.retain(|x| {
             let hit = can_match(x.ctx, x.src);
@@ -897,6 +905,9 @@ impl Engine {
         self.streaming.retain(|id| !failed.contains(id));
         self.coop.retain(|id| !failed.contains(id));
         self.coop_wait.retain(|id| !failed.contains(id));
+        self.actions.retain(|a| match a {
+            Action::Copy { from, .. } | Action::Help { from, .. } => *from != p,
+        });
         for &id in &failed {
             if let Some(r) = self.get_mut(id) {
                 r.status.error = error;
@@ -917,7 +928,7 @@ impl Engine {
 
     /// Frames queued behind a full ring, or data still to stream.
     pub fn has_outgoing(&self) -> bool {
-        !self.streaming.is_empty() || self.queued > 0 || !self.coop.is_empty()
+        !self.streaming.is_empty() || self.queued > 0 || !self.coop.is_empty() || !self.actions.is_empty()
     }
 
     /// Number of messages waiting unmatched (for tests and diagnostics).

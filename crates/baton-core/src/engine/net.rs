@@ -25,17 +25,18 @@ pub enum Sender {
 pub trait Net {
     /// Pushes one whole frame; false if there is no room now.
     fn try_send(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> bool;
-    /// Starts a data frame that may leave in pieces (a byte stream can take part of it now):
-    /// `None` if it did not start; else the lane it uses and how many payload bytes it took.
-    /// The rest must follow through [`send_continue`](Self::send_continue) on that lane before
-    /// anything else uses it. Frame-based transports take all or nothing.
-    fn send_start(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> Option<(u8, usize)> {
-        self.try_send(to, h, payload).then_some((0, payload.len()))
-    }
-    /// Continues the data frame started on `lane` with the rest of its payload; returns the
-    /// bytes taken.
-    fn send_continue(&mut self, _to: ProcIdx, _lane: u8, _rest: &[u8]) -> usize {
-        unreachable!("frame-based transports never leave a frame unfinished")
+    /// Pushes data frame `h` whose payload is `window`, of which the first `at` bytes were
+    /// taken by earlier calls; returns how many more bytes it took (0: none now). A transport
+    /// that carries whole frames takes all of it or nothing (`at` is then always 0); a byte
+    /// stream may take a part and remembers the frame under way, so the engine offers the rest
+    /// of it (the same `h` and `window`, a larger `at`) before any other data frame to `to`.
+    fn send_data(&mut self, to: ProcIdx, h: &Header, window: &[u8], at: usize) -> usize {
+        debug_assert_eq!(at, 0, "a whole-frame transport never took part of a frame");
+        if self.try_send(to, h, window) {
+            window.len()
+        } else {
+            0
+        }
     }
     /// Pushes one whole frame of `len` payload bytes that `fill` writes in place (a window of a
     /// derived datatype packed straight into the transport's memory); false, without calling
@@ -65,7 +66,11 @@ pub trait Net {
     /// says.
     fn eager_limit(&self, to: ProcIdx, sender: Sender) -> usize;
     /// Copies `dst.len()` bytes at `addr` in process `from` straight into the application's
-    /// span `dst` (single copy); false when this process cannot read `from`'s memory.
+    /// span `dst` (single copy); false when this process cannot read `from`'s memory. This and
+    /// the methods below serve the outbox's actions only ([`Engine::run_actions`]), never the
+    /// handling of a frame.
+    ///
+    /// [`Engine::run_actions`]: super::Engine::run_actions
     fn read_remote(&mut self, from: ProcIdx, addr: u64, dst: &UserBuf) -> bool;
     /// The same into a buffer of the library's own.
     fn read_remote_into(&mut self, from: ProcIdx, addr: u64, dst: &mut [u8]) -> bool;

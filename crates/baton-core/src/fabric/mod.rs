@@ -326,19 +326,20 @@ impl Net for Fabric {
         !self.on_tcp(to)
     }
 
-    fn send_start(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> Option<(u8, usize)> {
+    fn send_data(&mut self, to: ProcIdx, h: &Header, window: &[u8], at: usize) -> usize {
         match self.endpoint(to) {
-            Endpoint::Tcp => self.tcp.as_mut()?.send_start(to, h, payload),
-            Endpoint::Dead => Some((0, payload.len())),
-            _ => self.try_send(to, h, payload).then_some((0, payload.len())),
+            // A byte stream: the frame may leave in pieces, over a bulk lane the connection
+            // chooses (`TcpNet::send_data`).
+            Endpoint::Tcp => self.tcp.as_mut().map_or(0, |t| t.send_data(to, h, window, at)),
+            Endpoint::Dead => window.len() - at,
+            _ => {
+                if at == 0 && self.try_send(to, h, window) {
+                    window.len()
+                } else {
+                    0
+                }
+            }
         }
-    }
-
-    fn send_continue(&mut self, to: ProcIdx, lane: u8, rest: &[u8]) -> usize {
-        if matches!(self.eps.get(to as usize), Some(Endpoint::Dead)) {
-            return rest.len();
-        }
-        self.tcp.as_mut().map_or(0, |t| t.send_continue(to, lane, rest))
     }
 
     fn max_frame(&self, to: ProcIdx) -> usize {

@@ -93,6 +93,13 @@ impl State {
         if self.inbox.is_some() {
             did |= self.progress_inbox();
         }
+        // The copies that the frames read above asked for (a matched rendezvous, a sender's
+        // help), now that every ring of this pass is read.
+        if self.engine.has_actions() {
+            let State { engine, fabric, .. } = self;
+            engine.run_actions(fabric);
+            did = true;
+        }
         did
     }
 

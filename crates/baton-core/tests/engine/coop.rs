@@ -5,7 +5,7 @@ use crate::common::GUARD;
 use crate::sim::{assert_guard, contig, guarded, pat, sim, status, Sim};
 use crate::TRUNCATE;
 use baton_abi::consts as c;
-use baton_core::engine::ReqId;
+use baton_core::engine::{Action, ReqId};
 use baton_transport::frame::{Header, Kind};
 
 /// A simulation where messages from 1000 bytes on are copied cooperatively; `n` bytes go from
@@ -79,6 +79,10 @@ fn the_sender_writes_the_chunks_it_takes() {
     s.w.coop_slots[0][1].begin(42, 1);
     let invite = Header { kind: Kind::Help, ctx: 42, src: 0, tag: 65536, len: 200_000, id: sd.wire(), aux: at as u64 };
     s.with(0, |e, n| e.on_frame(n, 1, &invite, &[]));
+    // The invitation is recorded; the writes leave the frame's handling.
+    assert!(s.w.writes.is_empty());
+    assert_eq!(s.eng[0].actions(), [Action::Help { from: 1, h: invite }]);
+    s.with(0, |e, n| e.run_actions(n));
     assert_eq!(s.w.coop_slots[0][1].helped(42), 3, "chunks 1 to 3 of 4");
     assert_eq!(s.w.writes.len(), 3);
     assert_eq!(&a[65536..200_000], &msg[65536..]);
@@ -86,6 +90,7 @@ fn the_sender_writes_the_chunks_it_takes() {
     // A stale invitation (another transfer number) writes nothing.
     let stale = Header { ctx: 41, ..invite };
     s.with(0, |e, n| e.on_frame(n, 1, &stale, &[]));
+    s.with(0, |e, n| e.run_actions(n));
     assert_eq!(s.w.writes.len(), 3);
     assert!(!s.done(0, sd), "the send completes with the receiver's Fin only");
 
@@ -94,6 +99,7 @@ fn the_sender_writes_the_chunks_it_takes() {
     s.w.read_ok = false;
     let refused = Header { ctx: 43, ..invite };
     s.with(0, |e, n| e.on_frame(n, 1, &refused, &[]));
+    s.with(0, |e, n| e.run_actions(n));
     assert_eq!(s.w.coop_slots[0][1].failed(43), Some(1));
     assert_eq!(s.w.coop_slots[0][1].claim(43, 4), Some(2), "chunks 2 and 3 are left to the receiver");
 }

@@ -59,8 +59,7 @@ fn direct_receive_keeps_post_order_with_requests() {
     assert!(direct(&mut s, 1, 1, 0, 9, span(&mut c, 8)));
     assert_eq!(direct_done(&mut s, 1), Some(status(0, 9, 4, 0)));
     assert_eq!(&c[..4], &m3[..]);
-    let mut d = guarded(8);
-    let rd = s.recv(1, 1, 0, 9, contig(&mut d, 8));
+    let (rd, d) = s.post(1, 1, 0, 9, 8);
     assert!(s.done(1, rd));
     assert_eq!(&d[..4], &m4[..]);
 }

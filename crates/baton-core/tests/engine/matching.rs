@@ -16,8 +16,7 @@ use baton_transport::frame::Kind;
 fn eager_message_posted_before_and_unexpected_before() {
     let mut s = sim(2, usize::MAX, true);
     let msg = pat(1, 40);
-    let mut a = guarded(64);
-    let r = s.recv(1, 3, 0, 9, contig(&mut a, 64));
+    let (r, a) = s.post(1, 3, 0, 9, 64);
     assert!(s.eng[1].is_posted_recv(r));
     let sd = s.send(0, 1, 3, 9, &msg, false);
     // A standard eager send completes as soon as its frame is pushed.
@@ -35,8 +34,7 @@ fn eager_message_posted_before_and_unexpected_before() {
     s.pump();
     assert!(s.done(0, sd2));
     assert_eq!(s.eng[1].unexpected_len(), 1);
-    let mut b = guarded(64);
-    let r2 = s.recv(1, 3, 0, 9, contig(&mut b, 64));
+    let (r2, b) = s.post(1, 3, 0, 9, 64);
     assert!(s.done(1, r2), "a receive matching an unexpected eager message completes at once");
     assert_eq!(s.eng[1].unexpected_len(), 0);
     s.assert_received(1, r2, status(0, 9, 17, 0), &b, &msg2, "");
@@ -48,8 +46,7 @@ fn eager_message_posted_before_and_unexpected_before() {
 fn zero_byte_messages() {
     for read_ok in [true, false] {
         let mut s = sim(2, 1, read_ok);
-        let mut a = guarded(0);
-        let r = s.recv(1, 1, 0, 0, contig(&mut a, 0));
+        let (r, a) = s.post(1, 1, 0, 0, 0);
         let sd = s.send(0, 1, 1, 0, &[], true);
         s.pump();
         assert!(s.done(0, sd) && s.done(1, r));
@@ -64,8 +61,7 @@ fn eager_limit_is_capped_by_the_frame_size() {
     s.w.eager = 1000;
     s.w.max_frame = 64;
     let msg = pat(3, 100);
-    let mut a = guarded(100);
-    let r = s.recv(1, 1, 0, 0, contig(&mut a, 100));
+    let (r, a) = s.post(1, 1, 0, 0, 100);
     let sd = s.send(0, 1, 1, 0, &msg, false);
     s.pump();
     assert_eq!(s.kinds(0, 1), vec![Kind::Rts], "100 bytes exceed the 64-byte frame: rendezvous");
@@ -74,8 +70,7 @@ fn eager_limit_is_capped_by_the_frame_size() {
     // Exactly the eager limit still goes eagerly.
     s.w.max_frame = 1 << 20;
     let msg2 = pat(4, 1000);
-    let mut b = guarded(1000);
-    let r2 = s.recv(1, 1, 0, 0, contig(&mut b, 1000));
+    let (r2, b) = s.post(1, 1, 0, 0, 1000);
     s.send(0, 1, 1, 0, &msg2, false);
     s.pump();
     assert_eq!(s.kinds(0, 1).last(), Some(&Kind::Eager));
@@ -217,19 +212,16 @@ fn posted_receives_match_in_post_order_and_unexpected_in_arrival_order() {
     s.send(0, 1, 1, 20, &m4, false);
     s.pump();
     assert_eq!(s.eng[1].unexpected_len(), 2);
-    let mut c = guarded(8);
-    let rc = s.recv(1, 1, ANY_SOURCE, ANY_TAG, contig(&mut c, 8));
+    let (rc, c) = s.post(1, 1, ANY_SOURCE, ANY_TAG, 8);
     assert_eq!(s.get(1, rc).status, status(0, 30, 4, 0));
     assert_eq!(&c[..4], &m3[..]);
     // A specific tag skips over non-matching earlier arrivals.
     s.send(0, 1, 1, 40, &m3, false);
     s.pump();
-    let mut d = guarded(8);
-    let rd = s.recv(1, 1, 0, 40, contig(&mut d, 8));
+    let (rd, _d) = s.post(1, 1, 0, 40, 8);
     assert_eq!(s.get(1, rd).status, status(0, 40, 4, 0));
     assert_eq!(s.eng[1].unexpected_len(), 1);
-    let mut e = guarded(8);
-    let re = s.recv(1, 1, 0, 20, contig(&mut e, 8));
+    let (re, e) = s.post(1, 1, 0, 20, 8);
     assert_eq!(s.get(1, re).status, status(0, 20, 4, 0));
     assert_eq!(&e[..4], &m4[..]);
     assert_eq!(s.eng[1].unexpected_len(), 0);
@@ -314,8 +306,7 @@ fn contexts_never_cross() {
         assert_eq!(&rb_buf[..size], &on_b[..]);
         assert_eq!(s.eng[1].unexpected_len(), 1);
         // And the context A message is still there for a context A receive.
-        let mut ra_buf = guarded(size);
-        let ra = s.recv(1, 100, 0, 1, contig(&mut ra_buf, size));
+        let (ra, ra_buf) = s.post(1, 100, 0, 1, size);
         s.pump();
         assert!(s.done(1, ra) && s.done(0, sa) && s.done(0, sb));
         assert_eq!(&ra_buf[..size], &on_a[..]);
@@ -374,8 +365,7 @@ fn exact_fit_is_not_truncation() {
         for size in [64, 65, 256] {
             let mut s = sim(2, usize::MAX, read_ok);
             let msg = pat(6, size);
-            let mut buf = guarded(size);
-            let r = s.recv(1, 1, 0, 0, contig(&mut buf, size));
+            let (r, buf) = s.post(1, 1, 0, 0, size);
             s.send(0, 1, 1, 0, &msg, false);
             s.pump();
             s.assert_received(1, r, status(0, 0, size as u64, 0), &buf, &msg, "");
@@ -390,8 +380,7 @@ fn exact_fit_is_not_truncation() {
 #[test]
 fn cancel_posted_receive() {
     let mut s = sim(2, usize::MAX, true);
-    let mut buf = guarded(16);
-    let r = s.recv(1, 1, 0, 5, contig(&mut buf, 16));
+    let (r, buf) = s.post(1, 1, 0, 5, 16);
     assert!(s.eng[1].cancel_recv(r));
     let req = s.get(1, r);
     assert!(req.complete && req.status.cancelled);
@@ -416,8 +405,7 @@ fn cancel_posted_receive() {
 fn cancel_after_match_fails() {
     // Matched and complete (eager).
     let mut s = sim(2, usize::MAX, false);
-    let mut buf = guarded(600);
-    let r = s.recv(1, 1, 0, 5, contig(&mut buf, 600));
+    let (r, _buf) = s.post(1, 1, 0, 5, 600);
     let msg = pat(1, 16);
     s.send(0, 1, 1, 5, &msg, false);
     s.pump();
@@ -458,13 +446,11 @@ fn synchronous_send_waits_for_the_match() {
             assert_eq!(s.eng[1].unexpected_len(), 1);
             // Other traffic does not complete it either.
             let other = pat(2, 4);
-            let mut ob = guarded(4);
-            let ro = s.recv(1, 1, 0, 9, contig(&mut ob, 4));
+            let (ro, _ob) = s.post(1, 1, 0, 9, 4);
             s.send(0, 1, 1, 9, &other, false);
             s.pump();
             assert!(s.done(1, ro) && !s.done(0, sd));
-            let mut buf = guarded(size);
-            let r = s.recv(1, 1, 0, 8, contig(&mut buf, size));
+            let (r, buf) = s.post(1, 1, 0, 8, size);
             s.pump();
             assert!(s.done(1, r) && s.done(0, sd), "size {size} read {read_ok}");
             assert_eq!(s.get(1, r).status, status(0, 8, size as u64, 0));
@@ -485,8 +471,7 @@ fn synchronous_send_waits_for_the_match() {
 fn synchronous_send_to_a_posted_receive() {
     let mut s = sim(2, usize::MAX, true);
     let msg = pat(1, 30);
-    let mut buf = guarded(30);
-    let r = s.recv(1, 1, 0, 8, contig(&mut buf, 30));
+    let (r, buf) = s.post(1, 1, 0, 8, 30);
     let sd = s.send(0, 1, 1, 8, &msg, true);
     assert!(!s.done(0, sd));
     s.step(); // EagerSync delivered, SyncAck pushed

@@ -2,9 +2,9 @@
 //! pieces over lanes), probe and mprobe, owned sinks, and request slots.
 
 use crate::common::GUARD;
-use crate::sim::{contig, guarded, pat, sim, status};
+use crate::sim::{contig, guarded, pat, sim, status, ByteStream};
 use crate::TRUNCATE;
-use baton_core::engine::{ProcIdx, ReqId, Sink, Status, ANY_SOURCE, ANY_TAG};
+use baton_core::engine::{Action, ProcIdx, ReqId, Sink, Status, ANY_SOURCE, ANY_TAG};
 use baton_transport::frame::{Header, Kind};
 
 // ---------------------------------------------------------------------------------------------
@@ -19,9 +19,13 @@ fn rendezvous_with_remote_read() {
     s.pump();
     assert!(!s.done(0, sd), "the receiver has not matched yet");
     assert!(s.w.reads.is_empty());
-    let mut buf = guarded(1000);
-    let r = s.recv(1, 1, 0, 2, contig(&mut buf, 1000));
-    assert!(s.done(1, r), "the read happens at match time");
+    let (r, buf) = s.post(1, 1, 0, 2, 1000);
+    // Matching records the copy in the outbox; the progress pass carries it out.
+    assert!(!s.done(1, r) && s.w.reads.is_empty(), "matching copies nothing");
+    assert!(matches!(s.eng[1].actions(), [Action::Copy { from: 0, req, .. }] if *req == r));
+    s.with(1, |e, n| e.run_actions(n));
+    assert!(s.eng[1].actions().is_empty());
+    assert!(s.done(1, r), "the read completes the receive");
     assert_eq!(s.w.reads, vec![(1, 0, msg.as_ptr() as u64, 1000)]);
     assert!(!s.done(0, sd), "the send waits for Fin");
     s.pump();
@@ -70,8 +74,7 @@ fn a_receive_awaits_streamed_data_from_its_cts_to_its_end() {
     for fail in [false, true] {
         let mut s = sim(2, 1, false);
         let msg = pat(4, 1000);
-        let mut buf = guarded(1000);
-        let r = s.recv(1, 1, 0, 2, contig(&mut buf, 1000));
+        let (r, buf) = s.post(1, 1, 0, 2, 1000);
         assert!(!s.eng[1].awaits_stream());
         let sd = s.send(0, 1, 1, 2, &msg, false);
         // Until the Cts has been sent: the Rts reaches the receiver, which answers.
@@ -101,9 +104,7 @@ fn byte_stream_pieces_lanes_and_direct_placement() {
             for direct in [false, true] {
                 let what = format!("piece {piece} lanes {lanes} direct {direct}");
                 let mut s = sim(2, 4, false);
-                s.w.piece = Some(piece);
-                s.w.lanes = lanes;
-                s.w.place_direct = direct;
+                s.w.stream = ByteStream::new(piece, lanes, direct);
                 s.w.max_frame = 64;
                 s.w.eager = 16;
                 let sizes = [300, 5, 1000, 0, 17, 64, 129];
@@ -122,7 +123,7 @@ fn byte_stream_pieces_lanes_and_direct_placement() {
                     let st = status(0, 3, sizes[k] as u64, 0);
                     s.assert_received(1, recvs[k], st, &bufs[k], &msgs[k], &format!("{what}: receive {k}"));
                 }
-                assert!(s.w.mid.is_empty(), "{what}: a frame left unfinished");
+                assert!(s.w.stream.as_ref().unwrap().mid.is_empty(), "{what}: a frame left unfinished");
             }
         }
     }
@@ -156,8 +157,7 @@ fn packed_send_data() {
     for read_ok in [true, false] {
         let mut s = sim(2, usize::MAX, read_ok);
         let msg = pat(9, 777);
-        let mut buf = guarded(777);
-        let r = s.recv(1, 1, 0, 0, contig(&mut buf, 777));
+        let (r, buf) = s.post(1, 1, 0, 0, 777);
         let sd = s.send_packed(0, 1, 1, 0, msg.clone());
         s.pump();
         assert!(s.done(0, sd) && s.done(1, r));
@@ -184,8 +184,7 @@ fn probe_reports_without_receiving() {
         assert!(s.eng[1].probe(1, 1, 44).is_none());
         assert!(s.eng[1].probe(2, 0, 44).is_none());
         assert_eq!(s.eng[1].unexpected_len(), 1, "probe leaves the message queued");
-        let mut buf = guarded(size);
-        let r = s.recv(1, 1, 0, 44, contig(&mut buf, size));
+        let (r, buf) = s.post(1, 1, 0, 44, size);
         s.pump();
         assert!(s.done(1, r) && s.done(0, sd));
         assert_eq!(&buf[..size], &msg[..]);
@@ -208,14 +207,12 @@ fn mprobe_then_mrecv() {
             assert_eq!((msg.from, msg.h.src, msg.h.tag, msg.h.len), (0, 0, 3, size as u64));
             assert_eq!(s.eng[1].unexpected_len(), 1);
             // A normal receive cannot take the mprobed message: it gets the second one.
-            let mut b2 = guarded(size);
-            let r2 = s.recv(1, 1, 0, 3, contig(&mut b2, size));
+            let (r2, b2) = s.post(1, 1, 0, 3, size);
             s.pump();
             assert!(s.done(1, r2));
             assert_eq!(&b2[..size], &second[..]);
             // Nor does a wildcard receive posted now.
-            let mut bw = guarded(size);
-            let rw = s.recv(1, 1, ANY_SOURCE, ANY_TAG, contig(&mut bw, size));
+            let (rw, bw) = s.post(1, 1, ANY_SOURCE, ANY_TAG, size);
             s.pump();
             assert!(!s.done(1, rw));
             assert!(s.eng[1].probe(1, ANY_SOURCE, ANY_TAG).is_none());
@@ -281,8 +278,7 @@ fn owned_sink_on_an_unexpected_and_an_mprobed_message() {
 fn release_frees_the_slot_and_stale_ids_are_not_found() {
     let mut s = sim(2, usize::MAX, true);
     let msg = pat(1, 8);
-    let mut buf = guarded(8);
-    let r = s.recv(1, 1, 0, 0, contig(&mut buf, 8));
+    let (r, _buf) = s.post(1, 1, 0, 0, 8);
     s.send(0, 1, 1, 0, &msg, false);
     s.pump();
     assert!(s.done(1, r));
@@ -315,8 +311,7 @@ fn release_frees_the_slot_and_stale_ids_are_not_found() {
     s.with(0, |e, n| e.on_frame(n, 1, &stale_cts, &[]));
     assert!(!s.eng[0].has_outgoing());
     s.eng[1].mprobe(1, 0, 0).expect("the first 8-byte message");
-    let mut b2 = guarded(500);
-    let r2 = s.recv(1, 1, 0, 0, contig(&mut b2, 500));
+    let (r2, b2) = s.post(1, 1, 0, 0, 500);
     s.pump();
     assert!(s.done(0, s2) && s.done(1, r2));
     assert_eq!(&b2[..500], &big[..]);
@@ -327,8 +322,7 @@ fn release_of_active_requests_detaches_them() {
     for read_ok in [true, false] {
         let mut s = sim(2, 1, read_ok);
         // An active receive.
-        let mut buf = guarded(600);
-        let r = s.recv(1, 1, 0, 0, contig(&mut buf, 600));
+        let (r, buf) = s.post(1, 1, 0, 0, 600);
         s.eng[1].release(r);
         let req = s.get(1, r);
         assert!(req.detached && !req.complete);
@@ -354,8 +348,7 @@ fn release_of_active_requests_detaches_them() {
         s.pump();
         s.eng[0].release(ss);
         assert!(s.eng[0].get(ss).is_some());
-        let mut b2 = guarded(10);
-        let r2 = s.recv(1, 1, 0, 0, contig(&mut b2, 10));
+        let (r2, _b2) = s.post(1, 1, 0, 0, 10);
         s.pump();
         assert!(s.done(1, r2));
         assert!(s.eng[0].get(ss).is_none());

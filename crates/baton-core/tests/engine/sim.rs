@@ -10,9 +10,26 @@ use baton_transport::coop::CoopSlot;
 use baton_transport::frame::{Header, Kind};
 use baton_transport::mem::UserBuf;
 
-/// A data frame partly sent over a byte stream: (from, to, lane), header, payload so far, payload
-/// length.
-type Unfinished = ((ProcIdx, ProcIdx, u8), Header, Vec<u8>, usize);
+/// A data frame partly sent over a byte stream: (from, to, receive request, offset), its lane,
+/// payload so far, payload length.
+type Unfinished = ((ProcIdx, ProcIdx, u64, u64), u8, Vec<u8>, usize);
+
+/// A byte stream's behaviour (TCP's): a data frame may leave in pieces of at most `piece`
+/// payload bytes, over `lanes` connections; a lane carrying an unfinished frame (in `mid`) takes
+/// nothing else. With `place_direct`, complete data frames arrive through `data_window` (as a
+/// socket reader delivers them) instead of `on_frame`.
+pub struct ByteStream {
+    pub piece: usize,
+    pub lanes: usize,
+    pub place_direct: bool,
+    pub mid: Vec<Unfinished>,
+}
+
+impl ByteStream {
+    pub fn new(piece: usize, lanes: usize, place_direct: bool) -> Option<ByteStream> {
+        Some(ByteStream { piece, lanes, place_direct, mid: Vec::new() })
+    }
+}
 
 /// Everything between the engines: rings, settings, and a record of what crossed.
 pub struct Wire {
@@ -34,15 +51,8 @@ pub struct Wire {
     pub log: Vec<(ProcIdx, ProcIdx, Header, usize)>,
     /// Pushes refused for lack of room.
     pub refused: usize,
-    /// Byte-stream mode (like TCP): a data frame may leave in pieces of at most this many payload
-    /// bytes, over `lanes` connections; a lane carrying an unfinished frame takes nothing else.
-    pub piece: Option<usize>,
-    pub lanes: usize,
-    /// Unfinished data frames.
-    pub mid: Vec<Unfinished>,
-    /// Deliver complete data frames through `data_window` (as a socket reader does) instead of
-    /// `on_frame`.
-    pub place_direct: bool,
+    /// Byte-stream mode (like TCP), else whole frames (like rings).
+    pub stream: Option<ByteStream>,
     /// Frames may be filled in place (`try_send_with`), as shared-memory rings are.
     pub in_place: bool,
     /// Frames filled in place.
@@ -76,10 +86,7 @@ impl Wire {
             reads: Vec::new(),
             log: Vec::new(),
             refused: 0,
-            piece: None,
-            lanes: 1,
-            mid: Vec::new(),
-            place_direct: false,
+            stream: None,
             in_place: false,
             filled: 0,
             coop_min: usize::MAX,
@@ -122,7 +129,7 @@ impl Wire {
     }
 
     fn lane_busy(&self, from: ProcIdx, to: ProcIdx, lane: u8) -> bool {
-        self.mid.iter().any(|m| m.0 == (from, to, lane))
+        self.stream.as_ref().is_some_and(|b| b.mid.iter().any(|m| (m.0 .0, m.0 .1, m.1) == (from, to, lane)))
     }
 
     pub fn queued(&self) -> usize {
@@ -168,30 +175,34 @@ impl Net for Link<'_, Wire> {
         true
     }
 
-    fn send_start(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> Option<(u8, usize)> {
-        let Some(piece) = self.w.piece else {
-            return self.try_send(to, h, payload).then_some((0, payload.len()));
+    fn send_data(&mut self, to: ProcIdx, h: &Header, window: &[u8], at: usize) -> usize {
+        let me = self.me;
+        let lanes = match &self.w.stream {
+            Some(b) => b.lanes as u8,
+            None => {
+                assert_eq!(at, 0, "a frame left in part over a whole-frame wire");
+                return if self.try_send(to, h, window) { window.len() } else { 0 };
+            }
         };
-        let me = self.me;
-        if self.w.rings[me as usize][to as usize].len() >= self.w.cap || self.w.blocked.contains(&(me, to)) {
-            return None;
+        assert!(window.len() <= self.w.max_frame, "Data frame of {} > max frame", window.len());
+        let key = (me, to, h.id, h.aux);
+        let started = self.w.stream.as_ref().and_then(|b| b.mid.iter().find(|m| m.0 == key));
+        match started {
+            Some(m) => assert_eq!((m.2.len(), m.3), (at, window.len()), "continued with other than the frame's rest"),
+            None => {
+                assert_eq!(at, 0, "the rest of a frame that never started");
+                if self.w.rings[me as usize][to as usize].len() >= self.w.cap || self.w.blocked.contains(&(me, to)) {
+                    return 0;
+                }
+                let Some(lane) = (0..lanes).find(|&l| !self.w.lane_busy(me, to, l)) else { return 0 };
+                self.w.stream.as_mut().unwrap().mid.push((key, lane, Vec::new(), window.len()));
+            }
         }
-        assert!(payload.len() <= self.w.max_frame, "Data frame of {} > max frame", payload.len());
-        let lane = (0..self.w.lanes as u8).find(|&l| !self.w.lane_busy(me, to, l))?;
-        let n = piece.min(payload.len());
-        self.w.mid.push(((me, to, lane), *h, payload[..n].to_vec(), payload.len()));
-        self.w.finish_piece(me, to, lane);
-        Some((lane, n))
-    }
-
-    fn send_continue(&mut self, to: ProcIdx, lane: u8, rest: &[u8]) -> usize {
-        let me = self.me;
-        let piece = self.w.piece.expect("continue only in byte-stream mode");
-        let m = self.w.mid.iter_mut().find(|m| m.0 == (me, to, lane)).expect("continue of an unstarted frame");
-        assert_eq!(rest.len(), m.3 - m.2.len(), "continued with other than the frame's remaining payload");
-        let n = piece.min(rest.len());
-        m.2.extend_from_slice(&rest[..n]);
-        self.w.finish_piece(me, to, lane);
+        let b = self.w.stream.as_mut().unwrap();
+        let m = b.mid.iter_mut().find(|m| m.0 == key).expect("recorded above");
+        let n = b.piece.min(window.len() - at);
+        m.2.extend_from_slice(&window[at..at + n]);
+        self.w.finish_piece(key, *h);
         n
     }
 
@@ -261,11 +272,13 @@ impl Net for Link<'_, Wire> {
 }
 
 impl Wire {
-    /// Moves a data frame whose payload is complete into its ring.
-    fn finish_piece(&mut self, from: ProcIdx, to: ProcIdx, lane: u8) {
-        let at = self.mid.iter().position(|m| m.0 == (from, to, lane)).unwrap();
-        if self.mid[at].2.len() == self.mid[at].3 {
-            let (_, h, v, len) = self.mid.swap_remove(at);
+    /// Moves data frame `h` (`key` in `mid`) into its ring once its payload is complete.
+    fn finish_piece(&mut self, key: (ProcIdx, ProcIdx, u64, u64), h: Header) {
+        let mid = &mut self.stream.as_mut().expect("byte-stream mode").mid;
+        let at = mid.iter().position(|m| m.0 == key).unwrap();
+        if mid[at].2.len() == mid[at].3 {
+            let (_, _, v, len) = mid.swap_remove(at);
+            let (from, to) = (key.0, key.1);
             self.log.push((from, to, h, len));
             self.rings[from as usize][to as usize].push_back((h, v));
         }
@@ -308,6 +321,15 @@ impl Sim {
         self.with(i, |e, n| e.recv(n, ctx, src, tag, sink))
     }
 
+    /// Posts a receive at `i` into a new guarded buffer of `cap` bytes; returns the receive and
+    /// the buffer (its bytes stay where they are when the Vec moves; the test leaves it alone
+    /// until the receive completes).
+    pub fn post(&mut self, i: ProcIdx, ctx: u64, src: i32, tag: i32, cap: usize) -> (ReqId, Vec<u8>) {
+        let mut buf = guarded(cap);
+        let r = self.recv(i, ctx, src, tag, contig(&mut buf, cap));
+        (r, buf)
+    }
+
     pub fn get(&self, i: ProcIdx, id: ReqId) -> &Request {
         self.eng[i as usize].get(id).expect("request not found")
     }
@@ -342,7 +364,7 @@ impl Sim {
         }
         let delivered = !batch.is_empty();
         for (from, to, (h, p)) in batch {
-            let direct = self.w.place_direct && h.kind == Kind::Data;
+            let direct = self.w.stream.as_ref().is_some_and(|b| b.place_direct) && h.kind == Kind::Data;
             self.with(to, |e, net| {
                 // As a socket reader does: straight into the receive buffer, in two reads.
                 let placed = direct

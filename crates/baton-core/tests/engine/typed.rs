@@ -2,7 +2,7 @@
 //! typed sends (elements of a datatype packed frame by frame, in place or not).
 
 use crate::common::GUARD;
-use crate::sim::{assert_guard, contig, guarded, pat, sim, status};
+use crate::sim::{assert_guard, contig, guarded, pat, sim, status, ByteStream};
 use crate::TRUNCATE;
 use baton_abi::consts as c;
 use baton_core::datatype::{predefined, Layout};
@@ -98,8 +98,7 @@ fn send_to_self() {
             let sd = s.send(0, 0, 1, 3, &msg, true);
             s.pump();
             assert!(!s.done(0, sd));
-            let mut buf = guarded(size);
-            let r = s.recv(0, 1, 0, 3, contig(&mut buf, size));
+            let (r, buf) = s.post(0, 1, 0, 3, size);
             s.pump();
             assert!(s.done(0, sd) && s.done(0, r), "size {size} read {read_ok}");
             assert_eq!(s.get(0, r).status, status(0, 3, size as u64, 0));
@@ -182,9 +181,7 @@ fn run_typed(
     s.w.max_frame = max_frame;
     s.w.in_place = in_place;
     if let Some(p) = stream {
-        s.w.piece = Some(p);
-        s.w.lanes = 2;
-        s.w.place_direct = true;
+        s.w.stream = ByteStream::new(p, 2, true);
     }
     let (len, base) = room(lay, count);
     let mem = pat(3, len);

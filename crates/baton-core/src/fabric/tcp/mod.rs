@@ -84,6 +84,10 @@ pub struct TcpNet {
     /// ([`flush_unsent`](Self::flush_unsent)): a sender that only polls with `MPI_Test` would
     /// otherwise never finish the frame, and its peer would wait for it forever.
     unsent: Vec<(ProcIdx, usize)>,
+    /// Streamed data frames the kernel took only part of: (process, receive request, offset of
+    /// the frame in its message, lane). The rest follows on the same lane before anything else
+    /// ([`send_data`](Self::send_data)).
+    streaming: Vec<(ProcIdx, u64, u64, usize)>,
     /// A failure that ends the job (the runtime aborts with it).
     pub fatal: Option<String>,
     listen: Option<SocketAddr>,
@@ -136,6 +140,7 @@ impl TcpNet {
             new_rx: Vec::new(),
             next_lane: 0,
             unsent: Vec::new(),
+            streaming: Vec::new(),
             fatal: None,
             listen: Some(addr),
             warned_congestion: false,
@@ -217,6 +222,7 @@ impl TcpNet {
                 tx.shutdown_write();
             }
         }
+        self.streaming.retain(|m| m.0 != p);
         {
             let mut links = self.sh.links.lock().unwrap_or_else(|e| e.into_inner());
             for l in links.iter_mut().skip(i * self.cfg.lanes()).take(self.cfg.lanes()) {
@@ -250,6 +256,7 @@ impl TcpNet {
             if let Some(lanes) = self.tx.get_mut(p as usize) {
                 lanes.clear();
             }
+            self.streaming.retain(|m| m.0 != p);
             if !self.is_lost(p) {
                 self.lost.push((p, msg));
             }

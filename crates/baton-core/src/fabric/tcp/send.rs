@@ -49,7 +49,7 @@ impl TcpNet {
 
     /// Writes what earlier frames left behind; true when some connection is still busy.
     pub fn flush(&mut self) -> bool {
-        // Every tail a connection holds is listed in `unsent` (only `send_frame` and `send_start`
+        // Every tail a connection holds is listed in `unsent` (only `send_frame` and `start_data`
         // leave one); what else keeps a connection busy is a streamed frame's rest.
         let unsent = self.flush_unsent();
         unsent || self.tx.iter().flatten().flatten().any(Tx::busy)
@@ -137,23 +137,60 @@ impl TcpNet {
         }
     }
 
-    pub fn send_start(&mut self, to: ProcIdx, h: &Header, payload: &[u8]) -> Option<(u8, usize)> {
+    /// Pushes streamed data frame `h` (payload `window`, of which `at` bytes left before) on a
+    /// bulk lane; returns the payload bytes taken now. A frame the kernel took only part of
+    /// keeps its lane, recorded in `streaming`, and continues there when the engine offers its
+    /// rest: the frame's header and offset (`h.id`, `h.aux`) name it.
+    pub fn send_data(&mut self, to: ProcIdx, h: &Header, window: &[u8], at: usize) -> usize {
         if self.is_lost(to) {
-            return Some((0, payload.len()));
+            self.streaming.retain(|m| m.0 != to);
+            return window.len() - at;
         }
+        let key = (to, h.id, h.aux);
+        if let Some(i) = self.streaming.iter().position(|m| (m.0, m.1, m.2) == key) {
+            let lane = self.streaming[i].3;
+            let Some(tx) = self.tx[to as usize].get_mut(lane).and_then(Option::as_mut) else { return 0 };
+            return match tx.continue_frame(&window[at..]) {
+                Ok(n) => {
+                    if at + n == window.len() {
+                        self.streaming.swap_remove(i);
+                    }
+                    n
+                }
+                Err(e) => {
+                    self.peer_failed(to, format!("lost the connection to {}: {e}", self.who(to)));
+                    0
+                }
+            };
+        }
+        debug_assert_eq!(at, 0, "the rest of a frame no lane carries");
+        match self.start_data(to, h, window) {
+            Some((lane, took)) => {
+                if took < window.len() {
+                    self.streaming.push((to, h.id, h.aux, lane));
+                }
+                took
+            }
+            None => 0,
+        }
+    }
+
+    /// Starts data frame `h` on the next bulk lane that takes it: that lane and the payload
+    /// bytes taken, `None` if none took it.
+    pub(super) fn start_data(&mut self, to: ProcIdx, h: &Header, window: &[u8]) -> Option<(usize, usize)> {
         let (first, n) = self.cfg.bulk_lanes();
         self.lane(to, 0)?;
         for i in 0..n {
             let k = (self.next_lane + i) % n;
             let lane = first + k;
             let tx = self.tx[to as usize][lane].as_mut()?;
-            match tx.start_frame(h, payload) {
+            match tx.start_frame(h, window) {
                 Ok(Some(took)) => {
                     if tx.has_out() {
                         self.unsent.push((to, lane));
                     }
                     self.next_lane = (k + 1) % n;
-                    return Some((lane as u8, took));
+                    return Some((lane, took));
                 }
                 Ok(None) => {}
                 Err(e) => {
@@ -163,19 +200,5 @@ impl TcpNet {
             }
         }
         None
-    }
-
-    pub fn send_continue(&mut self, to: ProcIdx, lane: u8, rest: &[u8]) -> usize {
-        if self.is_lost(to) {
-            return rest.len();
-        }
-        let Some(tx) = self.tx[to as usize].get_mut(lane as usize).and_then(Option::as_mut) else { return 0 };
-        match tx.continue_frame(rest) {
-            Ok(n) => n,
-            Err(e) => {
-                self.peer_failed(to, format!("lost the connection to {}: {e}", self.who(to)));
-                0
-            }
-        }
     }
 }

@@ -163,13 +163,13 @@ fn streamed_data_takes_the_bulk_lanes_which_run_their_own_congestion_control() {
         assert_eq!(stream::congestion(&fd).unwrap(), want, "dialling end, lane {lane}");
     }
     let data = Header::control(Kind::Data, 5, 0);
-    let lanes: Vec<u8> = (0..3).map(|_| a.send_start(1, &data, &[9; 100]).expect("started").0).collect();
+    let lanes: Vec<usize> = (0..3).map(|_| a.start_data(1, &data, &[9; 100]).expect("started").0).collect();
     assert_eq!(lanes, [1, 2, 1]);
     a.shutdown();
     b.shutdown();
 
     let (mut a, b) = pair(1024, 0, |_| {});
-    assert_eq!(a.send_start(1, &data, &[9; 100]).expect("started").0, 0);
+    assert_eq!(a.start_data(1, &data, &[9; 100]).expect("started").0, 0);
     assert!(a.tx[1].len() == 1, "a bulk lane without BATON_TCP_STRIPES");
     a.shutdown();
     b.shutdown();
