@@ -87,7 +87,9 @@ pub struct Family {
     pub imp: String,
     /// `lib` (the implementation takes the library), `self` (errors go to `MPI_COMM_SELF`'s
     /// handler), `x` (the family has an `_x` member), `express` (a path that needs no checks is
-    /// tried first: `<implementation>_express(cx, raw arguments) -> Option<c_int>`).
+    /// tried first: `<implementation>_express(cx, raw arguments) -> Option<c_int>`), `completion`
+    /// (errors go to the handler of a communicator the implementation finds, a completed
+    /// request's: it takes a last `&mut usize` argument, `MPI_COMM_WORLD` until it sets it).
     pub flags: Vec<String>,
     /// Annotated parameters by name; the others pass as they are.
     pub roles: Vec<(String, Role)>,
@@ -117,11 +119,16 @@ const ROLES: &[(&str, bool, &[&str])] = &[
     ("info", false, &[]),
     ("datatype", false, &[]),
     ("datatype_committed", false, &[]),
+    ("datatype_or_null", false, &["count", "peer"]),
     ("out", false, &[]),
+    ("out_or_null", false, &[]),
+    ("status", false, &[]),
+    ("statuses", false, &["len"]),
     ("nonnull", false, &[]),
     ("string", false, &[]),
     ("string_out", false, &["max"]),
     ("array", false, &["len"]),
+    ("array_out", false, &["len"]),
     ("buf", false, &["count", "datatype"]),
     ("rank", false, &["in"]),
     ("rank_or_null", false, &["in"]),
@@ -167,7 +174,7 @@ pub fn parse_table(text: &str) -> Result<Vec<Family>, String> {
             "-" => Vec::new(),
             f => f.split(',').map(|s| s.trim().to_string()).collect(),
         };
-        if let Some(f) = flags.iter().find(|f| !["lib", "self", "x", "express"].contains(&f.as_str())) {
+        if let Some(f) = flags.iter().find(|f| !["lib", "self", "x", "express", "completion"].contains(&f.as_str())) {
             return Err(format!("bindings.tsv:{}: unknown flag {f:?}", i + 1));
         }
         let roles = cols
@@ -277,8 +284,22 @@ fn convert(fam: &Family, p: &Param, params: &[Param]) -> Result<Option<String>, 
         }
         "info" => format!("let {n} = crate::info::info_arg(CX.name, \"{n}\", {n})?;"),
         "datatype" | "datatype_committed" => format!("let {n} = {v}::{}(CX.name, \"{n}\", {n})?;", role.kind),
+        "datatype_or_null" => {
+            let count = of("count", &["count"])?;
+            let peer = of("peer", &["rank_or_null", "rank_or_any"])?;
+            format!("let {n} = {v}::datatype_or_null(CX.name, \"{n}\", {n}, {count}, {peer})?;")
+        }
         "out" if differs => format!("{safety}let {n} = unsafe {{ {v}::count_out(CX.name, \"{n}\", {n}) }}?;"),
         "out" => format!("{safety}let {n} = unsafe {{ {v}::out(CX.name, \"{n}\", {n}) }}?;"),
+        "out_or_null" if differs => {
+            format!("{safety}let {n} = unsafe {{ {v}::count_out_or_null(CX.name, \"{n}\", {n}) }};")
+        }
+        "out_or_null" => format!("{safety}let {n} = unsafe {{ {v}::out_or_null({n}) }};"),
+        "status" => format!("{safety}let {n} = unsafe {{ {v}::StatusOut::new({n}) }};"),
+        "statuses" => {
+            let len = of("len", &["count", "nonneg"])?;
+            format!("{safety}let {n} = unsafe {{ {v}::Statuses::new({n}, {len}) }};")
+        }
         "nonnull" => format!("let {n} = {v}::nonnull_ptr(CX.name, \"{n}\", {n})?;"),
         "string" => format!("{safety}let {n} = unsafe {{ {v}::string(CX.name, \"{n}\", {n}) }}?;"),
         "string_out" => format!(
@@ -290,9 +311,13 @@ fn convert(fam: &Family, p: &Param, params: &[Param]) -> Result<Option<String>, 
             let f = if differs { "counts" } else { "array" };
             format!("{safety}let {n} = unsafe {{ {v}::{f}(CX.name, \"{n}\", {n}, {len}) }}?;")
         }
+        "array_out" => {
+            let len = of("len", &["count", "nonneg"])?;
+            format!("{safety}let {n} = unsafe {{ {v}::array_out(CX.name, \"{n}\", {n}, {len}) }}?;")
+        }
         "buf" => {
             let count = of("count", &["count"])?;
-            let dt = of("datatype", &["datatype", "datatype_committed"])?;
+            let dt = of("datatype", &["datatype", "datatype_committed", "datatype_or_null"])?;
             format!("{v}::buf(CX.name, \"{n}\", {n}, {count}, {dt}.layout())?;")
         }
         "rank" | "rank_or_null" | "rank_or_any" => {
@@ -306,9 +331,27 @@ fn convert(fam: &Family, p: &Param, params: &[Param]) -> Result<Option<String>, 
     Ok(Some(line))
 }
 
-/// Roles whose checks use other parameters' converted values: they come last.
-fn dependent(fam: &Family, p: &Param) -> bool {
-    fam.role(&p.name).is_some_and(|r| r.opts.iter().any(|(k, _)| k != "max"))
+/// The parameters whose converted values the check of `p` uses (those its options name).
+fn deps<'a>(fam: &'a Family, p: &Param) -> Vec<&'a str> {
+    let Some(r) = fam.role(&p.name) else { return Vec::new() };
+    r.opts.iter().filter(|(k, _)| k != "max").map(|(_, v)| v.as_str()).collect()
+}
+
+/// The order of the conversions: the independent ones in prototype order, then each role that
+/// uses other parameters once those are converted (a buffer after its datatype, a datatype
+/// that may be null after the rank it depends on).
+fn conversion_order<'a>(fam: &Family, present: &[&'a Param]) -> Result<Vec<&'a Param>, String> {
+    let mut done: Vec<&Param> = present.iter().copied().filter(|p| deps(fam, p).is_empty()).collect();
+    while done.len() < present.len() {
+        let ready = present.iter().copied().find(|p| {
+            !done.iter().any(|d| d.name == p.name) && deps(fam, p).iter().all(|n| done.iter().any(|d| d.name == *n))
+        });
+        match ready {
+            Some(p) => done.push(p),
+            None => return Err(format!("{}: the roles' options name each other in a circle", fam.name)),
+        }
+    }
+    Ok(done)
 }
 
 fn emit(
@@ -339,18 +382,23 @@ fn emit(
     writeln!(out, "const CX: crate::validate::Call = crate::validate::Call::new(\"{}\", {large});", f.name).unwrap();
     if fam.has("express") {
         let raw = f.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ");
-        writeln!(out, "if let Some(rc) = crate::{}_express(CX, {raw}) {{ return rc; }}", fam.imp).unwrap();
+        // `p2p::send::<0>` has the express path `p2p::send_express::<0>`.
+        let (path, generics) =
+            fam.imp.split_once("::<").map_or((fam.imp.as_str(), String::new()), |(a, g)| (a, format!("::<{g}")));
+        writeln!(out, "if let Some(rc) = crate::{path}_express{generics}(CX, {raw}) {{ return rc; }}").unwrap();
     }
-    writeln!(out, "crate::errors::guard({handler}, || {{").unwrap();
+    if fam.has("completion") {
+        writeln!(out, "crate::errors::guard_at(|comm_out| {{").unwrap();
+    } else {
+        writeln!(out, "crate::errors::guard({handler}, || {{").unwrap();
+    }
     if fam.has("lib") {
         writeln!(out, "let l = crate::state::lib(CX.name)?;").unwrap();
     }
     let present: Vec<&Param> = params.iter().filter(|p| p.types[member].is_some()).collect();
-    for pass in [false, true] {
-        for p in present.iter().filter(|p| dependent(fam, p) == pass) {
-            if let Some(line) = convert(fam, p, params)? {
-                writeln!(out, "{line}").unwrap();
-            }
+    for p in conversion_order(fam, &present)? {
+        if let Some(line) = convert(fam, p, params)? {
+            writeln!(out, "{line}").unwrap();
         }
     }
     let mut args = vec!["CX".to_string()];
@@ -364,6 +412,9 @@ fn emit(
             (true, true) => format!("Some({})", p.name),
             (true, false) => "None".into(),
         });
+    }
+    if fam.has("completion") {
+        args.push("comm_out".into());
     }
     writeln!(out, "crate::{}({})\n}})\n}}", fam.imp, args.join(", ")).unwrap();
     Ok(())

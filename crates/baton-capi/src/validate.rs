@@ -10,14 +10,18 @@
 //!   check serves both forms of a call;
 //! - [`Out`], [`CountOut`], [`StrOut`]: checked output pointers; a `CountOut` is an `int *` in
 //!   one form and an `MPI_Count *` in the other, and says when a value does not fit;
+//! - [`StatusOut`], [`Statuses`]: where a call reports one status or an array of them, either
+//!   of which the application may ignore;
 //! - [`Dt`]: a datatype argument (handle, layout, committed), predefined layouts borrowed.
 //!
 //! Everything here is `#[inline]` or off the success path, so a generated wrapper costs what
 //! the hand-written checks did.
 
 use crate::state::{lib_any, CommObj, CommRef, Lib};
+use crate::{put_status, MPI_Status};
 use baton_abi::consts as c;
 use baton_core::datatype::{predefined, Layout};
+use baton_core::engine::Status;
 use baton_core::error::{HandleKind, MpiError, Result};
 use baton_core::group::Group;
 use std::borrow::Cow;
@@ -101,19 +105,19 @@ pub fn wide<T: Count>(v: T) -> i64 {
 /// Role `count`: a number of elements (`MPI_ERR_COUNT` when negative).
 #[inline]
 pub fn count<T: Count>(call: &str, arg: &str, v: T) -> Result<usize> {
-    let v = v.wide();
-    if v < 0 {
-        return Err(negative(call, arg, v, true));
-    }
-    Ok(v as usize)
+    not_negative(call, arg, v.wide(), true)
 }
 
 /// Role `nonneg`: a size or length that is not a count of elements (`MPI_ERR_ARG`).
 #[inline]
 pub fn nonneg<T: Count>(call: &str, arg: &str, v: T) -> Result<usize> {
-    let v = v.wide();
+    not_negative(call, arg, v.wide(), false)
+}
+
+#[inline(always)]
+fn not_negative(call: &str, arg: &str, v: i64, count: bool) -> Result<usize> {
     if v < 0 {
-        return Err(negative(call, arg, v, false));
+        return Err(negative(call, arg, v, count));
     }
     Ok(v as usize)
 }
@@ -230,6 +234,13 @@ impl CountOut {
         Ok(())
     }
 
+    /// Writes `v`, at most `INT_MAX` to an `int` (sizes of which the classic binding sees only
+    /// that much).
+    pub fn put_clamped(&self, v: i64) {
+        let v = if matches!(self.p, CountPtr::Int(_)) { v.min(c_int::MAX as i64) } else { v };
+        let _ = self.put(v);
+    }
+
     /// Writes `v`, or `MPI_UNDEFINED` where an `int` cannot hold it (the standard's answer of
     /// the size queries).
     pub fn put_or_undefined(&self, v: i64) {
@@ -252,6 +263,72 @@ fn does_not_fit(call: &str, arg: &str, v: i64) -> MpiError {
 pub unsafe fn count_out<T: Count>(call: &'static str, arg: &'static str, p: *mut T) -> Result<CountOut> {
     nonnull_mut(call, arg, p)?;
     Ok(CountOut { p: T::count_ptr(p), call, arg })
+}
+
+/// Role `out_or_null`: a pointer the call writes through unless it is NULL.
+///
+/// # Safety
+/// As [`out`].
+#[inline]
+pub unsafe fn out_or_null<T>(p: *mut T) -> Option<Out<T>> {
+    (!p.is_null()).then_some(Out { p })
+}
+
+/// Role `out_or_null` on a count whose type differs between the forms of a call.
+///
+/// # Safety
+/// As [`out`].
+#[inline]
+pub unsafe fn count_out_or_null<T: Count>(call: &'static str, arg: &'static str, p: *mut T) -> Option<CountOut> {
+    (!p.is_null()).then(|| CountOut { p: T::count_ptr(p), call, arg })
+}
+
+/// Role `status`: where a call reports a status, or `MPI_STATUS_IGNORE` (NULL).
+#[derive(Clone, Copy)]
+pub struct StatusOut {
+    p: *mut MPI_Status,
+}
+
+impl StatusOut {
+    /// # Safety
+    /// `p`, when non-null, must be valid for writes of one status for the whole call.
+    #[inline]
+    pub unsafe fn new(p: *mut MPI_Status) -> StatusOut {
+        StatusOut { p }
+    }
+
+    /// Writes `s` (its `MPI_ERROR` field only in `with_error`, as the multiple-completion calls
+    /// do), unless the status is ignored.
+    #[inline]
+    pub fn put(self, s: &Status, with_error: bool) {
+        // SAFETY: null or valid for one status (`new`'s contract).
+        unsafe { put_status(self.p, s, with_error) }
+    }
+}
+
+/// Role `statuses(len=N)`: an array of `N` statuses, or `MPI_STATUSES_IGNORE` (NULL).
+pub struct Statuses {
+    p: *mut MPI_Status,
+    len: usize,
+}
+
+impl Statuses {
+    /// # Safety
+    /// `p`, when non-null, must be valid for writes of `len` statuses for the whole call.
+    #[inline]
+    pub unsafe fn new(p: *mut MPI_Status, len: usize) -> Statuses {
+        Statuses { p, len }
+    }
+
+    /// Status `i` (below the length), with its `MPI_ERROR` field.
+    #[inline]
+    pub fn put(&self, i: usize, s: &Status) {
+        assert!(i < self.len, "status {i} of an array of {}", self.len);
+        if !self.p.is_null() {
+            // SAFETY: `i` is within the `len` statuses `new`'s contract promises.
+            unsafe { put_status(self.p.add(i), s, true) }
+        }
+    }
 }
 
 /// Role `string_out(max=N)`: a `char` buffer of `max` bytes the call writes a string into.
@@ -347,6 +424,21 @@ pub unsafe fn counts<'a, T: Count + 'a>(call: &str, arg: &str, p: *const T, n: u
     // SAFETY: forwarded contract.
     let s: &'a [T] = unsafe { array(call, arg, p, n) }?;
     Ok(T::wide_slice(s))
+}
+
+/// Role `array_out(len=N)`: `n` values at `p` that the call reads and writes (no pointer is
+/// needed when `n` is 0).
+///
+/// # Safety
+/// `p`, when non-null, must point to `n` values, readable and writable for `'a`.
+#[inline]
+pub unsafe fn array_out<'a, T>(call: &str, arg: &str, p: *mut T, n: usize) -> Result<&'a mut [T]> {
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    nonnull_mut(call, arg, p)?;
+    // SAFETY: non-null, and `n` values per the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
 }
 
 /// Role `buf(count=N,datatype=D)`: a NULL buffer is `MPI_BOTTOM`, valid only for a datatype
@@ -456,7 +548,23 @@ impl Dt {
     pub fn arc(&self) -> Arc<Layout> {
         match &self.owner {
             Some(a) => a.clone(),
-            None => predefined(self.handle).expect("a predefined handle").clone(),
+            None => self.static_arc().clone(),
+        }
+    }
+
+    /// Like [`arc`](Self::arc), handing over the reference a user-defined type holds.
+    #[inline]
+    pub fn into_arc(self) -> Arc<Layout> {
+        match self.owner {
+            Some(a) => a,
+            None => self.static_arc().clone(),
+        }
+    }
+
+    fn static_arc(&self) -> &'static Arc<Layout> {
+        match predefined(self.handle) {
+            Some(a) => a,
+            None => null_layout(),
         }
     }
 }
@@ -486,6 +594,23 @@ pub fn datatype_committed(call: &str, arg: &str, h: usize) -> Result<Dt> {
         Some(l) => Ok(Dt::predefined(h, l)),
         None => user_datatype(call, arg, h, true),
     }
+}
+
+/// Role `datatype_or_null(count=N,peer=R)`: as `datatype_committed`, and also
+/// `MPI_DATATYPE_NULL` for a message that moves nothing (count 0, peer `MPI_PROC_NULL`), which
+/// applications pass when a neighbour is missing.
+#[inline]
+pub fn datatype_or_null(call: &str, arg: &str, h: usize, count: usize, peer: c_int) -> Result<Dt> {
+    if h == c::MPI_DATATYPE_NULL && count == 0 && peer == c::MPI_PROC_NULL {
+        return Ok(Dt::predefined(h, null_layout()));
+    }
+    datatype_committed(call, arg, h)
+}
+
+/// The layout `MPI_DATATYPE_NULL` stands for where it is allowed: no data.
+fn null_layout() -> &'static Arc<Layout> {
+    static NULL: std::sync::OnceLock<Arc<Layout>> = std::sync::OnceLock::new();
+    NULL.get_or_init(|| Arc::new(Layout::basic("MPI_DATATYPE_NULL", 0)))
 }
 
 /// The user-defined datatypes' path of [`datatype`] and [`datatype_committed`], kept out of
