@@ -100,7 +100,7 @@ impl Family {
         self.flags.iter().any(|f| f == flag)
     }
     fn role(&self, param: &str) -> Option<&Role> {
-        self.roles.iter().find(|(p, _)| p == param).map(|(_, r)| r)
+        self.roles.iter().find(|(p, r)| p == param && !BUNDLES.iter().any(|b| b.0 == r.kind)).map(|(_, r)| r)
     }
 }
 
@@ -134,7 +134,28 @@ const ROLES: &[(&str, bool, &[&str])] = &[
     ("rank_or_null", false, &["in"]),
     ("rank_or_any", false, &["in"]),
     ("root", false, &["in"]),
+    ("data", false, &["buf", "count", "datatype"]),
+    ("message", false, &["buf", "count", "datatype", "peer", "tag"]),
 ];
+
+/// Bundles: a role whose entry names no parameter but a value made of several (each checked
+/// by its own role) that the implementation takes in the place of the first of them. The
+/// role, the Rust type, and the options naming the parts in the order its `new` takes them.
+const BUNDLES: &[(&str, &str, &[&str])] = &[
+    ("data", "crate::validate::Data", &["buf", "count", "datatype"]),
+    ("message", "crate::validate::Message", &["buf", "count", "datatype", "peer", "tag"]),
+];
+
+/// The bundle entries of `fam`: (name, type, the parameters it is made of).
+fn bundles(fam: &Family) -> Vec<(&str, &'static str, Vec<&str>)> {
+    let mut out = Vec::new();
+    for (name, r) in &fam.roles {
+        if let Some((_, ty, parts)) = BUNDLES.iter().find(|b| b.0 == r.kind) {
+            out.push((name.as_str(), *ty, parts.iter().map(|k| r.opt(k).unwrap()).collect()));
+        }
+    }
+    out
+}
 
 fn parse_role(cell: &str) -> Result<(String, Role), String> {
     let (param, role) = cell.split_once(':').ok_or_else(|| format!("{cell:?}: want param:role"))?;
@@ -401,11 +422,22 @@ fn emit(
             writeln!(out, "{line}").unwrap();
         }
     }
+    let bundles = bundles(fam);
+    for (name, ty, parts) in &bundles {
+        writeln!(out, "let {name} = {ty}::new({});", parts.join(", ")).unwrap();
+    }
     let mut args = vec!["CX".to_string()];
     if fam.has("lib") {
         args.push("l".into());
     }
     for p in params {
+        if let Some((name, _, parts)) = bundles.iter().find(|b| b.2.contains(&p.name.as_str())) {
+            // The bundle goes where its first part would.
+            if params.iter().find(|q| parts.contains(&q.name.as_str())).is_some_and(|q| q.name == p.name) {
+                args.push(name.to_string());
+            }
+            continue;
+        }
         let optional = p.types.iter().any(Option::is_none);
         args.push(match (optional, p.types[member].is_some()) {
             (false, _) => p.name.clone(),
@@ -426,8 +458,16 @@ pub fn generate(fns: &[Function], table: &[Family]) -> Result<(String, BTreeSet<
     let mut names = BTreeSet::new();
     for fam in table {
         let (ms, params) = members(fam, fns)?;
-        if let Some((p, _)) = fam.roles.iter().find(|(p, _)| !params.iter().any(|q| &q.name == p)) {
+        let bundle_parts: Vec<&str> = bundles(fam).into_iter().flat_map(|b| b.2).collect();
+        let is_param = |p: &str| params.iter().any(|q| q.name == p);
+        if let Some((p, _)) = fam.roles.iter().find(|(p, r)| !is_param(p) && !BUNDLES.iter().any(|b| b.0 == r.kind)) {
             return Err(format!("{}: no parameter {p}", fam.name));
+        }
+        if let Some(p) = bundle_parts
+            .iter()
+            .find(|p| !is_param(p) || params.iter().any(|q| q.name == **p && q.types.iter().any(Option::is_none)))
+        {
+            return Err(format!("{}: a bundle's part {p} is not a parameter of every member", fam.name));
         }
         for (i, (f, large)) in ms.iter().enumerate() {
             if !names.insert(f.name.clone()) {
@@ -493,6 +533,32 @@ mod tests {
         let (code, _) = generate(&fns(), &t).unwrap();
         let express = code.find("crate::datatype::pack_size_express(CX, incount, datatype, comm, size)").unwrap();
         assert!(express < code.find("guard").unwrap());
+    }
+
+    #[test]
+    fn bundles_take_the_place_of_their_first_part_and_checks_follow_their_dependencies() {
+        let fns = parse_functions(
+            "int\tMPI_Send\tconst void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm\n",
+        );
+        let row = "MPI_Send\tp2p::send::<0>\tlib,express\tbuf:buf(count=count,datatype=datatype) count:count \
+                   datatype:datatype_or_null(count=count,peer=dest) dest:rank_or_null(in=comm) tag:tag comm:comm \
+                   msg:message(buf=buf,count=count,datatype=datatype,peer=dest,tag=tag)\n";
+        let (code, _) = generate(&fns, &parse_table(row).unwrap()).unwrap();
+        assert!(code.contains("crate::p2p::send_express::<0>(CX, buf, count, datatype, dest, tag, comm)"));
+        let at = |s: &str| code.find(s).unwrap_or_else(|| panic!("{s} not in {code}"));
+        assert!(at("let dest = ") < at("let datatype = ") && at("let datatype = ") < at("validate::buf("));
+        assert!(code.contains("let msg = crate::validate::Message::new(buf, count, datatype, dest, tag);"));
+        assert!(code.contains("crate::p2p::send::<0>(CX, l, msg, comm)"));
+    }
+
+    #[test]
+    fn completion_calls_report_on_the_communicator_the_implementation_finds() {
+        let fns = parse_functions("int\tMPI_Wait\tMPI_Request *request, MPI_Status *status\n");
+        let t = parse_table("MPI_Wait\trequest::wait\tlib,completion\trequest:out status:status\n").unwrap();
+        let (code, _) = generate(&fns, &t).unwrap();
+        assert!(code.contains("crate::errors::guard_at(|comm_out|"));
+        assert!(code.contains("crate::validate::StatusOut::new(status)"));
+        assert!(code.contains("crate::request::wait(CX, l, request, status, comm_out)"));
     }
 
     #[test]

@@ -15,7 +15,7 @@
 use crate::errors::guard;
 use crate::request::handle_of;
 use crate::state::{CommObj, CommRef, Lib, PersistentEntry};
-use crate::validate::{self, Call, Count, CountOut, Dt, Out, StatusOut};
+use crate::validate::{self, Call, Count, CountOut, Data, Message, Out, StatusOut};
 use baton_abi::consts as c;
 use baton_core::datatype::{predefined, predefined_contig_size, Layout};
 pub use baton_core::device::check_status;
@@ -40,9 +40,10 @@ pub const fn mode(m: u8) -> SendMode {
     }
 }
 
-/// The application buffer of `count` elements of `dt` at `buf` (checked by the `buf` role), or
-/// an error naming `call` when their size overflows.
-pub fn user_buffer(call: &str, buf: *const c_void, count: usize, dt: Dt) -> Result<Buffer> {
+/// The application buffer `d` describes (checked by its roles), or an error naming `call` when
+/// its size overflows.
+pub fn user_buffer(call: &str, d: Data) -> Result<Buffer> {
+    let Data { buf, count, datatype: dt } = d;
     if count.checked_mul(dt.size).is_none_or(|n| n > isize::MAX as usize) {
         return Err(MpiError::count_overflow(call, "count", count, validate::type_name(&dt)));
     }
@@ -54,9 +55,10 @@ pub fn user_buffer(call: &str, buf: *const c_void, count: usize, dt: Dt) -> Resu
     Ok(Buffer { span, base_off: -lo, layout: dt.into_arc(), count })
 }
 
-/// Where a message goes or comes from: rank `peer` (checked by its role) of `comm`, `tag`.
-fn envelope(comm: &CommObj, peer: c_int, tag: c_int) -> Envelope<'_> {
-    Envelope { comm: &comm.core, peer, tag, handle: comm.handle.load(Ordering::Relaxed) }
+/// Message `m` on `comm`: its buffer and where it goes or comes from.
+fn parts<'a>(cx: Call, m: Message, comm: &'a CommObj) -> Result<(Envelope<'a>, Buffer)> {
+    let to = Envelope { comm: &comm.core, peer: m.peer, tag: m.tag, handle: comm.handle.load(Ordering::Relaxed) };
+    Ok((to, user_buffer(cx.name, m.data)?))
 }
 
 /// The layout of a datatype usable for communication, for the collectives' hand-written entry
@@ -258,18 +260,9 @@ pub(crate) fn send_express<const M: u8>(
     express.then_some(c::MPI_SUCCESS)
 }
 
-pub(crate) fn send<const M: u8>(
-    cx: Call,
-    l: &Lib,
-    buf: *const c_void,
-    count: usize,
-    datatype: Dt,
-    dest: c_int,
-    tag: c_int,
-    comm: CommRef,
-) -> Result<()> {
-    let data = user_buffer(cx.name, buf, count, datatype)?;
-    l.mpi.send(cx.name, envelope(&comm, dest, tag), &data, mode(M))
+pub(crate) fn send<const M: u8>(cx: Call, l: &Lib, m: Message, comm: CommRef) -> Result<()> {
+    let (to, data) = parts(cx, m, &comm)?;
+    l.mpi.send(cx.name, to, &data, mode(M))
 }
 
 /// `MPI_Isend` and `MPI_Irsend` of an eager message that leaves at once: its request is
@@ -296,20 +289,9 @@ pub(crate) fn isend_express<const M: u8>(
     Some(c::MPI_SUCCESS)
 }
 
-pub(crate) fn isend<const M: u8>(
-    cx: Call,
-    l: &Lib,
-    buf: *const c_void,
-    count: usize,
-    datatype: Dt,
-    dest: c_int,
-    tag: c_int,
-    comm: CommRef,
-    request: Out<usize>,
-) -> Result<()> {
-    let data = user_buffer(cx.name, buf, count, datatype)?;
-    let id = l.mpi.start_send(cx.name, envelope(&comm, dest, tag), &data, mode(M))?;
-    request.put(handle_of(id));
+pub(crate) fn isend<const M: u8>(cx: Call, l: &Lib, m: Message, comm: CommRef, request: Out<usize>) -> Result<()> {
+    let (to, data) = parts(cx, m, &comm)?;
+    request.put(handle_of(l.mpi.start_send(cx.name, to, &data, mode(M))?));
     Ok(())
 }
 
@@ -337,19 +319,9 @@ pub(crate) fn recv_express(
     Some(if s.error == 0 { c::MPI_SUCCESS } else { guard(comm, || check_status(cx.name, &s)) })
 }
 
-pub(crate) fn recv(
-    cx: Call,
-    l: &Lib,
-    buf: *mut c_void,
-    count: usize,
-    datatype: Dt,
-    source: c_int,
-    tag: c_int,
-    comm: CommRef,
-    status: StatusOut,
-) -> Result<()> {
-    let into = user_buffer(cx.name, buf, count, datatype)?;
-    received(cx, &l.mpi.recv(envelope(&comm, source, tag), &into), status)
+pub(crate) fn recv(cx: Call, l: &Lib, m: Message, comm: CommRef, status: StatusOut) -> Result<()> {
+    let (from, into) = parts(cx, m, &comm)?;
+    received(cx, &l.mpi.recv(from, &into), status)
 }
 
 /// `MPI_Irecv` into a contiguous buffer, posted before any check.
@@ -373,54 +345,26 @@ pub(crate) fn irecv_express(
     Some(c::MPI_SUCCESS)
 }
 
-pub(crate) fn irecv(
-    cx: Call,
-    l: &Lib,
-    buf: *mut c_void,
-    count: usize,
-    datatype: Dt,
-    source: c_int,
-    tag: c_int,
-    comm: CommRef,
-    request: Out<usize>,
-) -> Result<()> {
-    let into = user_buffer(cx.name, buf, count, datatype)?;
-    request.put(handle_of(l.mpi.start_recv(envelope(&comm, source, tag), &into)));
+pub(crate) fn irecv(cx: Call, l: &Lib, m: Message, comm: CommRef, request: Out<usize>) -> Result<()> {
+    let (from, into) = parts(cx, m, &comm)?;
+    request.put(handle_of(l.mpi.start_recv(from, &into)));
     Ok(())
 }
 
 /// `MPI_Send_init` and its modes: the arguments are checked now, as the standard allows, so
 /// that `MPI_Start` cannot fail on them later.
-pub(crate) fn send_init<const M: u8>(
-    cx: Call,
-    l: &Lib,
-    buf: *const c_void,
-    count: usize,
-    datatype: Dt,
-    dest: c_int,
-    tag: c_int,
-    comm: CommRef,
-    request: Out<usize>,
-) -> Result<()> {
-    let data = user_buffer(cx.name, buf, count, datatype)?;
+pub(crate) fn send_init<const M: u8>(cx: Call, l: &Lib, m: Message, comm: CommRef, request: Out<usize>) -> Result<()> {
+    let (dest, tag) = (m.peer, m.tag);
+    let data = user_buffer(cx.name, m.data)?;
     let op = Persistent::Send { comm: comm.core.clone(), data, dest, tag, mode: mode(M) };
     persistent(l, op, &comm, request)
 }
 
 /// `MPI_Recv_init`, checked now as [`send_init`] is.
-pub(crate) fn recv_init(
-    cx: Call,
-    l: &Lib,
-    buf: *mut c_void,
-    count: usize,
-    datatype: Dt,
-    source: c_int,
-    tag: c_int,
-    comm: CommRef,
-    request: Out<usize>,
-) -> Result<()> {
-    let buf = user_buffer(cx.name, buf, count, datatype)?;
-    persistent(l, Persistent::Recv { comm: comm.core.clone(), buf, src: source, tag }, &comm, request)
+pub(crate) fn recv_init(cx: Call, l: &Lib, m: Message, comm: CommRef, request: Out<usize>) -> Result<()> {
+    let (src, tag) = (m.peer, m.tag);
+    let buf = user_buffer(cx.name, m.data)?;
+    persistent(l, Persistent::Recv { comm: comm.core.clone(), buf, src, tag }, &comm, request)
 }
 
 /// Registers persistent request `op` on `comm` (inactive) and writes its handle.
@@ -439,40 +383,29 @@ fn received(cx: Call, s: &Status, status: StatusOut) -> Result<()> {
 pub(crate) fn sendrecv(
     cx: Call,
     l: &Lib,
-    sendbuf: *const c_void,
-    sendcount: usize,
-    sendtype: Dt,
-    dest: c_int,
-    sendtag: c_int,
-    recvbuf: *mut c_void,
-    recvcount: usize,
-    recvtype: Dt,
-    source: c_int,
-    recvtag: c_int,
+    send: Message,
+    recv: Message,
     comm: CommRef,
     status: StatusOut,
 ) -> Result<()> {
-    let into = user_buffer(cx.name, recvbuf, recvcount, recvtype)?;
-    let data = user_buffer(cx.name, sendbuf, sendcount, sendtype)?;
-    let (to, from) = (envelope(&comm, dest, sendtag), envelope(&comm, source, recvtag));
+    let (from, into) = parts(cx, recv, &comm)?;
+    let (to, data) = parts(cx, send, &comm)?;
     received(cx, &l.mpi.sendrecv(to, &data, from, &into), status)
 }
 
+/// The message goes to `m.peer` with `m.tag` and is replaced by one from `source` with
+/// `recvtag`.
 pub(crate) fn sendrecv_replace(
     cx: Call,
     l: &Lib,
-    buf: *mut c_void,
-    count: usize,
-    datatype: Dt,
-    dest: c_int,
-    sendtag: c_int,
+    m: Message,
     source: c_int,
     recvtag: c_int,
     comm: CommRef,
     status: StatusOut,
 ) -> Result<()> {
-    let b = user_buffer(cx.name, buf, count, datatype)?;
-    let (to, from) = (envelope(&comm, dest, sendtag), envelope(&comm, source, recvtag));
+    let (to, b) = parts(cx, m, &comm)?;
+    let from = Envelope { peer: source, tag: recvtag, ..to };
     received(cx, &l.mpi.sendrecv_replace(to, from, &b), status)
 }
 
@@ -558,30 +491,14 @@ fn take_matched(cx: Call, l: &Lib, message: &Out<usize>) -> Result<Matched> {
     Ok(m)
 }
 
-pub(crate) fn mrecv(
-    cx: Call,
-    l: &Lib,
-    buf: *mut c_void,
-    count: usize,
-    datatype: Dt,
-    message: Out<usize>,
-    status: StatusOut,
-) -> Result<()> {
-    let into = user_buffer(cx.name, buf, count, datatype)?;
+pub(crate) fn mrecv(cx: Call, l: &Lib, d: Data, message: Out<usize>, status: StatusOut) -> Result<()> {
+    let into = user_buffer(cx.name, d)?;
     let m = take_matched(cx, l, &message)?;
     received(cx, &l.mpi.mrecv(m, &into), status)
 }
 
-pub(crate) fn imrecv(
-    cx: Call,
-    l: &Lib,
-    buf: *mut c_void,
-    count: usize,
-    datatype: Dt,
-    message: Out<usize>,
-    request: Out<usize>,
-) -> Result<()> {
-    let into = user_buffer(cx.name, buf, count, datatype)?;
+pub(crate) fn imrecv(cx: Call, l: &Lib, d: Data, message: Out<usize>, request: Out<usize>) -> Result<()> {
+    let into = user_buffer(cx.name, d)?;
     let m = take_matched(cx, l, &message)?;
     request.put(handle_of(l.mpi.imrecv(m, &into)));
     Ok(())

@@ -12,6 +12,7 @@
 //!   one form and an `MPI_Count *` in the other, and says when a value does not fit;
 //! - [`StatusOut`], [`Statuses`]: where a call reports one status or an array of them, either
 //!   of which the application may ignore;
+//! - [`Data`], [`Message`]: the checked arguments that describe a message, bundled;
 //! - [`Dt`]: a datatype argument (handle, layout, committed), predefined layouts borrowed.
 //!
 //! Everything here is `#[inline]` or off the success path, so a generated wrapper costs what
@@ -458,6 +459,36 @@ pub fn type_name(lay: &Layout) -> &'static str {
         "a derived datatype"
     } else {
         lay.name
+    }
+}
+
+/// Bundle `data(buf=B,count=N,datatype=D)`: the data of a message, each part checked by its
+/// own role (the buffer against the count and datatype).
+pub struct Data {
+    pub buf: *const c_void,
+    pub count: usize,
+    pub datatype: Dt,
+}
+
+impl Data {
+    #[inline]
+    pub fn new(buf: *const c_void, count: usize, datatype: Dt) -> Data {
+        Data { buf, count, datatype }
+    }
+}
+
+/// Bundle `message(buf=B,count=N,datatype=D,peer=R,tag=T)`: a message's data, the rank it
+/// goes to or comes from and its tag, each checked by its own role.
+pub struct Message {
+    pub data: Data,
+    pub peer: c_int,
+    pub tag: c_int,
+}
+
+impl Message {
+    #[inline]
+    pub fn new(buf: *const c_void, count: usize, datatype: Dt, peer: c_int, tag: c_int) -> Message {
+        Message { data: Data::new(buf, count, datatype), peer, tag }
     }
 }
 
