@@ -104,39 +104,48 @@ impl Family {
     }
 }
 
-/// Roles and what they need: (name, needs the library, options it requires).
-const ROLES: &[(&str, bool, &[&str])] = &[
-    ("count", false, &[]),
-    ("nonneg", false, &[]),
-    ("bool", false, &[]),
-    ("tag", false, &[]),
-    ("tag_or_any", false, &[]),
-    ("comm", true, &[]),
-    ("intracomm", true, &[]),
-    ("group", true, &[]),
-    ("errhandler", true, &[]),
-    ("op", true, &[]),
-    ("info", false, &[]),
-    ("datatype", false, &[]),
-    ("datatype_committed", false, &[]),
-    ("datatype_or_null", false, &["count", "peer"]),
-    ("out", false, &[]),
-    ("out_or_null", false, &[]),
-    ("status", false, &[]),
-    ("statuses", false, &["len"]),
-    ("nonnull", false, &[]),
-    ("string", false, &[]),
-    ("string_out", false, &["max"]),
-    ("array", false, &["len"]),
-    ("array_out", false, &["len"]),
-    ("buf", false, &["count", "datatype"]),
-    ("rank", false, &["in"]),
-    ("rank_or_null", false, &["in"]),
-    ("rank_or_any", false, &["in"]),
-    ("root", false, &["in"]),
-    ("data", false, &["buf", "count", "datatype"]),
-    ("message", false, &["buf", "count", "datatype", "peer", "tag"]),
+/// The roles that take no option.
+const PLAIN_ROLES: &[&str] = &[
+    "count",
+    "nonneg",
+    "bool",
+    "tag",
+    "tag_or_any",
+    "info",
+    "datatype",
+    "datatype_committed",
+    "out",
+    "out_or_null",
+    "status",
+    "nonnull",
+    "string",
 ];
+
+/// The roles that look a handle up in the library (the family needs flag `lib`).
+const LOOKUP_ROLES: &[&str] = &["comm", "intracomm", "group", "errhandler", "op"];
+
+/// The roles that take options, and the options each requires (bundles are in [`BUNDLES`]).
+const OPTION_ROLES: &[(&str, &[&str])] = &[
+    ("datatype_or_null", &["count", "peer"]),
+    ("statuses", &["len"]),
+    ("string_out", &["max"]),
+    ("array", &["len"]),
+    ("array_out", &["len"]),
+    ("buf", &["count", "datatype"]),
+    ("rank", &["in"]),
+    ("rank_or_null", &["in"]),
+    ("rank_or_any", &["in"]),
+    ("root", &["in"]),
+];
+
+/// The options role `kind` requires, or None when there is no such role.
+fn required_options(kind: &str) -> Option<&'static [&'static str]> {
+    if PLAIN_ROLES.contains(&kind) || LOOKUP_ROLES.contains(&kind) {
+        return Some(&[]);
+    }
+    let options = OPTION_ROLES.iter().map(|&(k, opts)| (k, opts));
+    options.chain(BUNDLES.iter().map(|&(k, _, parts)| (k, parts))).find(|r| r.0 == kind).map(|r| r.1)
+}
 
 /// Bundles: a role whose entry names no parameter but a value made of several (each checked
 /// by its own role) that the implementation takes in the place of the first of them. The
@@ -144,6 +153,8 @@ const ROLES: &[(&str, bool, &[&str])] = &[
 const BUNDLES: &[(&str, &str, &[&str])] = &[
     ("data", "crate::validate::Data", &["buf", "count", "datatype"]),
     ("message", "crate::validate::Message", &["buf", "count", "datatype", "peer", "tag"]),
+    ("requests", "crate::validate::Requests", &["count", "handles"]),
+    ("matching", "crate::validate::Matching", &["source", "tag"]),
 ];
 
 /// The bundle entries of `fam`: (name, type, the parameters it is made of).
@@ -171,8 +182,8 @@ fn parse_role(cell: &str) -> Result<(String, Role), String> {
         }
         None => (role, Vec::new()),
     };
-    let (_, _, need) = ROLES.iter().find(|r| r.0 == kind).ok_or_else(|| format!("{cell:?}: unknown role {kind:?}"))?;
-    for k in *need {
+    let need = required_options(kind).ok_or_else(|| format!("{cell:?}: unknown role {kind:?}"))?;
+    for k in need {
         if !opts.iter().any(|(o, _)| o == k) {
             return Err(format!("{cell:?}: role {kind} needs option {k}="));
         }
@@ -347,7 +358,7 @@ fn convert(fam: &Family, p: &Param, params: &[Param]) -> Result<Option<String>, 
             format!("let {n} = {v}::rank(CX.name, \"{n}\", {n}, &{set}, {null_ok}, {any_ok})?;")
         }
         "root" => format!("let {n} = {v}::root(CX.name, {n}, &{})?;", of("in", &["comm", "intracomm"])?),
-        other => unreachable!("role {other} is listed in ROLES"),
+        other => unreachable!("role {other} is known to parse_role"),
     };
     Ok(Some(line))
 }
@@ -385,7 +396,7 @@ fn emit(
 ) -> Result<(), String> {
     let short = f.name.trim_start_matches("MPI_");
     let decl = f.params.iter().map(|p| format!("{}: {}", p.name, rust_type(&p.ctype))).collect::<Vec<_>>().join(", ");
-    let needs_lib = fam.roles.iter().any(|(_, r)| ROLES.iter().any(|x| x.0 == r.kind && x.1));
+    let needs_lib = fam.roles.iter().any(|(_, r)| LOOKUP_ROLES.contains(&r.kind.as_str()));
     if needs_lib && !fam.has("lib") {
         return Err(format!("{}: a role looks up handles in the library; add flag lib", fam.name));
     }

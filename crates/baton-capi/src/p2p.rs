@@ -15,7 +15,7 @@
 use crate::errors::guard;
 use crate::request::handle_of;
 use crate::state::{CommObj, CommRef, Lib, PersistentEntry};
-use crate::validate::{self, Call, Count, CountOut, Data, Message, Out, StatusOut};
+use crate::validate::{self, Call, Count, CountOut, Data, Matching, Message, Out, StatusOut};
 use baton_abi::consts as c;
 use baton_core::datatype::{predefined, predefined_contig_size, Layout};
 pub use baton_core::device::check_status;
@@ -411,53 +411,37 @@ pub(crate) fn sendrecv_replace(
 
 // ----- probes and matched receives -----
 
-pub(crate) fn probe(_cx: Call, l: &Lib, source: c_int, tag: c_int, comm: CommRef, status: StatusOut) -> Result<()> {
-    status.put(&l.mpi.probe(&comm.core, source, tag), false);
+pub(crate) fn probe(_cx: Call, l: &Lib, on: Matching, comm: CommRef, status: StatusOut) -> Result<()> {
+    status.put(&l.mpi.probe(&comm.core, on.source, on.tag), false);
     Ok(())
 }
 
-pub(crate) fn iprobe(
-    _cx: Call,
-    l: &Lib,
-    source: c_int,
-    tag: c_int,
-    comm: CommRef,
-    flag: Out<c_int>,
-    status: StatusOut,
-) -> Result<()> {
-    let found = l.mpi.iprobe(&comm.core, source, tag);
+pub(crate) fn iprobe(_cx: Call, l: &Lib, on: Matching, comm: CommRef, flag: Out<c_int>, st: StatusOut) -> Result<()> {
+    let found = l.mpi.iprobe(&comm.core, on.source, on.tag);
     flag.put(found.is_some() as c_int);
     if let Some(s) = found {
-        status.put(&s, false);
+        st.put(&s, false);
     }
     Ok(())
 }
 
-pub(crate) fn mprobe(
-    _cx: Call,
-    l: &Lib,
-    source: c_int,
-    tag: c_int,
-    comm: CommRef,
-    message: Out<usize>,
-    status: StatusOut,
-) -> Result<()> {
-    let m = l.mpi.mprobe(&comm.core, source, tag);
-    keep_matched(l, m, &comm, message, status);
+pub(crate) fn mprobe(_cx: Call, l: &Lib, on: Matching, comm: CommRef, msg: Out<usize>, st: StatusOut) -> Result<()> {
+    let m = l.mpi.mprobe(&comm.core, on.source, on.tag);
+    keep_matched(l, m, &comm, msg, st);
     Ok(())
 }
 
+/// `MPI_Improbe`: `flag` says whether a message was matched (and `message` written).
 pub(crate) fn improbe(
     _cx: Call,
     l: &Lib,
-    source: c_int,
-    tag: c_int,
+    on: Matching,
     comm: CommRef,
     flag: Out<c_int>,
     message: Out<usize>,
     status: StatusOut,
 ) -> Result<()> {
-    let found = l.mpi.improbe(&comm.core, source, tag);
+    let found = l.mpi.improbe(&comm.core, on.source, on.tag);
     flag.put(found.is_some() as c_int);
     if let Some(m) = found {
         keep_matched(l, m, &comm, message, status);

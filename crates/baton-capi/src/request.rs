@@ -8,7 +8,7 @@
 
 use crate::handles::{self, Kind};
 use crate::state::{Lib, PersistentEntry};
-use crate::validate::{Call, CountOut, Dt, Out, StatusOut, Statuses};
+use crate::validate::{Call, CountOut, Dt, Out, Requests, StatusOut, Statuses};
 use crate::MPI_Status;
 use baton_abi::consts as c;
 use baton_core::datatype::Layout;
@@ -206,27 +206,12 @@ fn wait_all(
     in_status(cx, results.iter().zip(comms), comm_out)
 }
 
-pub(crate) fn waitall(
-    cx: Call,
-    l: &Lib,
-    _count: usize,
-    array_of_requests: &mut [usize],
-    array_of_statuses: Statuses,
-    comm_out: &mut usize,
-) -> Result<()> {
-    wait_all(cx, l, array_of_requests, None, array_of_statuses, comm_out)
+pub(crate) fn waitall(cx: Call, l: &Lib, reqs: Requests, statuses: Statuses, at: &mut usize) -> Result<()> {
+    wait_all(cx, l, reqs.handles, None, statuses, at)
 }
 
-pub(crate) fn testall(
-    cx: Call,
-    l: &Lib,
-    _count: usize,
-    array_of_requests: &mut [usize],
-    flag: Out<c_int>,
-    array_of_statuses: Statuses,
-    comm_out: &mut usize,
-) -> Result<()> {
-    wait_all(cx, l, array_of_requests, Some(flag), array_of_statuses, comm_out)
+pub(crate) fn testall(cx: Call, l: &Lib, reqs: Requests, flag: Out<c_int>, st: Statuses, at: &mut usize) -> Result<()> {
+    wait_all(cx, l, reqs.handles, Some(flag), st, at)
 }
 
 /// `MPI_Waitany` (`flag` None) and `MPI_Testany`.
@@ -271,40 +256,38 @@ fn wait_any(
 pub(crate) fn waitany(
     cx: Call,
     l: &Lib,
-    _count: usize,
-    array_of_requests: &mut [usize],
+    reqs: Requests,
     indx: Out<c_int>,
-    status: StatusOut,
-    comm_out: &mut usize,
+    st: StatusOut,
+    at: &mut usize,
 ) -> Result<()> {
-    wait_any(cx, l, array_of_requests, indx, None, status, comm_out)
+    wait_any(cx, l, reqs.handles, indx, None, st, at)
 }
 
+/// `MPI_Testany`: `flag` set when a request completed or none is active.
 pub(crate) fn testany(
     cx: Call,
     l: &Lib,
-    _count: usize,
-    array_of_requests: &mut [usize],
+    reqs: Requests,
     indx: Out<c_int>,
     flag: Out<c_int>,
     status: StatusOut,
     comm_out: &mut usize,
 ) -> Result<()> {
-    wait_any(cx, l, array_of_requests, indx, Some(flag), status, comm_out)
+    wait_any(cx, l, reqs.handles, indx, Some(flag), status, comm_out)
 }
 
 /// `MPI_Waitsome` (`blocking`) and `MPI_Testsome`.
 pub(crate) fn wait_some<const BLOCKING: bool>(
     cx: Call,
     l: &Lib,
-    _incount: usize,
-    array_of_requests: &mut [usize],
+    reqs: Requests,
     outcount: Out<c_int>,
     array_of_indices: &mut [c_int],
     array_of_statuses: Statuses,
     comm_out: &mut usize,
 ) -> Result<()> {
-    let hs = array_of_requests;
+    let hs = reqs.handles;
     let rs = resolve_all(l, cx.name, hs)?;
     if !rs.awaited.iter().any(|a| a.active()) {
         outcount.put(c::MPI_UNDEFINED);

@@ -12,7 +12,9 @@
 //!   one form and an `MPI_Count *` in the other, and says when a value does not fit;
 //! - [`StatusOut`], [`Statuses`]: where a call reports one status or an array of them, either
 //!   of which the application may ignore;
-//! - [`Data`], [`Message`]: the checked arguments that describe a message, bundled;
+//! - [`Data`], [`Message`], [`Matching`], [`Requests`]: checked arguments bundled (a message's
+//!   buffer, count, datatype, peer and tag; a probe's source and tag; an array of requests and
+//!   its length);
 //! - [`Dt`]: a datatype argument (handle, layout, committed), predefined layouts borrowed.
 //!
 //! Everything here is `#[inline]` or off the success path, so a generated wrapper costs what
@@ -489,6 +491,35 @@ impl Message {
     #[inline]
     pub fn new(buf: *const c_void, count: usize, datatype: Dt, peer: c_int, tag: c_int) -> Message {
         Message { data: Data::new(buf, count, datatype), peer, tag }
+    }
+}
+
+/// Bundle `matching(source=S,tag=T)`: which messages a probe matches (`MPI_ANY_SOURCE` and
+/// `MPI_ANY_TAG` allowed by their roles).
+#[derive(Clone, Copy)]
+pub struct Matching {
+    pub source: c_int,
+    pub tag: c_int,
+}
+
+impl Matching {
+    #[inline]
+    pub fn new(source: c_int, tag: c_int) -> Matching {
+        Matching { source, tag }
+    }
+}
+
+/// Bundle `requests(count=N,handles=A)`: an array of `N` request handles (role `array_out`)
+/// that a completion call reads and updates.
+pub struct Requests<'a> {
+    pub handles: &'a mut [usize],
+}
+
+impl<'a> Requests<'a> {
+    #[inline]
+    pub fn new(count: usize, handles: &'a mut [usize]) -> Requests<'a> {
+        debug_assert_eq!(count, handles.len());
+        Requests { handles }
     }
 }
 
