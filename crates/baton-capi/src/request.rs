@@ -1,5 +1,7 @@
 //! Completion: `Wait`/`Test` and their `all`/`any`/`some` forms, persistent `Start`, `Cancel`,
-//! `Request_free`, and what a status tells (`Get_count`, `Get_elements`, ...).
+//! `Request_free`, and what a status tells (`Get_count`, `Get_elements`, ...): the
+//! implementations behind the entry points `abi/bindings.tsv` generates, which check the
+//! arguments first.
 //!
 //! Here a request handle is resolved ([`Resolved`]: what the device waits for, and the persistent
 //! request it belongs to) with the tables lock, released before the device waits; the waiting
