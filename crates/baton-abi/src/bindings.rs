@@ -7,7 +7,7 @@
 //! checked pointers, looked-up handles: one `crate::validate` call per annotated parameter),
 //! calls the one implementation function of the family, and maps its `Result` to an error code
 //! through `crate::errors::guard`. `abi/README.md` describes the table; [`Family`] and [`Role`]
-//! are its rows and cells; a bundle ([`BUNDLES`]) hands the implementation several checked
+//! are its rows and cells; a bundle (`BUNDLES`) hands the implementation several checked
 //! arguments as one value (a message: buffer, count, datatype, peer, tag).
 
 use crate::data::Function;
