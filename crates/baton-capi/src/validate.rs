@@ -827,4 +827,37 @@ mod tests {
         assert!(buf(CX.name, "buf", std::ptr::null(), 1, dt.layout()).is_err());
         assert!(buf(CX.name, "buf", std::ptr::null(), 0, dt.layout()).is_ok());
     }
+
+    #[test]
+    fn datatype_null_moves_nothing_only_to_or_from_proc_null() {
+        let dt = datatype_or_null(CX.name, "datatype", c::MPI_DATATYPE_NULL, 0, c::MPI_PROC_NULL).unwrap();
+        assert_eq!((dt.size, dt.span(0)), (0, (0, 0)));
+        for (count, peer) in [(1, c::MPI_PROC_NULL), (0, 0)] {
+            let e = datatype_or_null(CX.name, "datatype", c::MPI_DATATYPE_NULL, count, peer).err().unwrap();
+            assert_eq!((e.class, e.msg.as_str()), (c::MPI_ERR_TYPE, "MPI_Test_call: datatype is MPI_DATATYPE_NULL"));
+        }
+        assert_eq!(datatype_or_null(CX.name, "datatype", c::MPI_INT, 0, c::MPI_PROC_NULL).unwrap().size, 4);
+    }
+
+    #[test]
+    fn ignored_statuses_and_optional_outputs_are_not_written() {
+        let s = Status { source: 3, tag: 7, error: 5, bytes: 12, cancelled: false };
+        // SAFETY: null is MPI_STATUS(ES)_IGNORE and never written.
+        unsafe { StatusOut::new(std::ptr::null_mut()) }.put(&s, false);
+        // SAFETY: as above.
+        unsafe { Statuses::new(std::ptr::null_mut(), 2) }.put(1, &s);
+        let mut two = [MPI_Status::default(); 2];
+        // SAFETY: two live statuses.
+        let st = unsafe { Statuses::new(two.as_mut_ptr(), 2) };
+        st.put(1, &s);
+        assert_eq!((two[1].MPI_SOURCE, two[1].MPI_TAG, two[1].MPI_ERROR, two[1].bytes()), (3, 7, 5, 12));
+        assert_eq!(two[0].MPI_SOURCE, 0);
+        // SAFETY: null is never written.
+        assert!(unsafe { out_or_null::<c_int>(std::ptr::null_mut()) }.is_none());
+        let mut n: c_int = 0;
+        // SAFETY: a live local.
+        let o = unsafe { count_out_or_null(CX.name, "size", &mut n as *mut c_int) }.unwrap();
+        o.put_clamped(1 << 40);
+        assert_eq!(n, c_int::MAX);
+    }
 }
