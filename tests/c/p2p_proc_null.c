@@ -6,7 +6,10 @@
    MPICH 4.0.2 deviates: MPI_Irecv(…, MPI_PROC_NULL, …) followed by
    Wait/Test reports MPI_SOURCE = 0 and MPI_TAG = 0 (blocking MPI_Recv is
    correct), and persistent MPI_Recv_init(PROC_NULL) + Start + Wait reports
-   MPI_SOURCE = MPI_ANY_SOURCE, so this test is expected to FAIL under MPICH. */
+   MPI_SOURCE = MPI_ANY_SOURCE, so this test is expected to FAIL under MPICH.
+   A message to or from MPI_PROC_NULL that moves nothing (count 0) may name
+   MPI_DATATYPE_NULL, as codes with a missing neighbour do; with a count, or
+   with a real peer, MPI_DATATYPE_NULL stays an MPI_ERR_TYPE error. */
 #include "check.h"
 
 static void check_empty(const MPI_Status *st, const char *what)
@@ -71,5 +74,43 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Wait(&r, &st));
     check_empty(&st, "Imrecv(NO_PROC)+Wait");
     CHECK(y == 77, "buffer modified by PROC_NULL receives: %d", y);
+
+    /* MPI_DATATYPE_NULL with count 0 and MPI_PROC_NULL, in every form */
+    const MPI_Datatype nt = MPI_DATATYPE_NULL;
+    const MPI_Comm w = MPI_COMM_WORLD;
+    CHECK_MPI(MPI_Recv(NULL, 0, nt, MPI_PROC_NULL, 3, w, &st));
+    check_empty(&st, "Recv(DATATYPE_NULL)");
+    CHECK_MPI(MPI_Recv_c(NULL, 0, nt, MPI_PROC_NULL, 3, w, &st));
+    check_empty(&st, "Recv_c(DATATYPE_NULL)");
+    CHECK_MPI(MPI_Irecv(NULL, 0, nt, MPI_PROC_NULL, 3, w, &r));
+    CHECK_MPI(MPI_Wait(&r, &st));
+    check_empty(&st, "Irecv(DATATYPE_NULL)+Wait");
+    CHECK_MPI(MPI_Send(NULL, 0, nt, MPI_PROC_NULL, 3, w));
+    CHECK_MPI(MPI_Ssend(NULL, 0, nt, MPI_PROC_NULL, 3, w));
+    CHECK_MPI(MPI_Isend(NULL, 0, nt, MPI_PROC_NULL, 3, w, &r));
+    CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    CHECK_MPI(MPI_Sendrecv(NULL, 0, nt, MPI_PROC_NULL, 3, NULL, 0, nt, MPI_PROC_NULL, 3, w, &st));
+    check_empty(&st, "Sendrecv(DATATYPE_NULL)");
+    CHECK_MPI(MPI_Send_init(NULL, 0, nt, MPI_PROC_NULL, 3, w, &r));
+    CHECK_MPI(MPI_Start(&r));
+    CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    CHECK_MPI(MPI_Request_free(&r));
+    CHECK_MPI(MPI_Recv_init(NULL, 0, nt, MPI_PROC_NULL, 3, w, &r));
+    CHECK_MPI(MPI_Start(&r));
+    CHECK_MPI(MPI_Wait(&r, &st));
+    check_empty(&st, "Recv_init(DATATYPE_NULL)+Start+Wait");
+    CHECK_MPI(MPI_Request_free(&r));
+
+    /* ... but not with a count, nor with a real peer */
+    int rank, cls = 0;
+    MPI_Comm_rank(w, &rank);
+    MPI_Comm_set_errhandler(w, MPI_ERRORS_RETURN);
+    int rc = MPI_Recv(&y, 1, nt, MPI_PROC_NULL, 3, w, &st);
+    MPI_Error_class(rc, &cls);
+    CHECK(rc != MPI_SUCCESS && cls == MPI_ERR_TYPE, "Recv(count 1, DATATYPE_NULL, PROC_NULL): rc %d class %d", rc, cls);
+    rc = MPI_Send(NULL, 0, nt, rank, 3, w);
+    MPI_Error_class(rc, &cls);
+    CHECK(rc != MPI_SUCCESS && cls == MPI_ERR_TYPE, "Send(count 0, DATATYPE_NULL, self): rc %d class %d", rc, cls);
+    MPI_Comm_set_errhandler(w, MPI_ERRORS_ARE_FATAL);
     return check_finish("p2p_proc_null");
 }

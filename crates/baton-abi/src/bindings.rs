@@ -7,7 +7,8 @@
 //! checked pointers, looked-up handles: one `crate::validate` call per annotated parameter),
 //! calls the one implementation function of the family, and maps its `Result` to an error code
 //! through `crate::errors::guard`. `abi/README.md` describes the table; [`Family`] and [`Role`]
-//! are its rows and cells.
+//! are its rows and cells; a bundle (`BUNDLES`) hands the implementation several checked
+//! arguments as one value (a message: buffer, count, datatype, peer, tag).
 
 use crate::data::Function;
 use std::collections::BTreeSet;
@@ -87,7 +88,9 @@ pub struct Family {
     pub imp: String,
     /// `lib` (the implementation takes the library), `self` (errors go to `MPI_COMM_SELF`'s
     /// handler), `x` (the family has an `_x` member), `express` (a path that needs no checks is
-    /// tried first: `<implementation>_express(cx, raw arguments) -> Option<c_int>`).
+    /// tried first: `<implementation>_express(cx, raw arguments) -> Option<c_int>`), `completion`
+    /// (errors go to the handler of a communicator the implementation finds, a completed
+    /// request's: it takes a last `&mut usize` argument, `MPI_COMM_WORLD` until it sets it).
     pub flags: Vec<String>,
     /// Annotated parameters by name; the others pass as they are.
     pub roles: Vec<(String, Role)>,
@@ -98,36 +101,73 @@ impl Family {
         self.flags.iter().any(|f| f == flag)
     }
     fn role(&self, param: &str) -> Option<&Role> {
-        self.roles.iter().find(|(p, _)| p == param).map(|(_, r)| r)
+        self.roles.iter().find(|(p, r)| p == param && !BUNDLES.iter().any(|b| b.0 == r.kind)).map(|(_, r)| r)
     }
 }
 
-/// Roles and what they need: (name, needs the library, options it requires).
-const ROLES: &[(&str, bool, &[&str])] = &[
-    ("count", false, &[]),
-    ("nonneg", false, &[]),
-    ("bool", false, &[]),
-    ("tag", false, &[]),
-    ("tag_or_any", false, &[]),
-    ("comm", true, &[]),
-    ("intracomm", true, &[]),
-    ("group", true, &[]),
-    ("errhandler", true, &[]),
-    ("op", true, &[]),
-    ("info", false, &[]),
-    ("datatype", false, &[]),
-    ("datatype_committed", false, &[]),
-    ("out", false, &[]),
-    ("nonnull", false, &[]),
-    ("string", false, &[]),
-    ("string_out", false, &["max"]),
-    ("array", false, &["len"]),
-    ("buf", false, &["count", "datatype"]),
-    ("rank", false, &["in"]),
-    ("rank_or_null", false, &["in"]),
-    ("rank_or_any", false, &["in"]),
-    ("root", false, &["in"]),
+/// The roles that take no option.
+const PLAIN_ROLES: &[&str] = &[
+    "count",
+    "nonneg",
+    "bool",
+    "tag",
+    "tag_or_any",
+    "info",
+    "datatype",
+    "datatype_committed",
+    "out",
+    "out_or_null",
+    "status",
+    "nonnull",
+    "string",
 ];
+
+/// The roles that look a handle up in the library (the family needs flag `lib`).
+const LOOKUP_ROLES: &[&str] = &["comm", "intracomm", "group", "errhandler", "op"];
+
+/// The roles that take options, and the options each requires (bundles are in [`BUNDLES`]).
+const OPTION_ROLES: &[(&str, &[&str])] = &[
+    ("datatype_or_null", &["count", "peer"]),
+    ("statuses", &["len"]),
+    ("string_out", &["max"]),
+    ("array", &["len"]),
+    ("array_out", &["len"]),
+    ("buf", &["count", "datatype"]),
+    ("rank", &["in"]),
+    ("rank_or_null", &["in"]),
+    ("rank_or_any", &["in"]),
+    ("root", &["in"]),
+];
+
+/// The options role `kind` requires, or None when there is no such role.
+fn required_options(kind: &str) -> Option<&'static [&'static str]> {
+    if PLAIN_ROLES.contains(&kind) || LOOKUP_ROLES.contains(&kind) {
+        return Some(&[]);
+    }
+    let options = OPTION_ROLES.iter().map(|&(k, opts)| (k, opts));
+    options.chain(BUNDLES.iter().map(|&(k, _, parts)| (k, parts))).find(|r| r.0 == kind).map(|r| r.1)
+}
+
+/// Bundles: a role whose entry names no parameter but a value made of several (each checked
+/// by its own role) that the implementation takes in the place of the first of them. The
+/// role, the Rust type, and the options naming the parts in the order its `new` takes them.
+const BUNDLES: &[(&str, &str, &[&str])] = &[
+    ("data", "crate::validate::Data", &["buf", "count", "datatype"]),
+    ("message", "crate::validate::Message", &["buf", "count", "datatype", "peer", "tag"]),
+    ("requests", "crate::validate::Requests", &["count", "handles"]),
+    ("matching", "crate::validate::Matching", &["source", "tag"]),
+];
+
+/// The bundle entries of `fam`: (name, type, the parameters it is made of).
+fn bundles(fam: &Family) -> Vec<(&str, &'static str, Vec<&str>)> {
+    let mut out = Vec::new();
+    for (name, r) in &fam.roles {
+        if let Some((_, ty, parts)) = BUNDLES.iter().find(|b| b.0 == r.kind) {
+            out.push((name.as_str(), *ty, parts.iter().map(|k| r.opt(k).unwrap()).collect()));
+        }
+    }
+    out
+}
 
 fn parse_role(cell: &str) -> Result<(String, Role), String> {
     let (param, role) = cell.split_once(':').ok_or_else(|| format!("{cell:?}: want param:role"))?;
@@ -143,8 +183,8 @@ fn parse_role(cell: &str) -> Result<(String, Role), String> {
         }
         None => (role, Vec::new()),
     };
-    let (_, _, need) = ROLES.iter().find(|r| r.0 == kind).ok_or_else(|| format!("{cell:?}: unknown role {kind:?}"))?;
-    for k in *need {
+    let need = required_options(kind).ok_or_else(|| format!("{cell:?}: unknown role {kind:?}"))?;
+    for k in need {
         if !opts.iter().any(|(o, _)| o == k) {
             return Err(format!("{cell:?}: role {kind} needs option {k}="));
         }
@@ -167,7 +207,7 @@ pub fn parse_table(text: &str) -> Result<Vec<Family>, String> {
             "-" => Vec::new(),
             f => f.split(',').map(|s| s.trim().to_string()).collect(),
         };
-        if let Some(f) = flags.iter().find(|f| !["lib", "self", "x", "express"].contains(&f.as_str())) {
+        if let Some(f) = flags.iter().find(|f| !["lib", "self", "x", "express", "completion"].contains(&f.as_str())) {
             return Err(format!("bindings.tsv:{}: unknown flag {f:?}", i + 1));
         }
         let roles = cols
@@ -277,8 +317,22 @@ fn convert(fam: &Family, p: &Param, params: &[Param]) -> Result<Option<String>, 
         }
         "info" => format!("let {n} = crate::info::info_arg(CX.name, \"{n}\", {n})?;"),
         "datatype" | "datatype_committed" => format!("let {n} = {v}::{}(CX.name, \"{n}\", {n})?;", role.kind),
+        "datatype_or_null" => {
+            let count = of("count", &["count"])?;
+            let peer = of("peer", &["rank_or_null", "rank_or_any"])?;
+            format!("let {n} = {v}::datatype_or_null(CX.name, \"{n}\", {n}, {count}, {peer})?;")
+        }
         "out" if differs => format!("{safety}let {n} = unsafe {{ {v}::count_out(CX.name, \"{n}\", {n}) }}?;"),
         "out" => format!("{safety}let {n} = unsafe {{ {v}::out(CX.name, \"{n}\", {n}) }}?;"),
+        "out_or_null" if differs => {
+            format!("{safety}let {n} = unsafe {{ {v}::count_out_or_null(CX.name, \"{n}\", {n}) }};")
+        }
+        "out_or_null" => format!("{safety}let {n} = unsafe {{ {v}::out_or_null({n}) }};"),
+        "status" => format!("{safety}let {n} = unsafe {{ {v}::StatusOut::new({n}) }};"),
+        "statuses" => {
+            let len = of("len", &["count", "nonneg"])?;
+            format!("{safety}let {n} = unsafe {{ {v}::Statuses::new({n}, {len}) }};")
+        }
         "nonnull" => format!("let {n} = {v}::nonnull_ptr(CX.name, \"{n}\", {n})?;"),
         "string" => format!("{safety}let {n} = unsafe {{ {v}::string(CX.name, \"{n}\", {n}) }}?;"),
         "string_out" => format!(
@@ -290,9 +344,13 @@ fn convert(fam: &Family, p: &Param, params: &[Param]) -> Result<Option<String>, 
             let f = if differs { "counts" } else { "array" };
             format!("{safety}let {n} = unsafe {{ {v}::{f}(CX.name, \"{n}\", {n}, {len}) }}?;")
         }
+        "array_out" => {
+            let len = of("len", &["count", "nonneg"])?;
+            format!("{safety}let {n} = unsafe {{ {v}::array_out(CX.name, \"{n}\", {n}, {len}) }}?;")
+        }
         "buf" => {
             let count = of("count", &["count"])?;
-            let dt = of("datatype", &["datatype", "datatype_committed"])?;
+            let dt = of("datatype", &["datatype", "datatype_committed", "datatype_or_null"])?;
             format!("{v}::buf(CX.name, \"{n}\", {n}, {count}, {dt}.layout())?;")
         }
         "rank" | "rank_or_null" | "rank_or_any" => {
@@ -301,14 +359,32 @@ fn convert(fam: &Family, p: &Param, params: &[Param]) -> Result<Option<String>, 
             format!("let {n} = {v}::rank(CX.name, \"{n}\", {n}, &{set}, {null_ok}, {any_ok})?;")
         }
         "root" => format!("let {n} = {v}::root(CX.name, {n}, &{})?;", of("in", &["comm", "intracomm"])?),
-        other => unreachable!("role {other} is listed in ROLES"),
+        other => unreachable!("role {other} is known to parse_role"),
     };
     Ok(Some(line))
 }
 
-/// Roles whose checks use other parameters' converted values: they come last.
-fn dependent(fam: &Family, p: &Param) -> bool {
-    fam.role(&p.name).is_some_and(|r| r.opts.iter().any(|(k, _)| k != "max"))
+/// The parameters whose converted values the check of `p` uses (those its options name).
+fn deps<'a>(fam: &'a Family, p: &Param) -> Vec<&'a str> {
+    let Some(r) = fam.role(&p.name) else { return Vec::new() };
+    r.opts.iter().filter(|(k, _)| k != "max").map(|(_, v)| v.as_str()).collect()
+}
+
+/// The order of the conversions: the independent ones in prototype order, then each role that
+/// uses other parameters once those are converted (a buffer after its datatype, a datatype
+/// that may be null after the rank it depends on).
+fn conversion_order<'a>(fam: &Family, present: &[&'a Param]) -> Result<Vec<&'a Param>, String> {
+    let mut done: Vec<&Param> = present.iter().copied().filter(|p| deps(fam, p).is_empty()).collect();
+    while done.len() < present.len() {
+        let ready = present.iter().copied().find(|p| {
+            !done.iter().any(|d| d.name == p.name) && deps(fam, p).iter().all(|n| done.iter().any(|d| d.name == *n))
+        });
+        match ready {
+            Some(p) => done.push(p),
+            None => return Err(format!("{}: the roles' options name each other in a circle", fam.name)),
+        }
+    }
+    Ok(done)
 }
 
 fn emit(
@@ -321,7 +397,7 @@ fn emit(
 ) -> Result<(), String> {
     let short = f.name.trim_start_matches("MPI_");
     let decl = f.params.iter().map(|p| format!("{}: {}", p.name, rust_type(&p.ctype))).collect::<Vec<_>>().join(", ");
-    let needs_lib = fam.roles.iter().any(|(_, r)| ROLES.iter().any(|x| x.0 == r.kind && x.1));
+    let needs_lib = fam.roles.iter().any(|(_, r)| LOOKUP_ROLES.contains(&r.kind.as_str()));
     if needs_lib && !fam.has("lib") {
         return Err(format!("{}: a role looks up handles in the library; add flag lib", fam.name));
     }
@@ -339,31 +415,50 @@ fn emit(
     writeln!(out, "const CX: crate::validate::Call = crate::validate::Call::new(\"{}\", {large});", f.name).unwrap();
     if fam.has("express") {
         let raw = f.params.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ");
-        writeln!(out, "if let Some(rc) = crate::{}_express(CX, {raw}) {{ return rc; }}", fam.imp).unwrap();
+        // `p2p::send::<0>` has the express path `p2p::send_express::<0>`.
+        let (path, generics) =
+            fam.imp.split_once("::<").map_or((fam.imp.as_str(), String::new()), |(a, g)| (a, format!("::<{g}")));
+        writeln!(out, "if let Some(rc) = crate::{path}_express{generics}(CX, {raw}) {{ return rc; }}").unwrap();
     }
-    writeln!(out, "crate::errors::guard({handler}, || {{").unwrap();
+    if fam.has("completion") {
+        writeln!(out, "crate::errors::guard_at(|comm_out| {{").unwrap();
+    } else {
+        writeln!(out, "crate::errors::guard({handler}, || {{").unwrap();
+    }
     if fam.has("lib") {
         writeln!(out, "let l = crate::state::lib(CX.name)?;").unwrap();
     }
     let present: Vec<&Param> = params.iter().filter(|p| p.types[member].is_some()).collect();
-    for pass in [false, true] {
-        for p in present.iter().filter(|p| dependent(fam, p) == pass) {
-            if let Some(line) = convert(fam, p, params)? {
-                writeln!(out, "{line}").unwrap();
-            }
+    for p in conversion_order(fam, &present)? {
+        if let Some(line) = convert(fam, p, params)? {
+            writeln!(out, "{line}").unwrap();
         }
+    }
+    let bundles = bundles(fam);
+    for (name, ty, parts) in &bundles {
+        writeln!(out, "let {name} = {ty}::new({});", parts.join(", ")).unwrap();
     }
     let mut args = vec!["CX".to_string()];
     if fam.has("lib") {
         args.push("l".into());
     }
     for p in params {
+        if let Some((name, _, parts)) = bundles.iter().find(|b| b.2.contains(&p.name.as_str())) {
+            // The bundle goes where its first part would.
+            if params.iter().find(|q| parts.contains(&q.name.as_str())).is_some_and(|q| q.name == p.name) {
+                args.push(name.to_string());
+            }
+            continue;
+        }
         let optional = p.types.iter().any(Option::is_none);
         args.push(match (optional, p.types[member].is_some()) {
             (false, _) => p.name.clone(),
             (true, true) => format!("Some({})", p.name),
             (true, false) => "None".into(),
         });
+    }
+    if fam.has("completion") {
+        args.push("comm_out".into());
     }
     writeln!(out, "crate::{}({})\n}})\n}}", fam.imp, args.join(", ")).unwrap();
     Ok(())
@@ -375,8 +470,16 @@ pub fn generate(fns: &[Function], table: &[Family]) -> Result<(String, BTreeSet<
     let mut names = BTreeSet::new();
     for fam in table {
         let (ms, params) = members(fam, fns)?;
-        if let Some((p, _)) = fam.roles.iter().find(|(p, _)| !params.iter().any(|q| &q.name == p)) {
+        let bundle_parts: Vec<&str> = bundles(fam).into_iter().flat_map(|b| b.2).collect();
+        let is_param = |p: &str| params.iter().any(|q| q.name == p);
+        if let Some((p, _)) = fam.roles.iter().find(|(p, r)| !is_param(p) && !BUNDLES.iter().any(|b| b.0 == r.kind)) {
             return Err(format!("{}: no parameter {p}", fam.name));
+        }
+        if let Some(p) = bundle_parts
+            .iter()
+            .find(|p| !is_param(p) || params.iter().any(|q| q.name == **p && q.types.iter().any(Option::is_none)))
+        {
+            return Err(format!("{}: a bundle's part {p} is not a parameter of every member", fam.name));
         }
         for (i, (f, large)) in ms.iter().enumerate() {
             if !names.insert(f.name.clone()) {
@@ -442,6 +545,32 @@ mod tests {
         let (code, _) = generate(&fns(), &t).unwrap();
         let express = code.find("crate::datatype::pack_size_express(CX, incount, datatype, comm, size)").unwrap();
         assert!(express < code.find("guard").unwrap());
+    }
+
+    #[test]
+    fn bundles_take_the_place_of_their_first_part_and_checks_follow_their_dependencies() {
+        let fns = parse_functions(
+            "int\tMPI_Send\tconst void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm\n",
+        );
+        let row = "MPI_Send\tp2p::send::<0>\tlib,express\tbuf:buf(count=count,datatype=datatype) count:count \
+                   datatype:datatype_or_null(count=count,peer=dest) dest:rank_or_null(in=comm) tag:tag comm:comm \
+                   msg:message(buf=buf,count=count,datatype=datatype,peer=dest,tag=tag)\n";
+        let (code, _) = generate(&fns, &parse_table(row).unwrap()).unwrap();
+        assert!(code.contains("crate::p2p::send_express::<0>(CX, buf, count, datatype, dest, tag, comm)"));
+        let at = |s: &str| code.find(s).unwrap_or_else(|| panic!("{s} not in {code}"));
+        assert!(at("let dest = ") < at("let datatype = ") && at("let datatype = ") < at("validate::buf("));
+        assert!(code.contains("let msg = crate::validate::Message::new(buf, count, datatype, dest, tag);"));
+        assert!(code.contains("crate::p2p::send::<0>(CX, l, msg, comm)"));
+    }
+
+    #[test]
+    fn completion_calls_report_on_the_communicator_the_implementation_finds() {
+        let fns = parse_functions("int\tMPI_Wait\tMPI_Request *request, MPI_Status *status\n");
+        let t = parse_table("MPI_Wait\trequest::wait\tlib,completion\trequest:out status:status\n").unwrap();
+        let (code, _) = generate(&fns, &t).unwrap();
+        assert!(code.contains("crate::errors::guard_at(|comm_out|"));
+        assert!(code.contains("crate::validate::StatusOut::new(status)"));
+        assert!(code.contains("crate::request::wait(CX, l, request, status, comm_out)"));
     }
 
     #[test]

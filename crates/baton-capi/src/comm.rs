@@ -125,15 +125,10 @@ fn split_of(l: &Lib, call: &str, parent: &CommObj, color: c_int, key: c_int) -> 
     if color == c::MPI_UNDEFINED {
         return Ok(c::MPI_COMM_NULL);
     }
-    let mut members: Vec<(c_int, usize)> = all
-        .iter()
-        .enumerate()
-        .filter_map(|(r, b)| {
-            let col = c_int::from_le_bytes(b[0..4].try_into().unwrap());
-            let k = c_int::from_le_bytes(b[4..8].try_into().unwrap());
-            (col == color).then_some((k, r))
-        })
-        .collect();
+    // Each member sent (color, key); those of this color are ordered by key, then rank.
+    let word = |b: &[u8], i: usize| c_int::from_le_bytes(b[4 * i..4 * i + 4].try_into().unwrap());
+    let mut members: Vec<(c_int, usize)> =
+        all.iter().enumerate().filter(|(_, b)| word(b, 0) == color).map(|(r, b)| (word(b, 1), r)).collect();
     members.sort();
     let procs: Vec<u32> = members.iter().map(|&(_, r)| parent.core.local_proc(r as c_int)).collect();
     let my = members.iter().position(|&(_, r)| r as c_int == parent.core.rank).unwrap() as c_int;
@@ -183,7 +178,8 @@ pub(crate) fn split_type(
             (hash_words(&words) & 0x3fff_ffff) as c_int
         }
         other => {
-            return Err(MpiError::new(c::MPI_ERR_ARG, format!("{call}: split_type {other} is not a valid split type")))
+            let e = format!("{call}: split_type {other} is not a valid split type");
+            return Err(MpiError::new(c::MPI_ERR_ARG, e));
         }
     };
     // The hardware-guided kinds ask for a strict subset; one host is the finest Baton knows.

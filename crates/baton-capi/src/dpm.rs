@@ -13,6 +13,9 @@ use baton_core::comm::Comm;
 use baton_core::dpm::{self, SpawnCmd};
 use baton_core::error::{MpiError, Result};
 use std::ffi::{c_char, c_int};
+
+/// An info argument's (key, value) pairs (role `info`).
+type Pairs = Vec<(String, String)>;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -81,12 +84,14 @@ fn check_maxprocs(call: &str, n: c_int) -> Result<u32> {
 
 /// Finishes a spawn: errcodes, the new handle (`MPI_COMM_NULL` when it failed).
 fn spawn_finish(
+    cx: Call,
     l: &Lib,
-    comm: &CommObj,
-    (asked, r): (usize, Result<Comm>),
+    cmds: Option<Result<Vec<SpawnCmd>>>,
+    (root, comm): (c_int, &CommObj),
     intercomm: Out<usize>,
     errcodes: *mut c_int,
 ) -> Result<()> {
+    let (asked, r) = dpm::spawn(&l.mpi, cx.name, cmds, root, &comm.core);
     let code = match &r {
         Ok(_) => c::MPI_SUCCESS,
         Err(e) => e.class,
@@ -140,12 +145,10 @@ pub(crate) fn spawn(
     intercomm: Out<usize>,
     array_of_errcodes: *mut c_int,
 ) -> Result<()> {
-    let call = cx.name;
     // SAFETY: the arguments follow the MPI contract at the root.
     let cmds = (comm.core.rank == root)
-        .then(|| Ok(vec![unsafe { spawn_cmd(call, "command", command, argv, maxprocs, info) }?]));
-    let r = dpm::spawn(&l.mpi, call, cmds, root, &comm.core);
-    spawn_finish(l, &comm, r, intercomm, array_of_errcodes)
+        .then(|| Ok(vec![unsafe { spawn_cmd(cx.name, "command", command, argv, maxprocs, info) }?]));
+    spawn_finish(cx, l, cmds, (root, &comm), intercomm, array_of_errcodes)
 }
 
 /// `MPI_Comm_spawn_multiple`: the commands and their arguments matter at the root only.
@@ -182,11 +185,10 @@ pub(crate) fn spawn_multiple(
         }
         Ok(v)
     });
-    let r = dpm::spawn(&l.mpi, call, cmds, root, &comm.core);
-    spawn_finish(l, &comm, r, intercomm, array_of_errcodes)
+    spawn_finish(cx, l, cmds, (root, &comm), intercomm, array_of_errcodes)
 }
 
-pub(crate) fn open_port(_cx: Call, l: &Lib, _info: Vec<(String, String)>, port_name: StrOut) -> Result<()> {
+pub(crate) fn open_port(_cx: Call, l: &Lib, _info: Pairs, port_name: StrOut) -> Result<()> {
     port_name.write(&l.mpi.dpm.open_port()?, None);
     Ok(())
 }
@@ -206,11 +208,10 @@ pub(crate) fn accept<const ACCEPT: bool>(
     comm: CommRef,
     newcomm: Out<usize>,
 ) -> Result<()> {
-    let call = cx.name;
     let port = if comm.core.rank == root {
-        crate::info::info_arg(call, "info", info)?;
+        crate::info::info_arg(cx.name, "info", info)?;
         // SAFETY: NUL-terminated at the root per the MPI contract (checked non-null).
-        Some(unsafe { cstr_in(call, "port_name", port_name) }?)
+        Some(unsafe { cstr_in(cx.name, "port_name", port_name) }?)
     } else {
         None
     };
@@ -260,26 +261,20 @@ pub(crate) fn join(_cx: Call, l: &Lib, fd: c_int, intercomm: Out<usize>) -> Resu
 
 /// `MPI_Publish_name` and, without `PUBLISH`, `MPI_Unpublish_name`.
 pub(crate) fn publish_name<const PUBLISH: bool>(
-    _cx: Call,
-    _l: &Lib,
-    service_name: String,
-    _info: Vec<(String, String)>,
-    port_name: String,
+    _: Call,
+    _: &Lib,
+    service: String,
+    _: Pairs,
+    port: String,
 ) -> Result<()> {
     if PUBLISH {
-        baton_core::names::publish(&service_name, &port_name)
+        baton_core::names::publish(&service, &port)
     } else {
-        baton_core::names::unpublish(&service_name, &port_name)
+        baton_core::names::unpublish(&service, &port)
     }
 }
 
-pub(crate) fn lookup_name(
-    _cx: Call,
-    _l: &Lib,
-    service_name: String,
-    _info: Vec<(String, String)>,
-    port_name: StrOut,
-) -> Result<()> {
-    port_name.write(&baton_core::names::lookup(&service_name)?, None);
+pub(crate) fn lookup_name(_: Call, _: &Lib, service: String, _: Pairs, port: StrOut) -> Result<()> {
+    port.write(&baton_core::names::lookup(&service)?, None);
     Ok(())
 }

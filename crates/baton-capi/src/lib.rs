@@ -31,7 +31,6 @@ pub mod p2p;
 pub mod request;
 pub mod state;
 pub mod topo;
-pub mod twins;
 pub mod validate;
 
 pub use attr::*;

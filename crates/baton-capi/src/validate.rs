@@ -10,14 +10,21 @@
 //!   check serves both forms of a call;
 //! - [`Out`], [`CountOut`], [`StrOut`]: checked output pointers; a `CountOut` is an `int *` in
 //!   one form and an `MPI_Count *` in the other, and says when a value does not fit;
+//! - [`StatusOut`], [`Statuses`]: where a call reports one status or an array of them, either
+//!   of which the application may ignore;
+//! - [`Data`], [`Message`], [`Matching`], [`Requests`]: checked arguments bundled (a message's
+//!   buffer, count, datatype, peer and tag; a probe's source and tag; an array of requests and
+//!   its length);
 //! - [`Dt`]: a datatype argument (handle, layout, committed), predefined layouts borrowed.
 //!
 //! Everything here is `#[inline]` or off the success path, so a generated wrapper costs what
 //! the hand-written checks did.
 
 use crate::state::{lib_any, CommObj, CommRef, Lib};
+use crate::{put_status, MPI_Status};
 use baton_abi::consts as c;
 use baton_core::datatype::{predefined, Layout};
+use baton_core::engine::Status;
 use baton_core::error::{HandleKind, MpiError, Result};
 use baton_core::group::Group;
 use std::borrow::Cow;
@@ -101,19 +108,19 @@ pub fn wide<T: Count>(v: T) -> i64 {
 /// Role `count`: a number of elements (`MPI_ERR_COUNT` when negative).
 #[inline]
 pub fn count<T: Count>(call: &str, arg: &str, v: T) -> Result<usize> {
-    let v = v.wide();
-    if v < 0 {
-        return Err(negative(call, arg, v, true));
-    }
-    Ok(v as usize)
+    not_negative(call, arg, v.wide(), true)
 }
 
 /// Role `nonneg`: a size or length that is not a count of elements (`MPI_ERR_ARG`).
 #[inline]
 pub fn nonneg<T: Count>(call: &str, arg: &str, v: T) -> Result<usize> {
-    let v = v.wide();
+    not_negative(call, arg, v.wide(), false)
+}
+
+#[inline(always)]
+fn not_negative(call: &str, arg: &str, v: i64, count: bool) -> Result<usize> {
     if v < 0 {
-        return Err(negative(call, arg, v, false));
+        return Err(negative(call, arg, v, count));
     }
     Ok(v as usize)
 }
@@ -230,6 +237,13 @@ impl CountOut {
         Ok(())
     }
 
+    /// Writes `v`, at most `INT_MAX` to an `int` (sizes of which the classic binding sees only
+    /// that much).
+    pub fn put_clamped(&self, v: i64) {
+        let v = if matches!(self.p, CountPtr::Int(_)) { v.min(c_int::MAX as i64) } else { v };
+        let _ = self.put(v);
+    }
+
     /// Writes `v`, or `MPI_UNDEFINED` where an `int` cannot hold it (the standard's answer of
     /// the size queries).
     pub fn put_or_undefined(&self, v: i64) {
@@ -252,6 +266,72 @@ fn does_not_fit(call: &str, arg: &str, v: i64) -> MpiError {
 pub unsafe fn count_out<T: Count>(call: &'static str, arg: &'static str, p: *mut T) -> Result<CountOut> {
     nonnull_mut(call, arg, p)?;
     Ok(CountOut { p: T::count_ptr(p), call, arg })
+}
+
+/// Role `out_or_null`: a pointer the call writes through unless it is NULL.
+///
+/// # Safety
+/// As [`out`].
+#[inline]
+pub unsafe fn out_or_null<T>(p: *mut T) -> Option<Out<T>> {
+    (!p.is_null()).then_some(Out { p })
+}
+
+/// Role `out_or_null` on a count whose type differs between the forms of a call.
+///
+/// # Safety
+/// As [`out`].
+#[inline]
+pub unsafe fn count_out_or_null<T: Count>(call: &'static str, arg: &'static str, p: *mut T) -> Option<CountOut> {
+    (!p.is_null()).then(|| CountOut { p: T::count_ptr(p), call, arg })
+}
+
+/// Role `status`: where a call reports a status, or `MPI_STATUS_IGNORE` (NULL).
+#[derive(Clone, Copy)]
+pub struct StatusOut {
+    p: *mut MPI_Status,
+}
+
+impl StatusOut {
+    /// # Safety
+    /// `p`, when non-null, must be valid for writes of one status for the whole call.
+    #[inline]
+    pub unsafe fn new(p: *mut MPI_Status) -> StatusOut {
+        StatusOut { p }
+    }
+
+    /// Writes `s` (its `MPI_ERROR` field only in `with_error`, as the multiple-completion calls
+    /// do), unless the status is ignored.
+    #[inline]
+    pub fn put(self, s: &Status, with_error: bool) {
+        // SAFETY: null or valid for one status (`new`'s contract).
+        unsafe { put_status(self.p, s, with_error) }
+    }
+}
+
+/// Role `statuses(len=N)`: an array of `N` statuses, or `MPI_STATUSES_IGNORE` (NULL).
+pub struct Statuses {
+    p: *mut MPI_Status,
+    len: usize,
+}
+
+impl Statuses {
+    /// # Safety
+    /// `p`, when non-null, must be valid for writes of `len` statuses for the whole call.
+    #[inline]
+    pub unsafe fn new(p: *mut MPI_Status, len: usize) -> Statuses {
+        Statuses { p, len }
+    }
+
+    /// Status `i` (below the length), with its `MPI_ERROR` field.
+    #[inline]
+    pub fn put(&self, i: usize, s: &Status) {
+        assert!(i < self.len, "status {i} of an array of {}", self.len);
+        if !self.p.is_null() {
+            // SAFETY: `i` is within the `len` statuses `new`'s contract promises.
+            unsafe { put_status(self.p.add(i), s, true) }
+        }
+    }
 }
 
 /// Role `string_out(max=N)`: a `char` buffer of `max` bytes the call writes a string into.
@@ -349,6 +429,21 @@ pub unsafe fn counts<'a, T: Count + 'a>(call: &str, arg: &str, p: *const T, n: u
     Ok(T::wide_slice(s))
 }
 
+/// Role `array_out(len=N)`: `n` values at `p` that the call reads and writes (no pointer is
+/// needed when `n` is 0).
+///
+/// # Safety
+/// `p`, when non-null, must point to `n` values, readable and writable for `'a`.
+#[inline]
+pub unsafe fn array_out<'a, T>(call: &str, arg: &str, p: *mut T, n: usize) -> Result<&'a mut [T]> {
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    nonnull_mut(call, arg, p)?;
+    // SAFETY: non-null, and `n` values per the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
+}
+
 /// Role `buf(count=N,datatype=D)`: a NULL buffer is `MPI_BOTTOM`, valid only for a datatype
 /// whose data lies at absolute addresses (built from `MPI_Get_address`), never for one that
 /// would touch the first page.
@@ -366,6 +461,65 @@ pub fn type_name(lay: &Layout) -> &'static str {
         "a derived datatype"
     } else {
         lay.name
+    }
+}
+
+/// Bundle `data(buf=B,count=N,datatype=D)`: the data of a message, each part checked by its
+/// own role (the buffer against the count and datatype).
+pub struct Data {
+    pub buf: *const c_void,
+    pub count: usize,
+    pub datatype: Dt,
+}
+
+impl Data {
+    #[inline]
+    pub fn new(buf: *const c_void, count: usize, datatype: Dt) -> Data {
+        Data { buf, count, datatype }
+    }
+}
+
+/// Bundle `message(buf=B,count=N,datatype=D,peer=R,tag=T)`: a message's data, the rank it
+/// goes to or comes from and its tag, each checked by its own role.
+pub struct Message {
+    pub data: Data,
+    pub peer: c_int,
+    pub tag: c_int,
+}
+
+impl Message {
+    #[inline]
+    pub fn new(buf: *const c_void, count: usize, datatype: Dt, peer: c_int, tag: c_int) -> Message {
+        Message { data: Data::new(buf, count, datatype), peer, tag }
+    }
+}
+
+/// Bundle `matching(source=S,tag=T)`: which messages a probe matches (`MPI_ANY_SOURCE` and
+/// `MPI_ANY_TAG` allowed by their roles).
+#[derive(Clone, Copy)]
+pub struct Matching {
+    pub source: c_int,
+    pub tag: c_int,
+}
+
+impl Matching {
+    #[inline]
+    pub fn new(source: c_int, tag: c_int) -> Matching {
+        Matching { source, tag }
+    }
+}
+
+/// Bundle `requests(count=N,handles=A)`: an array of `N` request handles (role `array_out`)
+/// that a completion call reads and updates.
+pub struct Requests<'a> {
+    pub handles: &'a mut [usize],
+}
+
+impl<'a> Requests<'a> {
+    #[inline]
+    pub fn new(count: usize, handles: &'a mut [usize]) -> Requests<'a> {
+        debug_assert_eq!(count, handles.len());
+        Requests { handles }
     }
 }
 
@@ -456,7 +610,23 @@ impl Dt {
     pub fn arc(&self) -> Arc<Layout> {
         match &self.owner {
             Some(a) => a.clone(),
-            None => predefined(self.handle).expect("a predefined handle").clone(),
+            None => self.static_arc().clone(),
+        }
+    }
+
+    /// Like [`arc`](Self::arc), handing over the reference a user-defined type holds.
+    #[inline]
+    pub fn into_arc(self) -> Arc<Layout> {
+        match self.owner {
+            Some(a) => a,
+            None => self.static_arc().clone(),
+        }
+    }
+
+    fn static_arc(&self) -> &'static Arc<Layout> {
+        match predefined(self.handle) {
+            Some(a) => a,
+            None => null_layout(),
         }
     }
 }
@@ -486,6 +656,23 @@ pub fn datatype_committed(call: &str, arg: &str, h: usize) -> Result<Dt> {
         Some(l) => Ok(Dt::predefined(h, l)),
         None => user_datatype(call, arg, h, true),
     }
+}
+
+/// Role `datatype_or_null(count=N,peer=R)`: as `datatype_committed`, and also
+/// `MPI_DATATYPE_NULL` for a message that moves nothing (count 0, peer `MPI_PROC_NULL`), which
+/// applications pass when a neighbour is missing.
+#[inline]
+pub fn datatype_or_null(call: &str, arg: &str, h: usize, count: usize, peer: c_int) -> Result<Dt> {
+    if h == c::MPI_DATATYPE_NULL && count == 0 && peer == c::MPI_PROC_NULL {
+        return Ok(Dt::predefined(h, null_layout()));
+    }
+    datatype_committed(call, arg, h)
+}
+
+/// The layout `MPI_DATATYPE_NULL` stands for where it is allowed: no data.
+fn null_layout() -> &'static Arc<Layout> {
+    static NULL: std::sync::OnceLock<Arc<Layout>> = std::sync::OnceLock::new();
+    NULL.get_or_init(|| Arc::new(Layout::basic("MPI_DATATYPE_NULL", 0)))
 }
 
 /// The user-defined datatypes' path of [`datatype`] and [`datatype_committed`], kept out of
@@ -639,5 +826,38 @@ mod tests {
         assert!(dt.is_predefined() && dt.size == 4);
         assert!(buf(CX.name, "buf", std::ptr::null(), 1, dt.layout()).is_err());
         assert!(buf(CX.name, "buf", std::ptr::null(), 0, dt.layout()).is_ok());
+    }
+
+    #[test]
+    fn datatype_null_moves_nothing_only_to_or_from_proc_null() {
+        let dt = datatype_or_null(CX.name, "datatype", c::MPI_DATATYPE_NULL, 0, c::MPI_PROC_NULL).unwrap();
+        assert_eq!((dt.size, dt.span(0)), (0, (0, 0)));
+        for (count, peer) in [(1, c::MPI_PROC_NULL), (0, 0)] {
+            let e = datatype_or_null(CX.name, "datatype", c::MPI_DATATYPE_NULL, count, peer).err().unwrap();
+            assert_eq!((e.class, e.msg.as_str()), (c::MPI_ERR_TYPE, "MPI_Test_call: datatype is MPI_DATATYPE_NULL"));
+        }
+        assert_eq!(datatype_or_null(CX.name, "datatype", c::MPI_INT, 0, c::MPI_PROC_NULL).unwrap().size, 4);
+    }
+
+    #[test]
+    fn ignored_statuses_and_optional_outputs_are_not_written() {
+        let s = Status { source: 3, tag: 7, error: 5, bytes: 12, cancelled: false };
+        // SAFETY: null is MPI_STATUS(ES)_IGNORE and never written.
+        unsafe { StatusOut::new(std::ptr::null_mut()) }.put(&s, false);
+        // SAFETY: as above.
+        unsafe { Statuses::new(std::ptr::null_mut(), 2) }.put(1, &s);
+        let mut two = [MPI_Status::default(); 2];
+        // SAFETY: two live statuses.
+        let st = unsafe { Statuses::new(two.as_mut_ptr(), 2) };
+        st.put(1, &s);
+        assert_eq!((two[1].MPI_SOURCE, two[1].MPI_TAG, two[1].MPI_ERROR, two[1].bytes()), (3, 7, 5, 12));
+        assert_eq!(two[0].MPI_SOURCE, 0);
+        // SAFETY: null is never written.
+        assert!(unsafe { out_or_null::<c_int>(std::ptr::null_mut()) }.is_none());
+        let mut n: c_int = 0;
+        // SAFETY: a live local.
+        let o = unsafe { count_out_or_null(CX.name, "size", &mut n as *mut c_int) }.unwrap();
+        o.put_clamped(1 << 40);
+        assert_eq!(n, c_int::MAX);
     }
 }
