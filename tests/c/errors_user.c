@@ -4,7 +4,8 @@
    attribute follows them; MPI_Error_class maps a code to its class and a class to itself;
    MPI_Error_string gives the string set with MPI_Add_error_string, and "" for a class or code
    with none; MPI_Remove_error_string/code/class (MPI 4.1) take them away again (a removed
-   value is no longer an error code, a class with codes left cannot go, predefined ones never);
+   value is no longer an error code, a class with codes left, or a class or
+   code whose string is still set, cannot go; predefined ones never);
    a code of the application's passes through MPI_Comm_call_errhandler unchanged. */
 #include "check.h"
 
@@ -94,14 +95,18 @@ int main(int argc, char **argv)
     CHECK_ERR_CLASS(MPI_Remove_error_code(MPI_ERR_OTHER), MPI_ERR_ARG);
     CHECK_ERR_CLASS(MPI_Remove_error_code(cls), MPI_ERR_ARG); /* a class, not a code */
     CHECK_ERR_CLASS(MPI_Remove_error_string(MPI_ERR_ARG), MPI_ERR_ARG);
+    CHECK_ERR_CLASS(MPI_Remove_error_code(code), MPI_ERR_ARG); /* its string is still set */
     CHECK_MPI(MPI_Remove_error_string(code));
     string_is(code, "");
+    CHECK_ERR_CLASS(MPI_Remove_error_string(code), MPI_ERR_ARG); /* no string left to remove */
     CHECK(class_of(code) == cls, "code lost its class when its string went");
     CHECK_MPI(MPI_Remove_error_code(code));
     int c = -1;
     CHECK_ERR_CLASS(MPI_Error_class(code, &c), MPI_ERR_ARG);
     CHECK_ERR_CLASS(MPI_Add_error_string(code, "gone"), MPI_ERR_ARG);
     CHECK_ERR_CLASS(MPI_Remove_error_code(code), MPI_ERR_ARG);
+    CHECK_ERR_CLASS(MPI_Remove_error_class(cls), MPI_ERR_ARG); /* its string is still set */
+    CHECK_MPI(MPI_Remove_error_string(cls));
     CHECK_MPI(MPI_Remove_error_class(cls));
     CHECK_ERR_CLASS(MPI_Error_class(cls, &c), MPI_ERR_ARG);
     CHECK_ERR_CLASS(MPI_Add_error_code(cls, &c), MPI_ERR_ARG);

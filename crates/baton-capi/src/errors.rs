@@ -287,8 +287,12 @@ pub(crate) fn remove_error_class(cx: Call, _l: &Lib, errorclass: c_int) -> Resul
                 format!("{}: error class {errorclass} still has {codes_left} error codes (remove them first)", cx.name),
             ));
         }
+        // The standard makes removing a class or code whose string is still set erroneous; saying
+        // so keeps a program from losing a message it still relies on.
+        if cs.user_strings.contains_key(&errorclass) {
+            return Err(string_left(cx.name, "error class", errorclass));
+        }
         cs.user_class_of.remove(&errorclass);
-        cs.user_strings.remove(&errorclass);
         Ok(())
     })
 }
@@ -299,8 +303,10 @@ pub(crate) fn remove_error_code(cx: Call, _l: &Lib, errorcode: c_int) -> Result<
             Some(&class) if class != errorcode => {}
             _ => return Err(not_added(cx.name, "an error code", errorcode)),
         }
+        if cs.user_strings.contains_key(&errorcode) {
+            return Err(string_left(cx.name, "error code", errorcode));
+        }
         cs.user_class_of.remove(&errorcode);
-        cs.user_strings.remove(&errorcode);
         Ok(())
     })
 }
@@ -310,9 +316,21 @@ pub(crate) fn remove_error_string(cx: Call, _l: &Lib, errorcode: c_int) -> Resul
         if !cs.user_class_of.contains_key(&errorcode) {
             return Err(not_added(cx.name, "a code or class", errorcode));
         }
-        cs.user_strings.remove(&errorcode);
+        if cs.user_strings.remove(&errorcode).is_none() {
+            return Err(MpiError::new(
+                c::MPI_ERR_ARG,
+                format!("{}: {errorcode} has no error string (none was added, or it was removed)", cx.name),
+            ));
+        }
         Ok(())
     })
+}
+
+fn string_left(call: &str, what: &str, value: c_int) -> MpiError {
+    MpiError::new(
+        c::MPI_ERR_ARG,
+        format!("{call}: {what} {value} still has its error string (remove it first with MPI_Remove_error_string)"),
+    )
 }
 
 pub(crate) fn status_get_error(_cx: Call, status: Out<MPI_Status>, error: Out<c_int>) -> Result<()> {
