@@ -147,14 +147,19 @@ int main(int argc, char **argv)
     MPI_Barrier(MPI_COMM_WORLD);
 
     /* 5. Wildcards and a message that arrives before its receive. */
+    MPI_Request early = MPI_REQUEST_NULL;
     if (active) {
         if (left) {
             fill_matrix(m, 0);
             for (int r = 0; r < DIM; r++)
                 m[r * DIM + 4] = val(9, r);
-            CHECK_MPI(MPI_Send(m + 4, 1, col, partner, 7, MPI_COMM_WORLD));
+            /* Nonblocking: with a small eager limit the column goes by rendezvous, and a
+               blocking send before the barrier would wait for a receive posted after it. */
+            CHECK_MPI(MPI_Isend(m + 4, 1, col, partner, 7, MPI_COMM_WORLD, &early));
         }
         MPI_Barrier(MPI_COMM_WORLD);
+        if (left)
+            CHECK_MPI(MPI_Wait(&early, MPI_STATUS_IGNORE));
         if (!left) {
             fill_matrix(m, -7);
             CHECK_MPI(MPI_Recv(m + 6, 1, col, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &st));
