@@ -73,7 +73,8 @@ pub fn start(specs: &[RankSpec], host: &HostEnv, memfd: &OwnedFd) -> Spawned {
     let mut out = Spawned { pids: Vec::new(), sources: Vec::new(), stdin: None, error: None, reports: Vec::new() };
     let bound = host.binding.to != BindTo::None;
     let topology = if bound { Topology::detect() } else { Topology::from_cpus(&[]) };
-    let unbound = if host.binding.report { baton_transport::sys::allowed_cpus() } else { Vec::new() };
+    let unbound = if host.binding.report || bound { baton_transport::sys::allowed_cpus() } else { Vec::new() };
+    let host_cpus = unbound.len().max(1);
     let parent = std::process::id() as i32;
     let memfd = memfd.as_raw_fd();
     // Spawned jobs are started while the reaper runs.
@@ -108,6 +109,12 @@ pub fn start(specs: &[RankSpec], host: &HostEnv, memfd: &OwnedFd) -> Spawned {
             .env(ev::LOCAL_RANK, spec.local_rank.to_string())
             .env(ev::LOCAL_SIZE, host.local_size.to_string())
             .env(ev::NODE, &host.node);
+        if bound {
+            // The rank's own mask will hold only its share; its wait policy needs the whole.
+            cmd.env(ev::HOST_CPUS, host_cpus.to_string());
+        } else {
+            cmd.env_remove(ev::HOST_CPUS);
+        }
         match &host.parent_port {
             Some(port) => cmd.env(ev::PARENT_PORT, port),
             // Inherited from an enclosing job, it would make a rank of the

@@ -229,3 +229,20 @@ fn universe_size_counts_the_slots_mpiexec_knows() {
     assert_eq!(universe(&["-hosts", "127.0.0.1:3,127.0.0.2:4", "-n", "2"]), 7);
     assert_eq!(universe(&["-hosts", "127.0.0.1,127.0.0.2", "-N", "3", "-n", "1"]), 6);
 }
+
+/// A bound rank's mask holds only its share, so mpiexec tells it the whole its host's ranks were
+/// bound within (the wait policy counts those CPUs, not the rank's one); unbound ranks get nothing.
+#[test]
+fn bound_ranks_learn_the_cpus_their_host_binds_within() {
+    let host_cpus = |flags: &[&str]| {
+        let mut all = flags.to_vec();
+        all.extend(["-n", "2", "sh", "-c", "echo ${BATON_HOST_CPUS:-unset}"]);
+        let o = mpiexec(&all);
+        assert_eq!(o.code, Some(0), "{}", o.stderr);
+        o.stdout.lines().map(|l| l.trim().to_string()).collect::<BTreeSet<_>>()
+    };
+    let cpus = allowed().len().to_string();
+    assert_eq!(host_cpus(&["--bind-to", "core"]), BTreeSet::from([cpus.clone()]));
+    assert_eq!(host_cpus(&["-c", "1"]), BTreeSet::from([cpus]));
+    assert_eq!(host_cpus(&[]), BTreeSet::from(["unset".to_string()]));
+}

@@ -24,6 +24,7 @@ pub mod env_names {
     pub const SHM_FD: &str = p::SHM_FD.name;
     pub const LOCAL_RANK: &str = p::LOCAL_RANK.name;
     pub const LOCAL_SIZE: &str = p::LOCAL_SIZE.name;
+    pub const HOST_CPUS: &str = p::HOST_CPUS.name;
     /// Name of the rank's host as given to mpiexec; ranks with equal values
     /// share memory (network namespaces may share one hostname).
     pub const NODE: &str = p::NODE.name;

@@ -37,6 +37,12 @@ pub const UNIVERSE_SIZE: Protocol = Protocol {
 pub const LOCAL_RANK: Protocol =
     Protocol { name: "BATON_LOCAL_RANK", doc: "index among the ranks of this host, in global rank order" };
 pub const LOCAL_SIZE: Protocol = Protocol { name: "BATON_LOCAL_SIZE", doc: "the number of ranks of this host" };
+pub const HOST_CPUS: Protocol = Protocol {
+    name: "BATON_HOST_CPUS",
+    doc: "only when mpiexec binds (`--bind-to`, `-c`): the CPUs this host's ranks were bound within, all together; \
+          a rank's own mask then holds only its share, and its wait policy counts these to tell whether the host \
+          is oversubscribed",
+};
 pub const NODE: Protocol = Protocol {
     name: "BATON_NODE",
     doc: "the host's name as written on the command line or in the host file (single host without `-hosts`: this \
@@ -64,6 +70,7 @@ pub const ALL: &[Protocol] = &[
     UNIVERSE_SIZE,
     LOCAL_RANK,
     LOCAL_SIZE,
+    HOST_CPUS,
     NODE,
     SHM_FD,
     PARENT_PORT,

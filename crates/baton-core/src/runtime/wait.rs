@@ -264,8 +264,14 @@ impl Waiting {
     }
 }
 
+/// The CPUs this host's ranks share: the whole that mpiexec bound them within when it bound them
+/// (each rank's own mask then holds only its share), else this process's mask.
 pub fn available_cores() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    let bound = std::env::var(baton_settings::protocol::HOST_CPUS.name).ok().and_then(|v| v.trim().parse().ok());
+    match bound {
+        Some(n) if n >= 1 => n,
+        _ => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+    }
 }
 
 impl Mpi {
