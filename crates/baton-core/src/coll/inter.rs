@@ -122,28 +122,35 @@ pub fn reduce_scatter(s: &mut Schedule, src: Loc, block_lens: &[usize], dst: Loc
 
 /// The root receives block `r` from remote rank `r`.
 pub fn gather(s: &mut Schedule, root: Root, src: Option<Loc>, blocks: &[Loc]) {
-    match root {
-        Root::Me => {
-            for (r, &b) in blocks.iter().enumerate() {
-                s.recv_remote(r as i32, b);
-            }
-        }
-        Root::Idle => {}
-        Root::Remote(r) => s.send_remote(r, src.expect("contributors have a send buffer")),
-    }
-    s.end_round();
+    let mine = || src.expect("contributors have a send buffer");
+    rooted_blocks(s, root, blocks, Schedule::recv_remote, mine, Schedule::send_remote);
 }
 
 /// The root sends block `r` to remote rank `r`.
 pub fn scatter(s: &mut Schedule, root: Root, blocks: &[Loc], dst: Option<Loc>) {
+    let mine = || dst.expect("receivers have a receive buffer");
+    rooted_blocks(s, root, blocks, Schedule::send_remote, mine, Schedule::recv_remote);
+}
+
+/// One round in which block `r` of the root moves, by `at_root`, to or from remote rank `r`,
+/// and each process of the other group moves its own buffer (`mine`) by `at_other`: gather
+/// and scatter are this exchange in opposite directions.
+fn rooted_blocks(
+    s: &mut Schedule,
+    root: Root,
+    blocks: &[Loc],
+    at_root: fn(&mut Schedule, i32, Loc),
+    mine: impl FnOnce() -> Loc,
+    at_other: fn(&mut Schedule, i32, Loc),
+) {
     match root {
         Root::Me => {
             for (r, &b) in blocks.iter().enumerate() {
-                s.send_remote(r as i32, b);
+                at_root(s, r as i32, b);
             }
         }
         Root::Idle => {}
-        Root::Remote(r) => s.recv_remote(r, dst.expect("receivers have a receive buffer")),
+        Root::Remote(r) => at_other(s, r, mine()),
     }
     s.end_round();
 }
