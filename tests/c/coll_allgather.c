@@ -16,6 +16,7 @@
    the request is initialised, not at each start); Allgatherv on one rank
    without MPI_IN_PLACE (displacements ignored: the block lands at offset 0). */
 #include "coll_util.h"
+#include "coll_payload.h"
 
 typedef struct {
     int v; /* Allgatherv */

@@ -14,6 +14,7 @@
    must not change. On MPI_COMM_WORLD and on a split communicator (reversed
    rank order). */
 #include "coll_util.h"
+#include "coll_reduction.h"
 
 typedef struct {
     int k, inplace;

@@ -26,6 +26,7 @@
    4.1.4 delivers wrong blocks (derived datatypes, or a few thousand ints
    per peer on 4 or more ranks). */
 #include "coll_util.h"
+#include "coll_payload.h"
 
 enum { AA, AAV, AAW };
 static const char *const aa_names[] = {"Alltoall", "Alltoallv", "Alltoallw"};

@@ -11,6 +11,7 @@
    them; the root's buffer must not change. On MPI_COMM_WORLD and on a split
    communicator whose ranks differ from the world ranks. */
 #include "coll_util.h"
+#include "coll_payload.h"
 
 typedef struct {
     const cu_pair *pr;

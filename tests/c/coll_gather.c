@@ -17,6 +17,7 @@
    initialised, not at each MPI_Start, and the root's own block is copied
    only then. */
 #include "coll_util.h"
+#include "coll_payload.h"
 
 typedef struct {
     int v; /* Gatherv */

@@ -28,6 +28,7 @@
    many, and after MPI_Waitany/MPI_Testany/MPI_Waitsome the requests still
    count as active, so the next MPI_Startall fails). */
 #include "coll_util.h"
+#include "coll_payload.h"
 
 #if CU_MPI4
 

@@ -16,6 +16,7 @@
    Compiling with -DSKIP_MPICH_402_BUGS leaves out MPI_IN_PLACE with a root
    other than 0 and 1000 or more elements (MPICH 4.0.2 crashes there). */
 #include "coll_util.h"
+#include "coll_reduction.h"
 
 typedef struct {
     int k, inplace, root;

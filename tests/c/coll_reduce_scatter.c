@@ -15,6 +15,7 @@
    struct type and the padding of MPI_DOUBLE_INT must not change. On
    MPI_COMM_WORLD and on a split communicator (reversed rank order). */
 #include "coll_util.h"
+#include "coll_reduction.h"
 
 typedef struct {
     int v, k, inplace;

@@ -13,6 +13,7 @@
    MPI_DOUBLE_INT and send buffers must not change. On MPI_COMM_WORLD and on
    a split communicator (reversed rank order). */
 #include "coll_util.h"
+#include "coll_reduction.h"
 
 typedef struct {
     int ex, k, inplace;

@@ -17,6 +17,7 @@
    4.0.2's MPI_Scatter_init delivers data only at the first start (and on 3
    ranks a restart fails with "Invalid communicator"). */
 #include "coll_util.h"
+#include "coll_payload.h"
 
 typedef struct {
     int v; /* Scatterv */

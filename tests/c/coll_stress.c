@@ -23,6 +23,7 @@
    operations have completed: Open MPI 4.1.4 crashes (libnbc sends on the
    freed communicator) otherwise. */
 #include "coll_util.h"
+#include "coll_payload.h"
 
 enum {
     K_BCAST, K_REDUCE, K_ALLREDUCE, K_GATHER, K_GATHERV, K_SCATTER, K_SCATTERV, K_ALLGATHER,

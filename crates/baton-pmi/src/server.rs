@@ -407,34 +407,44 @@ mod tests {
         thread::spawn(move || f(&mut PmiClient::connect(&addr, &secret, rank, job_id).unwrap()))
     }
 
+    /// A server for `n` ranks of job 42, and a [`client`] thread per rank running `f(rank, client)`.
+    fn every_rank<T: Send + 'static>(
+        n: u32,
+        f: impl Fn(u32, &mut PmiClient) -> T + Clone + Send + 'static,
+    ) -> (PmiServer, mpsc::Receiver<ServerEvent>, Vec<thread::JoinHandle<T>>) {
+        let (server, secret, rx) = start(n);
+        let addr = server.addr().to_string();
+        let threads = (0..n)
+            .map(|rank| {
+                let f = f.clone();
+                client(&addr, &secret, rank, 42, move |c| f(rank, c))
+            })
+            .collect();
+        (server, rx, threads)
+    }
+
     #[test]
     fn fence_exchanges_all_puts_over_several_epochs() {
         let n = 4;
-        let (server, secret, rx) = start(n);
-        let addr = server.addr().to_string();
-        let threads: Vec<_> = (0..n)
-            .map(|rank| {
-                client(&addr, &secret, rank, 42, move |c| {
-                    assert_eq!(c.size(), n);
-                    c.put("k", format!("v{rank}").as_bytes()).unwrap();
-                    assert_eq!(c.get(rank, "k").unwrap().unwrap(), format!("v{rank}").as_bytes());
-                    c.fence().unwrap();
-                    for r in 0..n {
-                        assert_eq!(c.get(r, "k").unwrap().unwrap(), format!("v{r}").as_bytes());
-                    }
-                    c.put("k2", &[rank as u8]).unwrap();
-                    c.fence().unwrap();
-                    for r in 0..n {
-                        assert_eq!(c.get(r, "k2").unwrap().unwrap(), vec![r as u8]);
-                        assert_eq!(c.get(r, "k").unwrap().unwrap(), format!("v{r}").as_bytes());
-                    }
-                    assert!(c.get(0, "missing").unwrap().is_none());
-                    assert_eq!(c.get(n, "k").unwrap_err().kind(), PmiErrorKind::Usage);
-                    c.finalize().unwrap();
-                    assert!(c.fence().is_err());
-                })
-            })
-            .collect();
+        let (_server, rx, threads) = every_rank(n, move |rank, c| {
+            assert_eq!(c.size(), n);
+            c.put("k", format!("v{rank}").as_bytes()).unwrap();
+            assert_eq!(c.get(rank, "k").unwrap().unwrap(), format!("v{rank}").as_bytes());
+            c.fence().unwrap();
+            for r in 0..n {
+                assert_eq!(c.get(r, "k").unwrap().unwrap(), format!("v{r}").as_bytes());
+            }
+            c.put("k2", &[rank as u8]).unwrap();
+            c.fence().unwrap();
+            for r in 0..n {
+                assert_eq!(c.get(r, "k2").unwrap().unwrap(), vec![r as u8]);
+                assert_eq!(c.get(r, "k").unwrap().unwrap(), format!("v{r}").as_bytes());
+            }
+            assert!(c.get(0, "missing").unwrap().is_none());
+            assert_eq!(c.get(n, "k").unwrap_err().kind(), PmiErrorKind::Usage);
+            c.finalize().unwrap();
+            assert!(c.fence().is_err());
+        });
         for t in threads {
             t.join().unwrap();
         }
@@ -570,19 +580,13 @@ mod tests {
     #[test]
     fn concurrent_spawns_each_get_their_own_answer() {
         let n = 3;
-        let (server, secret, rx) = start(n);
-        let addr = server.addr().to_string();
-        let threads: Vec<_> = (0..n)
-            .map(|rank| {
-                client(&addr, &secret, rank, 42, move |c| {
-                    let r = c.spawn(&[cmd(&format!("prog{rank}"), rank + 1)], &format!("port{rank}"));
-                    // The connection stays usable after either answer.
-                    c.fence().unwrap();
-                    c.finalize().unwrap();
-                    r
-                })
-            })
-            .collect();
+        let (server, rx, threads) = every_rank(n, |rank, c| {
+            let r = c.spawn(&[cmd(&format!("prog{rank}"), rank + 1)], &format!("port{rank}"));
+            // The connection stays usable after either answer.
+            c.fence().unwrap();
+            c.finalize().unwrap();
+            r
+        });
         let mut asked = Vec::new();
         while asked.len() < n as usize {
             if let ServerEvent::Spawn { rank, cmds, parent_port } = rx.recv_timeout(Duration::from_secs(5)).unwrap() {

@@ -86,10 +86,7 @@ impl Layout {
         fortran: bool,
         old: &Layout,
     ) -> Result<Layout, MpiError> {
-        let n = sizes.len();
-        if n == 0 {
-            return Err(bad("ndims must be positive".to_string()));
-        }
+        let n = ndims(sizes)?;
         let mut idx: Vec<Vec<i64>> = Vec::with_capacity(n);
         for d in 0..n {
             let (s, sub, st) = (sizes[d], subsizes[d], starts[d]);
@@ -122,10 +119,7 @@ impl Layout {
         fortran: bool,
         old: &Layout,
     ) -> Result<Layout, MpiError> {
-        let n = gsizes.len();
-        if n == 0 {
-            return Err(bad("ndims must be positive".to_string()));
-        }
+        let n = ndims(gsizes)?;
         if size <= 0 || rank < 0 || rank >= size {
             return Err(bad(format!("rank {rank} is not in 0..{size}")));
         }
@@ -175,6 +169,14 @@ impl Layout {
             idx.push(mine);
         }
         grid(gsizes, &idx, fortran, old)
+    }
+}
+
+/// The number of dimensions of a subarray or distributed array: that of `sizes`, at least one.
+fn ndims<T>(sizes: &[T]) -> Result<usize, MpiError> {
+    match sizes.len() {
+        0 => Err(bad("ndims must be positive".to_string())),
+        n => Ok(n),
     }
 }
 

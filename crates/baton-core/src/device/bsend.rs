@@ -147,6 +147,21 @@ mod tests {
         b
     }
 
+    /// A 1000-byte buffer holding the space of one send in flight per entry of `needs`.
+    fn holding(needs: &[usize]) -> (Engine, Bsend, Vec<ReqId>) {
+        let mut engine = Engine::new();
+        let mut b = attached(1000);
+        let ids = needs
+            .iter()
+            .map(|&need| {
+                let id = engine.external(0);
+                b.hold(id, need);
+                id
+            })
+            .collect();
+        (engine, b, ids)
+    }
+
     #[test]
     fn without_a_buffer_a_buffered_send_fails_naming_the_call() {
         let b = Bsend::default();
@@ -157,12 +172,8 @@ mod tests {
 
     #[test]
     fn space_held_by_sends_in_flight_is_freed_as_they_complete() {
-        let mut engine = Engine::new();
-        let mut b = attached(1000);
-        let first = engine.external(0);
-        let second = engine.external(0);
-        b.hold(first, 600);
-        b.hold(second, 300);
+        let (mut engine, mut b, ids) = holding(&[600, 300]);
+        let (first, second) = (ids[0], ids[1]);
         assert_eq!(b.in_use(&mut engine), 900);
         // 100 bytes free: a message needing 101 does not fit, one needing 100 does.
         let e = b.check_room(CALL, 101, 900).unwrap_err();
@@ -206,10 +217,7 @@ mod tests {
 
     #[test]
     fn sends_in_flight_stay_accounted_for_across_a_new_attach() {
-        let mut engine = Engine::new();
-        let mut b = attached(1000);
-        let id = engine.external(0);
-        b.hold(id, 800);
+        let (mut engine, mut b, _) = holding(&[800]);
         // Detaching normally waits first; here the send is still open when a new buffer comes.
         b.attached = false;
         b.attach("MPI_Buffer_attach", 0x3000, 1000, false).unwrap();

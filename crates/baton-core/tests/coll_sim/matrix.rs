@@ -3,6 +3,7 @@
 //! memory in turn.
 
 use crate::buffers::{placement, uniform, Mem, MEMS, MIXED};
+use crate::ops::{Op, OPS};
 use crate::sim::{Proto, PROTOS};
 use crate::{BIG_BYTES, NS};
 use baton_core::coll::algo::{Algo, Coll};
@@ -17,6 +18,13 @@ fn algo_of(name: &str) -> Algo {
 /// Every algorithm of `coll` that runs on messages (shared memory needs a real segment).
 pub fn algos(coll: Coll) -> Vec<(&'static str, Algo)> {
     coll.algos().iter().filter(|&&a| a != "shm").map(|&a| (a, algo_of(a))).collect()
+}
+
+/// The outer loops of a reduction's cases: every size, algorithm (with its name) and operation.
+pub fn reduction_cases(coll: Coll) -> impl Iterator<Item = (usize, &'static str, Algo, Op)> {
+    NS.into_iter().flat_map(move |n| {
+        algos(coll).into_iter().flat_map(move |(name, a)| OPS.into_iter().map(move |op| (n, name, a, op)))
+    })
 }
 
 pub fn pow2(n: usize) -> bool {

@@ -2,8 +2,7 @@
 //! gatherv, scatter and scatterv.
 
 use crate::buffers::{junk, pattern, put_blocks, tbufs, TBuf};
-use crate::matrix::{algos, counts, rooted_block_cases, roots, BlockCase, Matrix};
-use crate::ops::OPS;
+use crate::matrix::{algos, counts, reduction_cases, rooted_block_cases, roots, BlockCase, Matrix};
 use crate::sim::Sim;
 use crate::{BIG_BYTES, BIG_ELEMS, NS};
 use baton_core::coll::algo::{self, Coll};
@@ -35,36 +34,31 @@ fn bcast_every_algorithm() {
 #[test]
 fn reduce_every_algorithm() {
     let mut m = Matrix::new("reduce");
-    for n in NS {
-        for (name, a) in algos(Coll::Reduce) {
-            for op in OPS {
-                for count in counts(n, BIG_ELEMS) {
-                    for root in roots(n) {
-                        for in_place in [false, true] {
-                            let what =
-                                format_args!("{name} {op:?} n={n} count={count} root={root} in_place={in_place}");
-                            m.case(count == BIG_ELEMS, what, |v, label| {
-                                let sim = Sim::new(n, v.proto, v.seed);
-                                let len = count * op.unit();
-                                let src = tbufs(v.mem, n, |r| op.input(r, count));
-                                let init = if in_place { op.input(root, count) } else { junk(root, len) };
-                                let dst = TBuf::new(v.mem, &init);
-                                sim.run_ok(label, "MPI_Reduce", |r, s| {
-                                    s.set_reducer(op.reducer());
-                                    let d = (r == root).then(|| dst.region(s));
-                                    let sl = match d {
-                                        Some(d) if in_place => d,
-                                        _ => src[r].region(s),
-                                    };
-                                    algo::reduce(s, a, root as i32, sl, d);
-                                });
-                                assert!(dst.get() == op.combined(0, n, 0, count), "{label}: wrong result at the root");
-                                for (r, b) in src.iter().enumerate() {
-                                    assert!(b.get() == op.input(r, count), "{label}: rank {r}'s input was modified");
-                                }
-                            });
+    for (n, name, a, op) in reduction_cases(Coll::Reduce) {
+        for count in counts(n, BIG_ELEMS) {
+            for root in roots(n) {
+                for in_place in [false, true] {
+                    let what = format_args!("{name} {op:?} n={n} count={count} root={root} in_place={in_place}");
+                    m.case(count == BIG_ELEMS, what, |v, label| {
+                        let sim = Sim::new(n, v.proto, v.seed);
+                        let len = count * op.unit();
+                        let src = tbufs(v.mem, n, |r| op.input(r, count));
+                        let init = if in_place { op.input(root, count) } else { junk(root, len) };
+                        let dst = TBuf::new(v.mem, &init);
+                        sim.run_ok(label, "MPI_Reduce", |r, s| {
+                            s.set_reducer(op.reducer());
+                            let d = (r == root).then(|| dst.region(s));
+                            let sl = match d {
+                                Some(d) if in_place => d,
+                                _ => src[r].region(s),
+                            };
+                            algo::reduce(s, a, root as i32, sl, d);
+                        });
+                        assert!(dst.get() == op.combined(0, n, 0, count), "{label}: wrong result at the root");
+                        for (r, b) in src.iter().enumerate() {
+                            assert!(b.get() == op.input(r, count), "{label}: rank {r}'s input was modified");
                         }
-                    }
+                    });
                 }
             }
         }

@@ -160,15 +160,14 @@ impl EngineAccess for At<'_> {
     }
 }
 
-/// xorshift64*: the driver's choices (rank order, delivery bursts) from a seed.
+/// The driver's choices (rank order, delivery bursts) from a seed: [`mix`] of a counter, as
+/// splitmix64 draws its sequence.
 struct Rng(u64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        self.0 = self.0.wrapping_add(1);
+        mix(self.0)
     }
 
     fn below(&mut self, n: usize) -> usize {
@@ -202,7 +201,7 @@ impl Sim {
             world: RefCell::new(World { eng: (0..n).map(|_| Engine::new()).collect(), wire: Wire::new(n, proto) }),
             comms,
             procs,
-            rng: RefCell::new(Rng(mix(seed) | 1)),
+            rng: RefCell::new(Rng(mix(seed))),
         }
     }
 

@@ -2,8 +2,7 @@
 //! allgather and allgatherv, alltoall and alltoallv, reduce-scatter (block and v), scan and exscan.
 
 use crate::buffers::{junk, pattern, put_blocks, tbufs, TBuf};
-use crate::matrix::{algos, counts, pow2, symmetric_block_cases, BlockCase, Matrix};
-use crate::ops::OPS;
+use crate::matrix::{algos, counts, pow2, reduction_cases, symmetric_block_cases, BlockCase, Matrix};
 use crate::sim::Sim;
 use crate::{BIG_BLOCK, BIG_ELEMS, NS};
 use baton_core::coll::algo::{self, Algo, Coll};
@@ -39,36 +38,32 @@ fn barrier_waits_for_the_last_arrival() {
 #[test]
 fn allreduce_every_algorithm() {
     let mut m = Matrix::new("allreduce");
-    for n in NS {
-        for (name, a) in algos(Coll::Allreduce) {
-            for op in OPS {
-                for count in counts(n, BIG_ELEMS) {
-                    // Rabenseifner and the ring cut the vector into n pieces combined in the order
-                    // they meet: commutative operations on at least n elements only.
-                    if matches!(a, Algo::Rabenseifner | Algo::Ring) && !(op.commutative() && count >= n) {
-                        continue;
+    for (n, name, a, op) in reduction_cases(Coll::Allreduce) {
+        for count in counts(n, BIG_ELEMS) {
+            // Rabenseifner and the ring cut the vector into n pieces combined in the order
+            // they meet: commutative operations on at least n elements only.
+            if matches!(a, Algo::Rabenseifner | Algo::Ring) && !(op.commutative() && count >= n) {
+                continue;
+            }
+            for in_place in [false, true] {
+                let what = format_args!("{name} {op:?} n={n} count={count} in_place={in_place}");
+                m.case(count == BIG_ELEMS, what, |v, label| {
+                    let sim = Sim::new(n, v.proto, v.seed);
+                    let len = count * op.unit();
+                    let src = tbufs(v.mem, n, |r| op.input(r, count));
+                    let dst = tbufs(v.mem, n, |r| if in_place { op.input(r, count) } else { junk(r, len) });
+                    sim.run_ok(label, "MPI_Allreduce", |r, s| {
+                        s.set_reducer(op.reducer());
+                        let d = dst[r].region(s);
+                        let sl = if in_place { d } else { src[r].region(s) };
+                        algo::allreduce(s, a, sl, d);
+                    });
+                    let want = op.combined(0, n, 0, count);
+                    for r in 0..n {
+                        assert!(dst[r].get() == want, "{label}: wrong result at rank {r}");
+                        assert!(src[r].get() == op.input(r, count), "{label}: rank {r}'s input was modified");
                     }
-                    for in_place in [false, true] {
-                        let what = format_args!("{name} {op:?} n={n} count={count} in_place={in_place}");
-                        m.case(count == BIG_ELEMS, what, |v, label| {
-                            let sim = Sim::new(n, v.proto, v.seed);
-                            let len = count * op.unit();
-                            let src = tbufs(v.mem, n, |r| op.input(r, count));
-                            let dst = tbufs(v.mem, n, |r| if in_place { op.input(r, count) } else { junk(r, len) });
-                            sim.run_ok(label, "MPI_Allreduce", |r, s| {
-                                s.set_reducer(op.reducer());
-                                let d = dst[r].region(s);
-                                let sl = if in_place { d } else { src[r].region(s) };
-                                algo::allreduce(s, a, sl, d);
-                            });
-                            let want = op.combined(0, n, 0, count);
-                            for r in 0..n {
-                                assert!(dst[r].get() == want, "{label}: wrong result at rank {r}");
-                                assert!(src[r].get() == op.input(r, count), "{label}: rank {r}'s input was modified");
-                            }
-                        });
-                    }
-                }
+                });
             }
         }
     }
@@ -169,49 +164,42 @@ fn alltoall_every_algorithm() {
 #[test]
 fn reduce_scatter_every_algorithm() {
     let mut m = Matrix::new("reduce_scatter");
-    for n in NS {
-        for (name, a) in algos(Coll::ReduceScatter) {
-            for op in OPS {
-                match a {
-                    Algo::RecursiveHalving if !(op.commutative() && pow2(n)) => continue,
-                    Algo::Pairwise if !op.commutative() => continue,
-                    _ => {}
-                }
-                for equal in [true, false] {
-                    for c in counts(n, BIG_BLOCK) {
-                        for in_place in [false, true] {
-                            let what = format_args!("{name} {op:?} n={n} count={c} equal={equal} in_place={in_place}");
-                            m.case(c == BIG_BLOCK, what, |v, label| {
-                                let cnt: Vec<usize> = (0..n).map(|i| if equal { c } else { (i * 5 + c) % 6 }).collect();
-                                let first: Vec<usize> = (0..n).map(|i| cnt[..i].iter().sum()).collect();
-                                let total: usize = cnt.iter().sum();
-                                let u = op.unit();
-                                let sim = Sim::new(n, v.proto, v.seed);
-                                let src = tbufs(v.mem, n, |r| op.input(r, total));
-                                let dst = tbufs(v.mem, n, |r| junk(r, cnt[r] * u));
-                                sim.run_ok(label, "MPI_Reduce_scatter", |r, s| {
-                                    s.set_reducer(op.reducer());
-                                    let whole = src[r].region(s);
-                                    let d = if in_place { src[r].window(s, 0, cnt[r] * u) } else { dst[r].region(s) };
-                                    let bl: Vec<Loc> = (0..n).map(|i| whole.at(first[i] * u, cnt[i] * u)).collect();
-                                    algo::reduce_scatter(s, a, whole, &bl, d);
-                                });
-                                for r in 0..n {
-                                    let want = op.combined(0, n, first[r], cnt[r]);
-                                    if in_place {
-                                        let got = src[r].get();
-                                        assert!(got[..cnt[r] * u] == want[..], "{label}: wrong result at rank {r}");
-                                    } else {
-                                        assert!(dst[r].get() == want, "{label}: wrong result at rank {r}");
-                                        assert!(
-                                            src[r].get() == op.input(r, total),
-                                            "{label}: rank {r}'s input was modified"
-                                        );
-                                    }
-                                }
-                            });
+    for (n, name, a, op) in reduction_cases(Coll::ReduceScatter) {
+        match a {
+            Algo::RecursiveHalving if !(op.commutative() && pow2(n)) => continue,
+            Algo::Pairwise if !op.commutative() => continue,
+            _ => {}
+        }
+        for equal in [true, false] {
+            for c in counts(n, BIG_BLOCK) {
+                for in_place in [false, true] {
+                    let what = format_args!("{name} {op:?} n={n} count={c} equal={equal} in_place={in_place}");
+                    m.case(c == BIG_BLOCK, what, |v, label| {
+                        let cnt: Vec<usize> = (0..n).map(|i| if equal { c } else { (i * 5 + c) % 6 }).collect();
+                        let first: Vec<usize> = (0..n).map(|i| cnt[..i].iter().sum()).collect();
+                        let total: usize = cnt.iter().sum();
+                        let u = op.unit();
+                        let sim = Sim::new(n, v.proto, v.seed);
+                        let src = tbufs(v.mem, n, |r| op.input(r, total));
+                        let dst = tbufs(v.mem, n, |r| junk(r, cnt[r] * u));
+                        sim.run_ok(label, "MPI_Reduce_scatter", |r, s| {
+                            s.set_reducer(op.reducer());
+                            let whole = src[r].region(s);
+                            let d = if in_place { src[r].window(s, 0, cnt[r] * u) } else { dst[r].region(s) };
+                            let bl: Vec<Loc> = (0..n).map(|i| whole.at(first[i] * u, cnt[i] * u)).collect();
+                            algo::reduce_scatter(s, a, whole, &bl, d);
+                        });
+                        for r in 0..n {
+                            let want = op.combined(0, n, first[r], cnt[r]);
+                            if in_place {
+                                let got = src[r].get();
+                                assert!(got[..cnt[r] * u] == want[..], "{label}: wrong result at rank {r}");
+                            } else {
+                                assert!(dst[r].get() == want, "{label}: wrong result at rank {r}");
+                                assert!(src[r].get() == op.input(r, total), "{label}: rank {r}'s input was modified");
+                            }
                         }
-                    }
+                    });
                 }
             }
         }
@@ -222,41 +210,34 @@ fn reduce_scatter_every_algorithm() {
 #[test]
 fn scan_every_algorithm() {
     let mut m = Matrix::new("scan");
-    for n in NS {
-        for (name, a) in algos(Coll::Scan) {
-            for op in OPS {
-                for exclusive in [false, true] {
-                    let form = if exclusive { "exclusive" } else { "inclusive" };
-                    for count in counts(n, BIG_ELEMS) {
-                        for in_place in [false, true] {
-                            let what = format_args!("{form} {name} {op:?} n={n} count={count} in_place={in_place}");
-                            m.case(count == BIG_ELEMS, what, |v, label| {
-                                let sim = Sim::new(n, v.proto, v.seed);
-                                let len = count * op.unit();
-                                let src = tbufs(v.mem, n, |r| op.input(r, count));
-                                let init = |r: usize| if in_place { op.input(r, count) } else { junk(r, len) };
-                                let dst = tbufs(v.mem, n, init);
-                                sim.run_ok(label, "MPI_Scan", |r, s| {
-                                    s.set_reducer(op.reducer());
-                                    let d = dst[r].region(s);
-                                    let sl = if in_place { d } else { src[r].region(s) };
-                                    algo::scan(s, a, sl, d, exclusive);
-                                });
-                                for r in 0..n {
-                                    let want = match (exclusive, r) {
-                                        (true, 0) => init(0),
-                                        (true, _) => op.combined(0, r, 0, count),
-                                        (false, _) => op.combined(0, r + 1, 0, count),
-                                    };
-                                    assert!(dst[r].get() == want, "{label}: wrong result at rank {r}");
-                                    assert!(
-                                        src[r].get() == op.input(r, count),
-                                        "{label}: rank {r}'s input was modified"
-                                    );
-                                }
-                            });
+    for (n, name, a, op) in reduction_cases(Coll::Scan) {
+        for exclusive in [false, true] {
+            let form = if exclusive { "exclusive" } else { "inclusive" };
+            for count in counts(n, BIG_ELEMS) {
+                for in_place in [false, true] {
+                    let what = format_args!("{form} {name} {op:?} n={n} count={count} in_place={in_place}");
+                    m.case(count == BIG_ELEMS, what, |v, label| {
+                        let sim = Sim::new(n, v.proto, v.seed);
+                        let len = count * op.unit();
+                        let src = tbufs(v.mem, n, |r| op.input(r, count));
+                        let init = |r: usize| if in_place { op.input(r, count) } else { junk(r, len) };
+                        let dst = tbufs(v.mem, n, init);
+                        sim.run_ok(label, "MPI_Scan", |r, s| {
+                            s.set_reducer(op.reducer());
+                            let d = dst[r].region(s);
+                            let sl = if in_place { d } else { src[r].region(s) };
+                            algo::scan(s, a, sl, d, exclusive);
+                        });
+                        for r in 0..n {
+                            let want = match (exclusive, r) {
+                                (true, 0) => init(0),
+                                (true, _) => op.combined(0, r, 0, count),
+                                (false, _) => op.combined(0, r + 1, 0, count),
+                            };
+                            assert!(dst[r].get() == want, "{label}: wrong result at rank {r}");
+                            assert!(src[r].get() == op.input(r, count), "{label}: rank {r}'s input was modified");
                         }
-                    }
+                    });
                 }
             }
         }
