@@ -83,10 +83,10 @@ impl Comm {
     /// dynamic-process calls need once they know the remote processes and the context.
     pub fn new_inter(ctx: u64, group: Arc<Group>, rank: i32, remote: Arc<Group>) -> Comm {
         let ctx = ctx & !1;
-        // Only this side's members use the local communicator, so its id needs no agreement
-        // with the other side; the group makes the two sides' ids differ all the same.
-        let gh = hash_words(&group.procs.iter().map(|&p| p as u64).collect::<Vec<_>>());
-        let local = Comm::new(hash_words(&[ctx, 0x006c_6f63_616c, gh]), group.clone(), rank);
+        // Only this side's members use the local communicator, and they only send to one
+        // another, so both sides may use the same id; it must not depend on process table
+        // indices, which differ between members when the group spans jobs.
+        let local = Comm::new(hash_words(&[ctx, 0x006c_6f63_616c]), group.clone(), rank);
         Comm {
             ctx,
             peers: remote.clone(),

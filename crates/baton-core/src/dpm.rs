@@ -43,37 +43,37 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(30);
 
 // ----- a small codec for the roots' messages and the broadcasts -----
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_le_bytes());
     out.extend_from_slice(b);
 }
 
-struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
+pub(crate) struct Reader<'a> {
+    pub(crate) b: &'a [u8],
+    pub(crate) at: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+    pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let s = self.b.get(self.at..self.at.checked_add(n)?)?;
         self.at += n;
         Some(s)
     }
-    fn u32(&mut self) -> Option<u32> {
+    pub(crate) fn u32(&mut self) -> Option<u32> {
         Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
     }
-    fn u64(&mut self) -> Option<u64> {
+    pub(crate) fn u64(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
-    fn bytes(&mut self) -> Option<&'a [u8]> {
+    pub(crate) fn bytes(&mut self) -> Option<&'a [u8]> {
         let n = self.u32()? as usize;
         self.take(n)
     }
-    fn string(&mut self) -> Option<String> {
+    pub(crate) fn string(&mut self) -> Option<String> {
         String::from_utf8(self.bytes()?.to_vec()).ok()
     }
     /// A list of strings; the count is bounded by the bytes present.
-    fn strings(&mut self) -> Option<Vec<String>> {
+    pub(crate) fn strings(&mut self) -> Option<Vec<String>> {
         let n = self.u32()? as usize;
         if n > self.b.len() / 4 + 1 {
             return None;
@@ -82,7 +82,7 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn put_strings(out: &mut Vec<u8>, v: &[String]) {
+pub(crate) fn put_strings(out: &mut Vec<u8>, v: &[String]) {
     out.extend_from_slice(&(v.len() as u32).to_le_bytes());
     for s in v {
         put_bytes(out, s.as_bytes());

@@ -15,11 +15,13 @@
 //! `high` flag, the group given to create) crosses between the leaders and is broadcast.
 
 use crate::comm::{hash_words, Comm};
+use crate::dpm::{put_strings, Reader};
 use crate::engine::ProcIdx;
 use crate::error::{MpiError, Result};
 use crate::group::Group;
 use crate::runtime::Mpi;
 use baton_abi::consts as c;
+use baton_pmi::auth::Secret;
 use std::sync::Arc;
 
 const DISC_CREATE: u64 = 0x0069_6372_6561_7465;
@@ -28,12 +30,17 @@ const DISC_MERGE: u64 = 0x006d_6572_6765;
 const DISC_SPLIT: u64 = 0x6973_706c_6974;
 const DISC_SUB: u64 = 0x0069_6373_7562;
 
-/// A group as the processes' identities (job, rank), which mean the same to every process
-/// (process table indices need not).
-fn encode_group(mpi: &Mpi, g: &Group, out: &mut Vec<u8>) {
-    out.extend_from_slice(&(g.procs.len() as u32).to_le_bytes());
-    for &p in &g.procs {
-        let (job, rank) = mpi.proc_id(p);
+/// A process's identity across jobs: (job id, rank in its job), the same to every process
+/// (process table indices need not be).
+type Id = (u64, u32);
+
+fn ids_of(mpi: &Mpi, g: &Group) -> Vec<Id> {
+    g.procs.iter().map(|&p| mpi.proc_id(p)).collect()
+}
+
+fn encode_ids(ids: &[Id], out: &mut Vec<u8>) {
+    out.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+    for &(job, rank) in ids {
         out.extend_from_slice(&job.to_le_bytes());
         out.extend_from_slice(&rank.to_le_bytes());
     }
@@ -46,57 +53,76 @@ fn word<const N: usize>(b: &[u8], at: &mut usize) -> Option<[u8; N]> {
     Some(w)
 }
 
-fn decode_group(mpi: &Mpi, call: &str, b: &[u8], at: &mut usize) -> Result<Group> {
+fn decode_ids(call: &str, b: &[u8], at: &mut usize) -> Result<Vec<Id>> {
     let bad = || MpiError::new(c::MPI_ERR_INTERN, format!("{call}: malformed group description from the other group"));
     let n = u32::from_le_bytes(word(b, at).ok_or_else(bad)?) as usize;
-    let mut procs: Vec<ProcIdx> = Vec::with_capacity(n.min(b.len() / 12));
+    let mut ids = Vec::with_capacity(n.min(b.len() / 12));
     for _ in 0..n {
         let job = u64::from_le_bytes(word(b, at).ok_or_else(bad)?);
         let rank = u32::from_le_bytes(word(b, at).ok_or_else(bad)?);
-        let p = mpi.proc_index(job, rank).ok_or_else(|| {
-            MpiError::new(
-                c::MPI_ERR_INTERN,
-                format!("{call}: the remote group holds rank {rank} of job {job:#x}, a process this one does not know"),
-            )
-        })?;
-        procs.push(p);
+        ids.push((job, rank));
     }
+    Ok(ids)
+}
+
+/// The group of processes `ids`, all of which this process must know.
+fn resolve(mpi: &Mpi, call: &str, ids: &[Id]) -> Result<Group> {
+    let procs = ids
+        .iter()
+        .map(|&(job, rank)| {
+            mpi.proc_index(job, rank).ok_or_else(|| {
+                MpiError::new(
+                    c::MPI_ERR_INTERN,
+                    format!(
+                        "{call}: the remote group holds rank {rank} of job {job:#x}, a process this one does not know"
+                    ),
+                )
+            })
+        })
+        .collect::<Result<Vec<ProcIdx>>>()?;
     Ok(Group::new(procs))
 }
 
 /// The local leader's verdict, broadcast to its group: the context id and the remote group,
 /// or the error that the leader met (so that no member waits for a leader that gave up).
-fn encode_verdict(mpi: &Mpi, v: &Result<(u64, Group)>) -> Vec<u8> {
+fn encode_verdict(v: &Result<(u64, Vec<Id>)>) -> Vec<u8> {
     let mut out = Vec::new();
     match v {
-        Ok((ctx, g)) => {
+        Ok((ctx, ids)) => {
             out.push(0);
             out.extend_from_slice(&ctx.to_le_bytes());
-            encode_group(mpi, g, &mut out);
+            encode_ids(ids, &mut out);
         }
-        Err(e) => {
-            out.push(1);
-            out.extend_from_slice(&e.class.to_le_bytes());
-            out.extend_from_slice(e.msg.as_bytes());
-        }
+        Err(e) => encode_error(e, &mut out),
     }
     out
 }
 
-fn decode_verdict(mpi: &Mpi, call: &str, b: &[u8]) -> Result<(u64, Group)> {
+fn encode_error(e: &MpiError, out: &mut Vec<u8>) {
+    out.push(1);
+    out.extend_from_slice(&e.class.to_le_bytes());
+    out.extend_from_slice(e.msg.as_bytes());
+}
+
+fn decode_error(call: &str, b: &[u8]) -> MpiError {
+    let mut at = 1;
+    let Some(class) = word(b, &mut at).map(i32::from_le_bytes) else {
+        return MpiError::new(c::MPI_ERR_INTERN, format!("{call}: malformed message from the local leader"));
+    };
+    let why = String::from_utf8_lossy(&b[at..]);
+    let why = why.strip_prefix(call).and_then(|w| w.strip_prefix(": ")).unwrap_or(&why);
+    MpiError::new(class, format!("{call}: the local leader reported: {why}"))
+}
+
+fn decode_verdict(call: &str, b: &[u8]) -> Result<(u64, Vec<Id>)> {
     let bad = || MpiError::new(c::MPI_ERR_INTERN, format!("{call}: malformed message from the local leader"));
     let mut at = 1;
     match b.first() {
         Some(0) => {
             let ctx = u64::from_le_bytes(word(b, &mut at).ok_or_else(bad)?);
-            Ok((ctx, decode_group(mpi, call, b, &mut at)?))
+            Ok((ctx, decode_ids(call, b, &mut at)?))
         }
-        Some(1) => {
-            let class = i32::from_le_bytes(word(b, &mut at).ok_or_else(bad)?);
-            let why = String::from_utf8_lossy(&b[at..]);
-            let why = why.strip_prefix(call).and_then(|w| w.strip_prefix(": ")).unwrap_or(&why);
-            Err(MpiError::new(class, format!("{call}: the local leader reported: {why}")))
-        }
+        Some(1) => Err(decode_error(call, b)),
         _ => Err(bad()),
     }
 }
@@ -107,6 +133,11 @@ pub type LeaderArgs<'a> = Result<(&'a Comm, i32)>;
 
 /// `MPI_Intercomm_create` over `local` (an intracommunicator) with leader `leader`; `peer` is
 /// significant at the leader only.
+///
+/// When the two groups together hold processes of more than one job, a member may not know
+/// every process of the remote group (a child spawned by one parent has never met the other
+/// parents' children): the groups then also swap how each of their members is reached
+/// ([`learn_remote`]).
 pub fn create(mpi: &Mpi, local: &Comm, leader: i32, peer: Option<LeaderArgs<'_>>, tag: i32) -> Result<Comm> {
     let call = "MPI_Intercomm_create";
     let n = local.size();
@@ -114,35 +145,203 @@ pub fn create(mpi: &Mpi, local: &Comm, leader: i32, peer: Option<LeaderArgs<'_>>
         return Err(MpiError::rank_out_of_range_of(call, "local_leader", leader, n, "local_comm"));
     }
     let proposal = local.derive_ctx(hash_words(&[DISC_CREATE, tag as u64]));
-    let verdict = if local.rank == leader {
-        let v = peer
-            .unwrap_or_else(|| Err(MpiError::new(c::MPI_ERR_INTERN, format!("{call}: the leader has no peer"))))
-            .and_then(|(peer, remote_leader)| leader_swap(mpi, call, local, peer, remote_leader, tag, proposal));
-        mpi.bcast_internal(local, leader, encode_verdict(mpi, &v));
-        v
-    } else {
-        decode_verdict(mpi, call, &mpi.bcast_internal(local, leader, Vec::new()))
+    let link = (local.rank == leader).then(|| {
+        peer.unwrap_or_else(|| Err(MpiError::new(c::MPI_ERR_INTERN, format!("{call}: the leader has no peer"))))
+    });
+    let local_ids = ids_of(mpi, &local.group);
+    let verdict = match &link {
+        Some(args) => {
+            let v = args.clone().and_then(|(peer, remote_leader)| {
+                leader_swap(call, &local_ids, peer, remote_leader, tag, proposal, mpi)
+            });
+            mpi.bcast_internal(local, leader, encode_verdict(&v));
+            v
+        }
+        None => decode_verdict(call, &mpi.bcast_internal(local, leader, Vec::new())),
     };
-    let (ctx, remote) = verdict?;
-    Ok(Comm::new_inter(ctx, local.group.clone(), local.rank, Arc::new(remote)))
+    let (ctx, remote_ids) = verdict?;
+    // Every member computes the same answer from the same identities, so all take part.
+    let job = local_ids[0].0;
+    let spans = local_ids.iter().chain(&remote_ids).any(|id| id.0 != job);
+    if spans {
+        let link = link.map(|a| a.expect("the leader's swap succeeded"));
+        learn_remote(mpi, call, local, leader, link, tag, &remote_ids)?;
+    }
+    let remote = Arc::new(resolve(mpi, call, &remote_ids)?);
+    let me = mpi.proc_id(mpi.me).0;
+    let foreign: Vec<ProcIdx> = remote.procs.iter().copied().filter(|&p| mpi.proc_id(p).0 != me).collect();
+    if !foreign.is_empty() {
+        // As an intercommunicator from accept or connect: its disconnect releases them.
+        mpi.dpm.use_procs(&foreign);
+        mpi.dpm.comms.lock().unwrap_or_else(|e| e.into_inner()).push((ctx & !1, remote.clone()));
+    }
+    Ok(Comm::new_inter(ctx, local.group.clone(), local.rank, remote))
+}
+
+/// Makes every member know the processes of the remote group: each local member describes
+/// itself ([`Mpi::describe_self`]), the leaders swap their groups' descriptions and halves of
+/// a fresh secret (which the connections between the two groups prove), the leader
+/// broadcasts the other group's, and each member enters those it does not know
+/// ([`Mpi::add_remote`]) and trusts the secret for the remote jobs. The leaders always swap,
+/// an error included, so that neither waits for one that gave up.
+fn learn_remote(
+    mpi: &Mpi,
+    call: &str,
+    local: &Comm,
+    leader: i32,
+    link: Option<(&Comm, i32)>,
+    tag: i32,
+    remote_ids: &[Id],
+) -> Result<()> {
+    let mine = match mpi.describe_self() {
+        Ok(d) => format!("+{d}"),
+        Err(e) => format!("!{}", e.msg),
+    };
+    let all = mpi.allgather(local, mine.into_bytes());
+    let bytes = match link {
+        Some((peer, remote_leader)) => {
+            let out = leaders_swap_cards(mpi, call, &all, peer, remote_leader, tag, remote_ids.len());
+            let mut b = Vec::new();
+            match &out {
+                Ok((secret, descs)) => {
+                    b.push(0);
+                    b.extend_from_slice(&secret.0);
+                    put_strings(&mut b, descs);
+                }
+                Err(e) => encode_error(e, &mut b),
+            }
+            mpi.bcast_internal(local, leader, b)
+        }
+        None => mpi.bcast_internal(local, leader, Vec::new()),
+    };
+    let (secret, descs) = decode_cards(call, &bytes)?;
+    let id_of = |d: &str| -> Option<Id> {
+        let mut w = d.split(' ');
+        Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
+    };
+    let mut unknown = Vec::new();
+    for d in descs {
+        match id_of(&d) {
+            Some(id) if remote_ids.contains(&id) => {
+                if mpi.proc_index(id.0, id.1).is_none() {
+                    unknown.push(d);
+                }
+            }
+            _ => {
+                return Err(MpiError::new(
+                    c::MPI_ERR_INTERN,
+                    format!("{call}: the remote leader described a process outside the remote group: '{d}'"),
+                ))
+            }
+        }
+    }
+    if !unknown.is_empty() {
+        mpi.add_remote(&unknown, &secret).map_err(|e| MpiError::new(e.class, format!("{call}: {}", e.msg)))?;
+    }
+    let me = mpi.proc_id(mpi.me).0;
+    let mut jobs: Vec<u64> = remote_ids.iter().map(|id| id.0).filter(|&j| j != me).collect();
+    jobs.sort_unstable();
+    jobs.dedup();
+    mpi.trust_jobs(&secret, &jobs);
+    Ok(())
+}
+
+/// The leader's part of [`learn_remote`]: `all` holds the local members' descriptions (or
+/// why one has none); returns the secret and the remote group's `n` descriptions.
+fn leaders_swap_cards(
+    mpi: &Mpi,
+    call: &str,
+    all: &[Vec<u8>],
+    peer: &Comm,
+    remote_leader: i32,
+    tag: i32,
+    n: usize,
+) -> Result<(Secret, Vec<String>)> {
+    let descs = all
+        .iter()
+        .enumerate()
+        .map(|(r, b)| {
+            let s = String::from_utf8_lossy(b);
+            match s.strip_prefix('+') {
+                Some(d) => Ok(d.to_string()),
+                None => Err(MpiError::new(
+                    c::MPI_ERR_OTHER,
+                    format!(
+                        "{call}: rank {r} of local_comm cannot be reached by other jobs: {}",
+                        s.trim_start_matches('!')
+                    ),
+                )),
+            }
+        })
+        .collect::<Result<Vec<String>>>();
+    let half = Secret::generate().map_err(|e| MpiError::new(c::MPI_ERR_OTHER, format!("{call}: {e}")));
+    let mut msg = Vec::new();
+    match (&descs, &half) {
+        (Ok(d), Ok(h)) => {
+            msg.push(0);
+            msg.extend_from_slice(&h.0);
+            put_strings(&mut msg, d);
+        }
+        _ => msg.push(1),
+    }
+    // The same context and tag as the groups' swap, which came before in that order.
+    let ctx = hash_words(&[peer.ctx, DISC_SWAP]) | 1;
+    let s = mpi.isend_ctx(peer.proc_of(remote_leader), ctx, peer.rank, tag, msg);
+    let got = mpi.recv_ctx(ctx, remote_leader, tag);
+    mpi.wait(s);
+    let (h, _) = (half?, descs?);
+    let bad = || MpiError::new(c::MPI_ERR_INTERN, format!("{call}: malformed descriptions from the remote leader"));
+    match got.first() {
+        Some(0) => {
+            let mut r = Reader { b: &got, at: 1 };
+            let theirs = r.take(32).ok_or_else(bad)?;
+            let mut secret = h.0;
+            for (a, b) in secret.iter_mut().zip(theirs) {
+                *a ^= b;
+            }
+            let remote = r.strings().ok_or_else(bad)?;
+            if remote.len() != n {
+                return Err(bad());
+            }
+            Ok((Secret(secret), remote))
+        }
+        Some(1) => Err(MpiError::new(
+            c::MPI_ERR_OTHER,
+            format!("{call}: a member of the remote group cannot be reached by other jobs"),
+        )),
+        _ => Err(bad()),
+    }
+}
+
+fn decode_cards(call: &str, b: &[u8]) -> Result<(Secret, Vec<String>)> {
+    let bad = || MpiError::new(c::MPI_ERR_INTERN, format!("{call}: malformed message from the local leader"));
+    match b.first() {
+        Some(0) => {
+            let mut r = Reader { b, at: 1 };
+            let secret = Secret(r.take(32).ok_or_else(bad)?.try_into().map_err(|_| bad())?);
+            Ok((secret, r.strings().ok_or_else(bad)?))
+        }
+        Some(1) => Err(decode_error(call, b)),
+        _ => Err(bad()),
+    }
 }
 
 /// The leaders' exchange: checks the leader's arguments, swaps proposal and group with the
 /// remote leader, and returns the agreed context id and the remote group.
 fn leader_swap(
-    mpi: &Mpi,
     call: &str,
-    local: &Comm,
+    local_ids: &[Id],
     peer: &Comm,
     remote_leader: i32,
     tag: i32,
     proposal: u64,
-) -> Result<(u64, Group)> {
+    mpi: &Mpi,
+) -> Result<(u64, Vec<Id>)> {
     let pn = peer.peer_size();
     if !(0..pn).contains(&remote_leader) {
         return Err(MpiError::rank_out_of_range_of(call, "remote_leader", remote_leader, pn, "peer_comm"));
     }
-    if local.group.rank_of(peer.proc_of(remote_leader)) != c::MPI_UNDEFINED {
+    if local_ids.contains(&mpi.proc_id(peer.proc_of(remote_leader))) {
         return Err(MpiError::new(
             c::MPI_ERR_RANK,
             format!(
@@ -155,7 +354,7 @@ fn leader_swap(
     }
     let ctx = hash_words(&[peer.ctx, DISC_SWAP]) | 1;
     let mut msg = proposal.to_le_bytes().to_vec();
-    encode_group(mpi, &local.group, &mut msg);
+    encode_ids(local_ids, &mut msg);
     let s = mpi.isend_ctx(peer.proc_of(remote_leader), ctx, peer.rank, tag, msg);
     let got = mpi.recv_ctx(ctx, remote_leader, tag);
     mpi.wait(s);
@@ -163,8 +362,8 @@ fn leader_swap(
     let theirs = u64::from_le_bytes(word(&got, &mut at).ok_or_else(|| {
         MpiError::new(c::MPI_ERR_INTERN, format!("{call}: malformed message from the remote leader"))
     })?);
-    let remote = decode_group(mpi, call, &got, &mut at)?;
-    if remote.procs.iter().any(|&p| local.group.rank_of(p) != c::MPI_UNDEFINED) {
+    let remote = decode_ids(call, &got, &mut at)?;
+    if remote.iter().any(|id| local_ids.contains(id)) {
         return Err(MpiError::new(c::MPI_ERR_COMM, format!("{call}: the local and remote groups overlap")));
     }
     let agreed = hash_words(&[proposal.min(theirs), proposal.max(theirs), DISC_CREATE]);

@@ -363,7 +363,7 @@ pub fn choose(coll: Coll, call: &str, sh: Shape) -> Result<Algo> {
 
 /// The algorithm chosen by size, process count and operation, which always serves the call.
 #[inline]
-fn auto(coll: Coll, sh: &Shape) -> Algo {
+pub(crate) fn auto(coll: Coll, sh: &Shape) -> Algo {
     let pow2 = || sh.n > 0 && (sh.n & (sh.n - 1)) == 0;
     let applies = |a: Algo| unfit(coll, a, sh).is_none();
     match coll {

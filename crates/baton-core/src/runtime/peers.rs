@@ -241,6 +241,17 @@ impl Mpi {
         Ok(out)
     }
 
+    /// Accepts connections that prove `secret` from processes of `jobs` (besides the secrets
+    /// already trusted for them).
+    pub fn trust_jobs(&self, secret: &Secret, jobs: &[u64]) {
+        let st = self.lock();
+        if let Some(t) = st.fabric.tcp.as_ref() {
+            for &j in jobs {
+                t.trust(secret, j);
+            }
+        }
+    }
+
     /// Processes `ps` are being disconnected: the end of their connections is expected from now
     /// on (the other side may finish first and close).
     pub fn expect_close(&self, ps: &[ProcIdx]) {

@@ -1,7 +1,7 @@
 //! The collectives where every process gives and gets: barrier, allgather and alltoall (with
 //! their `v` and `w` forms).
 
-use super::{direct, even, no_in_place, same_size, sched, sched_for, Blocks, Call};
+use super::{choose, direct, even, no_in_place, same_size, sched, sched_for, Blocks, Call};
 use crate::coll::algo::{self, Algo, Coll, Shape};
 use crate::coll::inter;
 use crate::device::{Buffer, Device, Started};
@@ -21,7 +21,7 @@ impl Device {
             return self.in_form(&at, s);
         }
         self.attach(&at);
-        let a = algo::choose(Coll::Barrier, CALL, Shape::of(comm, 0))?;
+        let a = choose(&at, Coll::Barrier, CALL, Shape::of(comm, 0))?;
         if let Some(sh) = direct(&at, a) {
             return Ok(self.shm_direct(sh, ShmKind::Barrier, None, |_, _| {}));
         }
@@ -91,7 +91,7 @@ impl Device {
         }
         self.attach(at);
         let b = even(recv, at.comm.size() as usize);
-        let a = algo::choose(coll, call, Shape::of(at.comm, b))?;
+        let a = choose(at, coll, call, Shape::of(at.comm, b))?;
         let kind = if coll == Coll::Alltoall { ShmKind::Alltoall } else { ShmKind::Allgather };
         if let (Some(sh), Some(sb)) = (direct(at, a), send) {
             if let Some(done) = self.blocks_direct(sh, kind, sb, recv) {

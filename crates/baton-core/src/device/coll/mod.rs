@@ -9,7 +9,8 @@
 //!    once per communicator; every member calls it at the same point, and a call whose
 //!    arguments fail the checks has no effect, that exchange included);
 //! 3. the algorithm, from [`algo::choose`], the one place that decides (and that fails the call
-//!    when a forced algorithm cannot serve it and `BATON_COLL_FALLBACK=error`);
+//!    when a forced algorithm cannot serve it and `BATON_COLL_FALLBACK=error`), through
+//!    [`choose`], which keeps persistent collectives off the shared-memory area;
 //! 4. a blocking call whose algorithm is shared memory, on contiguous data, runs that protocol
 //!    directly ([`ShmColl::run_blocking`]): building a schedule would cost more than the
 //!    collective itself. Anything else becomes a [`Schedule`], run in the call's [`Form`].
@@ -30,7 +31,7 @@ mod rooted;
 pub use neighbor::Neighborhood;
 
 use super::{Buffer, Device, Form, Persistent, Started};
-use crate::coll::algo::Algo;
+use crate::coll::algo::{self, Algo, Coll, Shape};
 use crate::coll::inter::Root;
 use crate::coll::schedule::{Loc, Schedule};
 use crate::comm::Comm;
@@ -92,6 +93,18 @@ fn even(b: &Buffer, n: usize) -> usize {
 /// `n` consecutive blocks of `b` bytes of a window.
 fn blocks(whole: Loc, n: usize, b: usize) -> Vec<Loc> {
     (0..n).map(|i| whole.at(i * b, b)).collect()
+}
+
+/// The algorithm for a call of `coll` ([`algo::choose`]), except that a persistent collective
+/// never runs through the shared-memory area: its requests match by their initialization and
+/// the processes may start them in different orders, while the area orders its steps by start
+/// (see [`Schedule::untagged`]). It runs what [`algo::choose`] picks without an area, over
+/// messages whose tag it drew at initialization, whatever `BATON_COLL_<NAME>` forces (the area
+/// cannot serve the form at all, so this is no fallback to report).
+#[inline]
+fn choose(at: &Call, coll: Coll, call: &str, sh: Shape) -> Result<Algo> {
+    let a = algo::choose(coll, call, sh)?;
+    Ok(if a == Algo::Shm && at.form == Form::Persistent { algo::auto(coll, &Shape { shm: false, ..sh }) } else { a })
 }
 
 fn sched(at: &Call, call: &'static str) -> Schedule {

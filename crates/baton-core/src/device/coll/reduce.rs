@@ -1,7 +1,8 @@
 //! The reductions: reduce, allreduce, scan, exscan and reduce-scatter (both forms).
 
 use super::{
-    check_root, direct, in_place_at_root, inter_root, no_in_place, require_intra, sched, sched_for, Arg, Call, Lazy,
+    check_root, choose, direct, in_place_at_root, inter_root, no_in_place, require_intra, sched, sched_for, Arg, Call,
+    Lazy,
 };
 use crate::coll::algo::{self, Coll, Shape};
 use crate::coll::inter::{self, Root};
@@ -72,7 +73,7 @@ impl Device {
         let input = sb.as_ref().or(rb.as_ref()).expect("in place only at the root");
         self.attach(&at);
         let shape = Shape { commutative: r.commutative, ..Shape::of(comm, input.bytes()) };
-        let a = algo::choose(Coll::Reduce, CALL, shape)?;
+        let a = choose(&at, Coll::Reduce, CALL, shape)?;
         if let Some(sh) = direct(&at, a) {
             let dst = match &rb {
                 Some(b) => b.contiguous().map(Some),
@@ -110,7 +111,7 @@ impl Device {
             return self.in_form(&at, s);
         }
         self.attach(&at);
-        let a = algo::choose(Coll::Allreduce, CALL, vector_shape(comm, &recv, &op))?;
+        let a = choose(&at, Coll::Allreduce, CALL, vector_shape(comm, &recv, &op))?;
         if let (Some(sh), Some(d)) = (direct(&at, a), recv.contiguous()) {
             let src = match &send {
                 None => Some(d),

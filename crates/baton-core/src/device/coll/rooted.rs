@@ -1,7 +1,8 @@
 //! Bcast, gather and scatter (with their `v` forms): the collectives with a root.
 
 use super::{
-    check_root, direct, in_place_at_root, inter_root, no_in_place, same_size, sched, sched_for, Arg, Blocks, Call, Lazy,
+    check_root, choose, direct, in_place_at_root, inter_root, no_in_place, same_size, sched, sched_for, Arg, Blocks,
+    Call, Lazy,
 };
 use crate::coll::algo::{self, Coll, Flow, Shape};
 use crate::coll::inter::{self, Root};
@@ -30,7 +31,7 @@ impl Device {
         check_root(CALL, comm, root)?;
         let buf = buf?;
         self.attach(&at);
-        let a = algo::choose(Coll::Bcast, CALL, Shape::of(comm, buf.bytes()))?;
+        let a = choose(&at, Coll::Bcast, CALL, Shape::of(comm, buf.bytes()))?;
         if let (Some(sh), Some(b)) = (direct(&at, a), buf.contiguous()) {
             let me = comm.rank == root;
             let kind = ShmKind::Bcast { root: root as usize };
