@@ -2,7 +2,7 @@
 //! delete, overwrite and free, and the predefined attributes of `MPI_COMM_WORLD`. The callback
 //! runners ([`run_copy`], [`run_delete`]) serve datatype attributes too (`datatype::names`).
 //!
-//! Attributes are kept in the order they were first set ([`Attrs`]): `MPI_Finalize` deletes
+//! Attributes are kept in the order they were first set ([`Attrs`](crate::state::Attrs)): `MPI_Finalize` deletes
 //! those of `MPI_COMM_SELF` in the reverse order, as the standard requires, and freeing any
 //! communicator does the same. A keyval freed while attributes still use it lives on (its
 //! `uses` count) until the last of them is deleted, so their delete callbacks still run.
@@ -22,45 +22,6 @@ type DeleteFn = unsafe extern "C" fn(usize, c_int, *mut c_void, *mut c_void) -> 
 /// `MPI_*_NULL_COPY_FN` / `MPI_*_NULL_DELETE_FN` and `MPI_*_DUP_FN` in the ABI.
 const NULL_FN: usize = 0;
 const DUP_FN: usize = 1;
-
-/// The attributes of one object: (keyval, value) pairs in the order they were first set.
-/// Objects carry few attributes, so a list beats a map.
-#[derive(Default)]
-pub struct Attrs(Vec<(c_int, usize)>);
-
-impl Attrs {
-    pub fn get(&self, k: c_int) -> Option<usize> {
-        self.0.iter().find(|(kk, _)| *kk == k).map(|&(_, v)| v)
-    }
-
-    /// Sets `k` to `v` (keeping its place when already set): the value it replaces, if any.
-    pub fn insert(&mut self, k: c_int, v: usize) -> Option<usize> {
-        match self.0.iter_mut().find(|(kk, _)| *kk == k) {
-            Some(e) => Some(std::mem::replace(&mut e.1, v)),
-            None => {
-                self.0.push((k, v));
-                None
-            }
-        }
-    }
-
-    pub fn remove(&mut self, k: c_int) -> Option<usize> {
-        let i = self.0.iter().position(|(kk, _)| *kk == k)?;
-        Some(self.0.remove(i).1)
-    }
-
-    /// Every pair, in the order set.
-    pub fn pairs(&self) -> Vec<(c_int, usize)> {
-        self.0.clone()
-    }
-
-    /// Takes every pair out, the most recently set first (the order of deletion).
-    pub fn take_newest_first(&mut self) -> Vec<(c_int, usize)> {
-        let mut v = std::mem::take(&mut self.0);
-        v.reverse();
-        v
-    }
-}
 
 /// The error a callback's return code `rc` makes: the application's own code stays itself (so
 /// the call returns exactly `rc`), any other code keeps its class.

@@ -42,8 +42,8 @@ pub struct CommObj {
     pub handle: AtomicUsize,
     pub name: Mutex<String>,
     pub errhandler: AtomicUsize,
-    /// (keyval, attribute value) in the order the attributes were first set (`attr::Attrs`).
-    pub attrs: Mutex<crate::attr::Attrs>,
+    /// (keyval, attribute value) in the order the attributes were first set ([`Attrs`]).
+    pub attrs: Mutex<Attrs>,
     pub info: Mutex<Vec<(String, String)>>,
     /// Process topology, fixed at creation and shared with duplicates.
     pub topo: Option<Arc<Topology>>,
@@ -60,7 +60,7 @@ impl CommObj {
             handle: AtomicUsize::new(c::MPI_COMM_NULL),
             name: Mutex::new(name.to_string()),
             errhandler: AtomicUsize::new(errhandler),
-            attrs: Mutex::new(crate::attr::Attrs::default()),
+            attrs: Mutex::new(Attrs::default()),
             info: Mutex::new(Vec::new()),
             topo,
         })
@@ -350,5 +350,44 @@ impl UserOp {
             }
             done += k;
         }
+    }
+}
+
+/// The attributes of one object: (keyval, value) pairs in the order they were first set.
+/// Objects carry few attributes, so a list beats a map.
+#[derive(Default)]
+pub struct Attrs(Vec<(c_int, usize)>);
+
+impl Attrs {
+    pub fn get(&self, k: c_int) -> Option<usize> {
+        self.0.iter().find(|(kk, _)| *kk == k).map(|&(_, v)| v)
+    }
+
+    /// Sets `k` to `v` (keeping its place when already set): the value it replaces, if any.
+    pub fn insert(&mut self, k: c_int, v: usize) -> Option<usize> {
+        match self.0.iter_mut().find(|(kk, _)| *kk == k) {
+            Some(e) => Some(std::mem::replace(&mut e.1, v)),
+            None => {
+                self.0.push((k, v));
+                None
+            }
+        }
+    }
+
+    pub fn remove(&mut self, k: c_int) -> Option<usize> {
+        let i = self.0.iter().position(|(kk, _)| *kk == k)?;
+        Some(self.0.remove(i).1)
+    }
+
+    /// Every pair, in the order set.
+    pub fn pairs(&self) -> Vec<(c_int, usize)> {
+        self.0.clone()
+    }
+
+    /// Takes every pair out, the most recently set first (the order of deletion).
+    pub fn take_newest_first(&mut self) -> Vec<(c_int, usize)> {
+        let mut v = std::mem::take(&mut self.0);
+        v.reverse();
+        v
     }
 }
