@@ -30,10 +30,13 @@ impl Layout {
         let mut out = Vec::with_capacity(whole * to);
         if let Some(b) = self.uniform_basic() {
             // One kind of element: the type map's shape does not matter.
-            let (unit, code): (_, fn(Basic, &[u8], &mut Vec<u8>)) =
-                if encoding { (b.size, encode) } else { (b.ext, decode) };
-            for v in src[..whole * from].chunks_exact(unit as usize) {
-                code(b, v, &mut out);
+            let unit = if encoding { b.size } else { b.ext } as usize;
+            for v in src[..whole * from].chunks_exact(unit) {
+                if encoding {
+                    encode(b, v, &mut out)
+                } else {
+                    decode(b, v, &mut out)
+                }
             }
             return out;
         }
