@@ -41,6 +41,22 @@ pub(crate) fn register_topo(l: &Lib, parent: &CommObj, core: Comm, topo: Option<
     h
 }
 
+/// Registers a communicator made from groups, which has no parent: it takes the error handler
+/// and info the call names, and holds a reference to that handler, as
+/// `MPI_Comm_set_errhandler`'s communicators do.
+pub(crate) fn register_from_groups(l: &Lib, core: Comm, errhandler: usize, info: Vec<(String, String)>) -> usize {
+    let obj = CommObj::new(Arc::new(core), "", errhandler);
+    let mut t = l.t();
+    if let Some(u) = t.errhandlers.get_mut(errhandler) {
+        u.refs += 1;
+    }
+    let h = t.comms.insert(obj.clone());
+    drop(t);
+    obj.handle.store(h, Ordering::Relaxed);
+    *obj.info.lock().unwrap() = info;
+    h
+}
+
 /// The duplicate of `parent` (its info replaced by `info` when given), registered.
 fn dup_of(l: &Lib, parent: &CommObj, info: Option<Vec<(String, String)>>) -> Result<usize> {
     let disc = u64::from_le_bytes(*b"dup\0\0\0\0\0");
@@ -350,16 +366,7 @@ pub(crate) fn create_from_groups(
     newintercomm: Out<usize>,
 ) -> Result<()> {
     let core = intercomm::create_from_groups(&l.mpi, l.mpi.me, &local_group, &remote_group, &stringtag)?;
-    let obj = CommObj::new(Arc::new(core), "", errhandler);
-    let mut t = l.t();
-    if let Some(u) = t.errhandlers.get_mut(errhandler) {
-        u.refs += 1;
-    }
-    let h = t.comms.insert(obj.clone());
-    drop(t);
-    obj.handle.store(h, Ordering::Relaxed);
-    *obj.info.lock().unwrap() = info;
-    newintercomm.put(h);
+    newintercomm.put(register_from_groups(l, core, errhandler, info));
     Ok(())
 }
 

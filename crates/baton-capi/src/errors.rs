@@ -287,13 +287,7 @@ pub(crate) fn remove_error_class(cx: Call, _l: &Lib, errorclass: c_int) -> Resul
                 format!("{}: error class {errorclass} still has {codes_left} error codes (remove them first)", cx.name),
             ));
         }
-        // The standard makes removing a class or code whose string is still set erroneous; saying
-        // so keeps a program from losing a message it still relies on.
-        if cs.user_strings.contains_key(&errorclass) {
-            return Err(string_left(cx.name, "error class", errorclass));
-        }
-        cs.user_class_of.remove(&errorclass);
-        Ok(())
+        remove_user(cs, cx.name, "error class", errorclass)
     })
 }
 
@@ -303,11 +297,7 @@ pub(crate) fn remove_error_code(cx: Call, _l: &Lib, errorcode: c_int) -> Result<
             Some(&class) if class != errorcode => {}
             _ => return Err(not_added(cx.name, "an error code", errorcode)),
         }
-        if cs.user_strings.contains_key(&errorcode) {
-            return Err(string_left(cx.name, "error code", errorcode));
-        }
-        cs.user_class_of.remove(&errorcode);
-        Ok(())
+        remove_user(cs, cx.name, "error code", errorcode)
     })
 }
 
@@ -326,11 +316,18 @@ pub(crate) fn remove_error_string(cx: Call, _l: &Lib, errorcode: c_int) -> Resul
     })
 }
 
-fn string_left(call: &str, what: &str, value: c_int) -> MpiError {
-    MpiError::new(
-        c::MPI_ERR_ARG,
-        format!("{call}: {what} {value} still has its error string (remove it first with MPI_Remove_error_string)"),
-    )
+/// Removes a user class or code (`what` says which) that the caller has checked may go.
+/// The standard makes removing one whose string is still set erroneous; saying so keeps a
+/// program from losing a message it still relies on.
+fn remove_user(cs: &mut Codes, call: &str, what: &str, value: c_int) -> Result<()> {
+    if cs.user_strings.contains_key(&value) {
+        return Err(MpiError::new(
+            c::MPI_ERR_ARG,
+            format!("{call}: {what} {value} still has its error string (remove it first with MPI_Remove_error_string)"),
+        ));
+    }
+    cs.user_class_of.remove(&value);
+    Ok(())
 }
 
 pub(crate) fn status_get_error(_cx: Call, status: Out<MPI_Status>, error: Out<c_int>) -> Result<()> {

@@ -2,14 +2,13 @@
 //! `MPI_Comm_create_from_group` (a communicator from a group alone). The entry points are
 //! generated (`abi/bindings.tsv`); handles, counts and arrays arrive checked.
 
-use crate::state::{CommObj, Lib};
+use crate::state::Lib;
 use crate::validate::{Call, Out};
 use baton_abi::consts as c;
 use baton_core::comm::{hash_words, Comm};
 use baton_core::error::{HandleKind, MpiError, Result};
 use baton_core::group::Group;
 use std::ffi::c_int;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 fn out_of_range(call: &str, r: c_int, g: &Group, of: &str) -> MpiError {
@@ -177,16 +176,6 @@ pub(crate) fn create_from_group(
         .collect();
     let tag = hash_words(&stringtag.bytes().map(u64::from).collect::<Vec<_>>());
     let ctx = l.mpi.derive_ctx_from_groups(hash_words(&[hash_words(&ids), tag, DISC]));
-    let obj = CommObj::new(Arc::new(Comm::new(ctx, group.clone(), me)), "", errhandler);
-    let mut t = l.t();
-    // The communicator holds a reference to its error handler, as MPI_Comm_set_errhandler's do.
-    if let Some(u) = t.errhandlers.get_mut(errhandler) {
-        u.refs += 1;
-    }
-    let h = t.comms.insert(obj.clone());
-    drop(t);
-    obj.handle.store(h, Ordering::Relaxed);
-    *obj.info.lock().unwrap() = info;
-    newcomm.put(h);
+    newcomm.put(crate::comm::register_from_groups(l, Comm::new(ctx, group.clone(), me), errhandler, info));
     Ok(())
 }

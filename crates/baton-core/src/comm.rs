@@ -88,18 +88,10 @@ impl Comm {
         // indices, which differ between members when the group spans jobs.
         let local = Comm::new(hash_words(&[ctx, 0x006c_6f63_616c]), group.clone(), rank);
         Comm {
-            ctx,
             peers: remote.clone(),
-            group,
-            rank,
             remote: Some(remote),
             local: Some(Arc::new(local)),
-            created: AtomicU64::new(0),
-            created_for_group: Mutex::new(HashMap::new()),
-            coll_seq: AtomicU64::new(0),
-            nb_coll_seq: AtomicU64::new(0),
-            shm: std::sync::OnceLock::new(),
-            shm_checked: AtomicBool::new(false),
+            ..Comm::new(ctx, group, rank)
         }
     }
 

@@ -248,19 +248,25 @@ fn filled(data: &[u8]) -> Arc<Scratch> {
     m
 }
 
-/// The sum of 8-byte words (commutative).
-fn sum() -> Reducer {
+/// A reducer that combines `unit`-byte elements one pair at a time: `op(in, inout)`.
+fn elementwise(commutative: bool, unit: usize, op: fn(&[u8], &mut [u8])) -> Reducer {
     Reducer {
-        commutative: true,
-        unit: 8,
-        f: Arc::new(|i: &[u8], io: &mut [u8]| {
-            for (a, b) in i.chunks_exact(8).zip(io.chunks_exact_mut(8)) {
-                let v = u64::from_le_bytes(a.try_into().unwrap())
-                    .wrapping_add(u64::from_le_bytes((*b).try_into().unwrap()));
-                b.copy_from_slice(&v.to_le_bytes());
+        commutative,
+        unit,
+        f: Arc::new(move |i: &[u8], io: &mut [u8]| {
+            for (a, b) in i.chunks_exact(unit).zip(io.chunks_exact_mut(unit)) {
+                op(a, b);
             }
         }),
     }
+}
+
+/// The sum of 8-byte words (commutative).
+fn sum() -> Reducer {
+    elementwise(true, 8, |a, b| {
+        let v = u64::from_le_bytes(a.try_into().unwrap()).wrapping_add(u64::from_le_bytes((*b).try_into().unwrap()));
+        b.copy_from_slice(&v.to_le_bytes());
+    })
 }
 
 /// Composition of affine maps x -> a x + b, 16 bytes each (not commutative): `inout = in ∘
@@ -270,18 +276,12 @@ fn compose(x: (u64, u64), y: (u64, u64)) -> (u64, u64) {
 }
 
 fn affine() -> Reducer {
-    Reducer {
-        commutative: false,
-        unit: 16,
-        f: Arc::new(|i: &[u8], io: &mut [u8]| {
-            for (a, b) in i.chunks_exact(16).zip(io.chunks_exact_mut(16)) {
-                let w = |s: &[u8], k: usize| u64::from_le_bytes(s[8 * k..8 * k + 8].try_into().unwrap());
-                let (p, q) = compose((w(a, 0), w(a, 1)), (w(b, 0), w(b, 1)));
-                b[..8].copy_from_slice(&p.to_le_bytes());
-                b[8..].copy_from_slice(&q.to_le_bytes());
-            }
-        }),
-    }
+    elementwise(false, 16, |a, b| {
+        let w = |s: &[u8], k: usize| u64::from_le_bytes(s[8 * k..8 * k + 8].try_into().unwrap());
+        let (p, q) = compose((w(a, 0), w(a, 1)), (w(b, 0), w(b, 1)));
+        b[..8].copy_from_slice(&p.to_le_bytes());
+        b[8..].copy_from_slice(&q.to_le_bytes());
+    })
 }
 
 fn words(v: impl IntoIterator<Item = u64>) -> Vec<u8> {

@@ -92,7 +92,7 @@ impl Proxy {
             self.parent.send(&TreeMsg::Log { msg });
             return;
         }
-        let total: u64 = spec.cmds.iter().map(|c| u64::from(c.nprocs)).sum();
+        let total: u64 = spec.cmds.iter().map(|c| u64::from(c.segment.nprocs)).sum();
         let me = self.me;
         let known = |n: u32| n == me || self.children.iter().any(|c| c.covers(n));
         if total != u64::from(spec.size) || spec.ranks.iter().any(|&(r, n)| r >= spec.size || !known(n)) {
@@ -162,7 +162,7 @@ impl Proxy {
         let no = spec.job;
         let appnums: Vec<usize> = mine
             .iter()
-            .map(|&r| command_of(spec.cmds.iter().map(|c| c.nprocs), r).expect("checked against the job size"))
+            .map(|&r| command_of(spec.cmds.iter().map(|c| c.segment.nprocs), r).expect("checked against the job size"))
             .collect();
         let base_path = self.base_env.iter().rev().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone());
         let mut resolved: HashMap<usize, (PathBuf, PathBuf)> = HashMap::new();
@@ -176,14 +176,15 @@ impl Proxy {
             } else {
                 String::new()
             };
-            let fail = |why: String| format!("cannot spawn '{}'{which} on host {}: {why}", cmd.program, self.name);
-            let wdir = PathBuf::from(OsString::from_vec(cmd.wdir.clone()));
+            let fail =
+                |why: String| format!("cannot spawn '{}'{which} on host {}: {why}", cmd.segment.program, self.name);
+            let wdir = PathBuf::from(OsString::from_vec(cmd.segment.wdir.clone()));
             if !wdir.is_dir() {
                 return Err(fail(format!("working directory '{}' is not a directory", wdir.display())));
             }
-            let env_path = cmd.env.iter().rev().find(|(k, _)| k == "PATH").map(|(_, v)| OsString::from(v));
+            let env_path = cmd.segment.env.iter().rev().find(|(k, _)| k == "PATH").map(|(_, v)| OsString::from(v));
             let env_path = env_path.or_else(|| base_path.clone()).unwrap_or_else(|| DEFAULT_PATH.into());
-            let program = resolve_program(&cmd.program, &wdir, cmd.path.as_deref(), &env_path).map_err(fail)?;
+            let program = resolve_program(&cmd.segment.program, &wdir, cmd.path.as_deref(), &env_path).map_err(fail)?;
             resolved.insert(i, (program, wdir));
         }
 
@@ -212,9 +213,9 @@ impl Proxy {
                     appnum: i as u32,
                     local_rank: local_rank as u32,
                     program: program.clone().into_os_string(),
-                    arg0: Some(cmd.program.clone()),
-                    args: cmd.args.clone(),
-                    env: cmd.env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
+                    arg0: Some(cmd.segment.program.clone()),
+                    args: cmd.segment.args.clone(),
+                    env: cmd.segment.env.iter().map(|(k, v)| (k.into(), v.into())).collect(),
                     wdir: Some(wdir.clone()),
                 }
             })

@@ -11,7 +11,7 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{ChildStdin, Command, Stdio};
 
-use baton_pmi::env_names as ev;
+use baton_settings::protocol as proto;
 
 use crate::binding::{self, BindTo, Binding, Topology};
 use crate::{output, sys};
@@ -98,28 +98,28 @@ pub fn start(specs: &[RankSpec], host: &HostEnv, memfd: &OwnedFd) -> Spawned {
         for (k, v) in host.base_env.iter().chain(spec.env.iter()) {
             cmd.env(k, v);
         }
-        cmd.env(ev::ADDR, &host.pmi_addr)
-            .env(ev::JOB_ID, host.job_id.to_string())
-            .env(ev::RANK, spec.rank.to_string())
-            .env(ev::SIZE, host.size.to_string())
-            .env(ev::APPNUM, spec.appnum.to_string())
-            .env(ev::UNIVERSE_SIZE, host.universe_size.to_string())
-            .env(ev::SECRET, &host.secret_hex)
-            .env(ev::SHM_FD, memfd.to_string())
-            .env(ev::LOCAL_RANK, spec.local_rank.to_string())
-            .env(ev::LOCAL_SIZE, host.local_size.to_string())
-            .env(ev::NODE, &host.node);
+        cmd.env(proto::PMI_ADDR.name, &host.pmi_addr)
+            .env(proto::JOB_ID.name, host.job_id.to_string())
+            .env(proto::RANK.name, spec.rank.to_string())
+            .env(proto::SIZE.name, host.size.to_string())
+            .env(proto::APPNUM.name, spec.appnum.to_string())
+            .env(proto::UNIVERSE_SIZE.name, host.universe_size.to_string())
+            .env(proto::PMI_SECRET.name, &host.secret_hex)
+            .env(proto::SHM_FD.name, memfd.to_string())
+            .env(proto::LOCAL_RANK.name, spec.local_rank.to_string())
+            .env(proto::LOCAL_SIZE.name, host.local_size.to_string())
+            .env(proto::NODE.name, &host.node);
         if bound {
             // The rank's own mask will hold only its share; its wait policy needs the whole.
-            cmd.env(ev::HOST_CPUS, host_cpus.to_string());
+            cmd.env(proto::HOST_CPUS.name, host_cpus.to_string());
         } else {
-            cmd.env_remove(ev::HOST_CPUS);
+            cmd.env_remove(proto::HOST_CPUS.name);
         }
         match &host.parent_port {
-            Some(port) => cmd.env(ev::PARENT_PORT, port),
+            Some(port) => cmd.env(proto::PARENT_PORT.name, port),
             // Inherited from an enclosing job, it would make a rank of the
             // first job believe it had been spawned.
-            None => cmd.env_remove(ev::PARENT_PORT),
+            None => cmd.env_remove(proto::PARENT_PORT.name),
         };
         if let Some(dir) = &spec.wdir {
             cmd.current_dir(dir);

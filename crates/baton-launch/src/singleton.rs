@@ -37,8 +37,8 @@ use std::os::fd::{FromRawFd, RawFd};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use baton_pmi::env_names;
 use baton_pmi::server::{PmiServer, ServerConfig};
+use baton_settings::protocol as proto;
 
 use crate::{comm_spawn, sys, Event, Job, Rank, KILL_GRACE};
 
@@ -150,10 +150,10 @@ fn take_addr_fd() -> Result<File, (String, i32)> {
 
 /// `BATON_UNIVERSE_SIZE` if the singleton has it, else 1.
 fn universe_size() -> Result<u32, (String, i32)> {
-    let Some(v) = std::env::var_os(env_names::UNIVERSE_SIZE) else { return Ok(1) };
+    let Some(v) = std::env::var_os(proto::UNIVERSE_SIZE.name) else { return Ok(1) };
     match v.to_str().and_then(|s| s.trim().parse::<u32>().ok()) {
         Some(n) if n >= 1 => Ok(n),
-        _ => Err((format!("{}={v:?} is not a positive number", env_names::UNIVERSE_SIZE), 2)),
+        _ => Err((format!("{}={v:?} is not a positive number", proto::UNIVERSE_SIZE.name), 2)),
     }
 }
 

@@ -23,7 +23,7 @@ use std::net::IpAddr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use baton_pmi::tree::{JobSpec, SpawnSegment, TreeMsg};
+use baton_pmi::tree::{JobSpec, SegmentSpec, SpawnSegment, TreeMsg};
 use baton_pmi::wire::{self, KeyValue};
 use baton_pmi::SpawnCmd;
 
@@ -119,14 +119,14 @@ fn plan_one(cmd: &SpawnCmd, names: &HostNames, cwd: &Path, genv: &[(String, Stri
         Some(w) if !w.is_empty() => cwd.join(w),
         _ => cwd.to_path_buf(),
     };
-    let seg = SpawnSegment {
+    let segment = SegmentSpec {
         nprocs: cmd.maxprocs,
         program: cmd.program.clone(),
         args: cmd.args.clone(),
         env,
         wdir: wdir.as_os_str().as_bytes().to_vec(),
-        path,
     };
+    let seg = SpawnSegment { segment, path };
     Ok(Planned { seg, hosts, mapping })
 }
 
@@ -265,7 +265,7 @@ impl Job {
             }
             let slots: Vec<u32> = candidates.iter().map(|&n| t.slots[n as usize]).collect();
             let taken: Vec<u32> = candidates.iter().map(|&n| used[n as usize]).collect();
-            for k in hosts::place_free(p.seg.nprocs, &slots, &taken, p.mapping) {
+            for k in hosts::place_free(p.seg.segment.nprocs, &slots, &taken, p.mapping) {
                 let node = candidates[k];
                 used[node as usize] += 1;
                 out.push(node);
@@ -441,11 +441,11 @@ mod tests {
         let p = plan1(&[("host", "node-c, a"), ("map_by", "Node"), ("wdir", "sub"), ("env", "X=2")]).unwrap();
         assert_eq!(p[0].hosts, Some(vec![0, 2]), "host-list order, names case-insensitive");
         assert_eq!(p[0].mapping, Mapping::Cyclic);
-        assert_eq!(p[0].seg.wdir, b"/work/sub");
-        assert_eq!(p[0].seg.env, [("G".to_owned(), "1".to_owned()), ("X".to_owned(), "2".to_owned())]);
+        assert_eq!(p[0].seg.segment.wdir, b"/work/sub");
+        assert_eq!(p[0].seg.segment.env, [("G".to_owned(), "1".to_owned()), ("X".to_owned(), "2".to_owned())]);
         let p = plan1(&[("wdir", "/abs"), ("path", "bin"), ("soft", "1:2"), ("other", "x")]).unwrap();
         assert_eq!((p[0].hosts.clone(), p[0].mapping), (None, Mapping::Block));
-        assert_eq!((p[0].seg.wdir.as_slice(), p[0].seg.path.as_deref()), (&b"/abs"[..], Some("bin")));
+        assert_eq!((p[0].seg.segment.wdir.as_slice(), p[0].seg.path.as_deref()), (&b"/abs"[..], Some("bin")));
         let e = plan1(&[("host", "a,elsewhere")]).err().unwrap();
         assert_eq!(e, "cannot spawn 'prog': info host 'elsewhere' is not one of the job's hosts (a, b, Node-C)");
         let e = plan(&[cmd(&[]), cmd(&[("map_by", "diagonal")])], "p").err().unwrap();

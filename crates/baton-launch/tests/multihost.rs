@@ -62,6 +62,15 @@ fn read_lines(child: &mut Child, n: usize) -> BufReader<ChildStdout> {
     reader
 }
 
+/// Starts mpiexec with `n` ranks over every host of `h`, each running `sh -c script`, and waits
+/// until each has printed its first line. Gives mpiexec and the reader that keeps its stdout open.
+fn start_ranks(h: &Hosts, n: usize, script: &str, env: &[(&str, &str)]) -> (Child, BufReader<ChildStdout>) {
+    let n_arg = n.to_string();
+    let mut child = spawn(&["--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", &n_arg, "sh", "-c", script], env);
+    let reader = read_lines(&mut child, n);
+    (child, reader)
+}
+
 /// A distinctive `sleep` argument, so pgrep finds this test's ranks only.
 fn marker(test: u32) -> String {
     format!("3{test}.{}", std::process::id())
@@ -475,9 +484,7 @@ fn lost_link_ends_the_job_in_bounded_time() {
     let Some(h) = Hosts::up(4, 3) else { return };
     let m = marker(4);
     let script = format!("echo up; exec sleep {m}");
-    let env = [("BATON_HEARTBEAT_TIMEOUT", "2")];
-    let mut child = spawn(&["--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "3", "sh", "-c", &script], &env);
-    let _reader = read_lines(&mut child, 3);
+    let (child, _reader) = start_ranks(&h, 3, &script, &[("BATON_HEARTBEAT_TIMEOUT", "2")]);
     let pulled = Instant::now();
     let st =
         Command::new("ip").args(["netns", "exec", &h.names[1], "ip", "link", "set", "dev", "eth0", "down"]).status();
@@ -501,9 +508,7 @@ fn sigkilled_mpiexec_leaves_no_process_on_any_host() {
     let Some(h) = Hosts::up(5, 3) else { return };
     let m = marker(5);
     let script = format!("echo up; exec sleep {m}");
-    let env = [("BATON_LAUNCH_FANOUT", "2")];
-    let mut child = spawn(&["--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "6", "sh", "-c", &script], &env);
-    let _reader = read_lines(&mut child, 6);
+    let (mut child, _reader) = start_ranks(&h, 6, &script, &[("BATON_LAUNCH_FANOUT", "2")]);
     let sleeping = pgrep(&m).iter().filter(|l| l.split_once(' ').is_some_and(|(_, c)| c.starts_with("sleep "))).count();
     assert_eq!(sleeping, 6);
     child.kill().unwrap();
@@ -518,8 +523,7 @@ fn signals_and_timeout_cross_hosts() {
     let m = marker(6);
     // Ranks that ignore SIGTERM are SIGKILLed after the grace period.
     let script = format!("trap '' TERM; echo up; sleep {m} & wait");
-    let mut child = spawn(&["--rsh", &rsh(), "-hosts", &h.list(&[]), "-n", "2", "sh", "-c", &script], &[]);
-    let _reader = read_lines(&mut child, 2);
+    let (child, _reader) = start_ranks(&h, 2, &script, &[]);
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let o = collect(child, Instant::now(), Duration::from_secs(10));

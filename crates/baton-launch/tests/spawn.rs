@@ -129,15 +129,8 @@ fn refused_requests_start_nothing() {
 
 #[test]
 fn a_spawned_job_failing_leaves_the_parent_running() {
-    let mut r = start(&parent_args(&["-n", "1"], &["spawn:self|2||child-sleep", "wait-stdin", "spawn:self|1||child"]));
-    let victim = r.kill_spawned_rank_1();
-    r.send_line();
-    let o = r.finish(Duration::from_secs(10));
-    assert_eq!(o.code, Some(0), "{}", o.stderr);
-    assert_eq!(
-        o.stderr,
-        format!("mpiexec: spawned job 1: rank 1 (pid {victim} on {}) was killed by signal 9 (Killed)\n", hostname())
-    );
+    let r = start(&parent_args(&["-n", "1"], &["spawn:self|2||child-sleep", "wait-stdin", "spawn:self|1||child"]));
+    let o = finish_after_spawned_rank_killed(r, &hostname(), Duration::from_secs(10));
     // Spawning still works afterwards.
     assert_eq!(reports(&o.stdout).len(), 1, "{}", o.stdout);
 }
@@ -183,13 +176,7 @@ fn a_signal_to_mpiexec_reaches_spawned_jobs() {
 fn many_spawns_leave_no_descriptors_or_threads_behind() {
     let p = probe();
     let o = run(&["-n", "1", p.to_str().unwrap(), "spawn-loop", "250"]);
-    assert_eq!(o.code, Some(0), "{}", o.stderr);
-    let line = o.stdout.lines().find(|l| l.starts_with("loop ")).expect("loop report");
-    let n: Vec<usize> = line.split(' ').filter_map(|w| w.parse().ok()).collect();
-    let (fds, threads) = ((n[1], n[2], n[3]), (n[4], n[5], n[6]));
-    eprintln!("250 spawns in {:?}: fds before/peak/after {fds:?}, threads {threads:?}", o.elapsed);
-    assert!(fds.2 <= fds.0, "mpiexec's descriptors grew: {line}");
-    assert!(threads.2 <= threads.0, "mpiexec's threads grew: {line}");
+    assert_spawn_loop_left_nothing(&o, "mpiexec");
 }
 
 #[test]

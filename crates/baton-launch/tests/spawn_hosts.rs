@@ -149,18 +149,11 @@ fn refusals_start_nothing() {
 
 #[test]
 fn a_spawned_job_failing_leaves_the_parent_running() {
-    let mut r = start(&parent_args(
+    let r = start(&parent_args(
         &["-hosts", &format!("{A},{B}:3"), "-n", "2"],
         &[&format!("spawn:self|2|host={B}|child-sleep"), "wait-stdin", &format!("spawn:self|1|host={B}|child")],
     ));
-    let victim = r.kill_spawned_rank_1();
-    r.send_line();
-    let o = r.finish(Duration::from_secs(20));
-    assert_eq!(o.code, Some(0), "{}", o.stderr);
-    assert_eq!(
-        o.stderr,
-        format!("mpiexec: spawned job 1: rank 1 (pid {victim} on {B}) was killed by signal 9 (Killed)\n")
-    );
+    let o = finish_after_spawned_rank_killed(r, B, Duration::from_secs(20));
     // Spawning still works afterwards, on that host too.
     let nodes: Vec<&str> = reports(&o.stdout).iter().map(|l| field(l, "node")).collect();
     assert_eq!(nodes, [B], "{}", o.stdout);
@@ -287,11 +280,5 @@ fn a_lost_host_with_spawned_processes_ends_everything() {
 fn many_spawns_leave_no_descriptors_or_threads_behind_in_the_proxy() {
     // pmi_probe measures its launcher, here the proxy of its host.
     let o = run(&["-hosts", &format!("{A},{B}"), "-n", "2", &probe_arg(), "spawn-loop", "250"]);
-    assert_eq!(o.code, Some(0), "{}", o.stderr);
-    let line = o.stdout.lines().find(|l| l.starts_with("loop ")).expect("loop report");
-    let n: Vec<usize> = line.split(' ').filter_map(|w| w.parse().ok()).collect();
-    let (fds, threads) = ((n[1], n[2], n[3]), (n[4], n[5], n[6]));
-    eprintln!("250 spawns over 2 hosts in {:?}: proxy fds before/peak/after {fds:?}, threads {threads:?}", o.elapsed);
-    assert!(fds.2 <= fds.0, "the proxy's descriptors grew: {line}");
-    assert!(threads.2 <= threads.0, "the proxy's threads grew: {}", o.stdout);
+    assert_spawn_loop_left_nothing(&o, "the proxy");
 }

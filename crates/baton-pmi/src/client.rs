@@ -9,29 +9,7 @@ use std::time::Duration;
 use crate::auth::{client_handshake, Secret};
 use crate::error::{PmiError, PmiErrorKind};
 use crate::wire::{self, Msg, SpawnCmd, MAX_KEY_LEN, MAX_VALUE_LEN};
-
-/// Names of the environment variables the launcher sets for every rank, declared with their
-/// meaning in `baton_settings::protocol`.
-pub mod env_names {
-    use baton_settings::protocol as p;
-    pub const ADDR: &str = p::PMI_ADDR.name;
-    pub const JOB_ID: &str = p::JOB_ID.name;
-    pub const RANK: &str = p::RANK.name;
-    pub const SIZE: &str = p::SIZE.name;
-    pub const APPNUM: &str = p::APPNUM.name;
-    pub const UNIVERSE_SIZE: &str = p::UNIVERSE_SIZE.name;
-    pub const SECRET: &str = p::PMI_SECRET.name;
-    pub const SHM_FD: &str = p::SHM_FD.name;
-    pub const LOCAL_RANK: &str = p::LOCAL_RANK.name;
-    pub const LOCAL_SIZE: &str = p::LOCAL_SIZE.name;
-    pub const HOST_CPUS: &str = p::HOST_CPUS.name;
-    /// Name of the rank's host as given to mpiexec; ranks with equal values
-    /// share memory (network namespaces may share one hostname).
-    pub const NODE: &str = p::NODE.name;
-    /// Set only in ranks started by `MPI_Comm_spawn`: the port name their
-    /// parents passed with the spawn request, to connect back to.
-    pub const PARENT_PORT: &str = p::PARENT_PORT.name;
-}
+use baton_settings::protocol as proto;
 
 /// How long `abort` waits to be killed by the launcher before giving up.
 const ABORT_GRACE: Duration = Duration::from_secs(30);
@@ -73,7 +51,7 @@ fn env_num<T: std::str::FromStr>(name: &str) -> Result<T, PmiError> {
 /// Validates the inherited descriptor and marks it close-on-exec so that
 /// programs the rank starts do not keep the job's memory alive.
 fn adopt_shm_fd() -> Option<RawFd> {
-    let fd: RawFd = env::var(env_names::SHM_FD).ok()?.trim().parse().ok()?;
+    let fd: RawFd = env::var(proto::SHM_FD.name).ok()?.trim().parse().ok()?;
     if fd < 0 {
         return None;
     }
@@ -96,28 +74,28 @@ impl PmiClient {
     /// `BATON_PMI_SECRET` from the environment, so it must be called while
     /// the process is still single-threaded, and only once.
     pub fn from_env() -> Result<Option<PmiClient>, PmiError> {
-        let Ok(addr) = env::var(env_names::ADDR) else {
+        let Ok(addr) = env::var(proto::PMI_ADDR.name) else {
             return Ok(None);
         };
-        let secret = env::var(env_names::SECRET);
+        let secret = env::var(proto::PMI_SECRET.name);
         // Removed before anything can fail so no child ever inherits it.
-        env::remove_var(env_names::SECRET);
-        let secret =
-            secret.map_err(|_| env_err(format!("{} is missing (was from_env called twice?)", env_names::SECRET)))?;
+        env::remove_var(proto::PMI_SECRET.name);
+        let secret = secret
+            .map_err(|_| env_err(format!("{} is missing (was from_env called twice?)", proto::PMI_SECRET.name)))?;
         let secret = Secret::from_hex(secret.trim())?;
-        let rank: u32 = env_num(env_names::RANK)?;
-        let job_id: u64 = env_num(env_names::JOB_ID)?;
-        let appnum: u32 = env_num(env_names::APPNUM).unwrap_or(0);
+        let rank: u32 = env_num(proto::RANK.name)?;
+        let job_id: u64 = env_num(proto::JOB_ID.name)?;
+        let appnum: u32 = env_num(proto::APPNUM.name).unwrap_or(0);
         let client = PmiClient::connect(&addr, &secret, rank, job_id)?;
-        let size_env: u32 = env_num(env_names::SIZE)?;
+        let size_env: u32 = env_num(proto::SIZE.name)?;
         if size_env != client.size {
             return Err(env_err(format!(
                 "{}={size_env} disagrees with the launcher's job size {}",
-                env_names::SIZE,
+                proto::SIZE.name,
                 client.size
             )));
         }
-        let universe_size = env_num(env_names::UNIVERSE_SIZE).unwrap_or(client.size);
+        let universe_size = env_num(proto::UNIVERSE_SIZE.name).unwrap_or(client.size);
         Ok(Some(PmiClient { appnum, universe_size, shm_fd: adopt_shm_fd(), ..client }))
     }
 

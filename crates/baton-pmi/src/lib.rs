@@ -27,7 +27,7 @@ mod singleton;
 pub mod tree;
 pub mod wire;
 
-pub use client::{env_names, PmiClient};
+pub use client::PmiClient;
 pub use error::{PmiError, PmiErrorKind};
 pub use singleton::start_singleton_server;
 pub use wire::SpawnCmd;

@@ -89,14 +89,10 @@ pub struct LaunchSpec {
 /// the hosts that run it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpawnSegment {
-    pub nprocs: u32,
-    /// As the user wrote it (a path relative to `wdir`, or a name to search).
-    pub program: String,
-    pub args: Vec<String>,
-    /// `-genv`/`-x` and the `env` info, later entries winning.
-    pub env: Vec<(String, String)>,
-    /// Absolute working directory.
-    pub wdir: Vec<u8>,
+    /// The command: its program as the user wrote it (a path relative to `wdir`, or a name to
+    /// search), its environment (`-genv`/`-x` and the `env` info, later entries winning) and
+    /// its absolute working directory.
+    pub segment: SegmentSpec,
     /// The `path` info: directories searched before `PATH`.
     pub path: Option<String>,
 }
@@ -265,13 +261,7 @@ impl LaunchSpec {
             put_str(out, name);
         });
         put_pairs_u32(out, &self.ranks);
-        put_list(out, &self.segments, |out, s| {
-            put_u32(out, s.nprocs);
-            put_str(out, &s.program);
-            put_strings(out, &s.args);
-            put_pairs(out, &s.env);
-            put_bytes(out, &s.wdir);
-        });
+        put_list(out, &self.segments, |out, s| s.encode_into(out));
         put_pairs(out, &self.genv);
         put_list(out, &self.base_env, |out, (k, v)| {
             put_bytes(out, k);
@@ -295,15 +285,7 @@ impl LaunchSpec {
         let proxy_path = r.string()?;
         let nodes = r.list(8, |r| Ok((r.u32()?, r.string()?)))?;
         let ranks = get_pairs_u32(r)?;
-        let segments = r.list(20, |r| {
-            Ok(SegmentSpec {
-                nprocs: r.u32()?,
-                program: r.string()?,
-                args: get_strings(r)?,
-                env: get_pairs(r)?,
-                wdir: r.bytes()?.to_vec(),
-            })
-        })?;
+        let segments = r.list(20, SegmentSpec::decode_from)?;
         let genv = get_pairs(r)?;
         let base_env = r.list(8, |r| Ok((r.bytes()?.to_vec(), r.bytes()?.to_vec())))?;
         Ok(LaunchSpec {
@@ -329,6 +311,26 @@ impl LaunchSpec {
     }
 }
 
+impl SegmentSpec {
+    fn encode_into(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.nprocs);
+        put_str(out, &self.program);
+        put_strings(out, &self.args);
+        put_pairs(out, &self.env);
+        put_bytes(out, &self.wdir);
+    }
+
+    fn decode_from(r: &mut Cursor) -> Result<SegmentSpec, PmiError> {
+        Ok(SegmentSpec {
+            nprocs: r.u32()?,
+            program: r.string()?,
+            args: get_strings(r)?,
+            env: get_pairs(r)?,
+            wdir: r.bytes()?.to_vec(),
+        })
+    }
+}
+
 impl JobSpec {
     fn encode_into(&self, out: &mut Vec<u8>) {
         put_u32(out, self.job);
@@ -336,11 +338,7 @@ impl JobSpec {
         put_u32(out, self.size);
         put_str(out, &self.parent_port);
         put_list(out, &self.cmds, |out, c| {
-            put_u32(out, c.nprocs);
-            put_str(out, &c.program);
-            put_strings(out, &c.args);
-            put_pairs(out, &c.env);
-            put_bytes(out, &c.wdir);
+            c.segment.encode_into(out);
             put_opt_str(out, c.path.as_deref());
         });
         put_pairs_u32(out, &self.ranks);
@@ -352,16 +350,7 @@ impl JobSpec {
         let size = r.u32()?;
         let parent_port = r.string()?;
         // nprocs, four lengths or counts, and the option flag.
-        let cmds = r.list(21, |r| {
-            Ok(SpawnSegment {
-                nprocs: r.u32()?,
-                program: r.string()?,
-                args: get_strings(r)?,
-                env: get_pairs(r)?,
-                wdir: r.bytes()?.to_vec(),
-                path: get_opt_str(r)?,
-            })
-        })?;
+        let cmds = r.list(21, |r| Ok(SpawnSegment { segment: SegmentSpec::decode_from(r)?, path: get_opt_str(r)? }))?;
         let ranks = get_pairs_u32(r)?;
         Ok(JobSpec { job, job_id, size, parent_port, cmds, ranks })
     }
@@ -381,14 +370,8 @@ impl TreeMsg {
                 spec.encode_into(&mut out);
             }
             TreeMsg::Ping => out.push(TAG_PING),
-            TreeMsg::FenceUp { job, epoch, kvs } => {
-                out.push(TAG_FENCE_UP);
-                put_u32(&mut out, *job);
-                put_u64(&mut out, *epoch);
-                put_kvs(&mut out, kvs);
-            }
-            TreeMsg::FenceDown { job, epoch, kvs } => {
-                out.push(TAG_FENCE_DOWN);
+            TreeMsg::FenceUp { job, epoch, kvs } | TreeMsg::FenceDown { job, epoch, kvs } => {
+                out.push(if matches!(self, TreeMsg::FenceUp { .. }) { TAG_FENCE_UP } else { TAG_FENCE_DOWN });
                 put_u32(&mut out, *job);
                 put_u64(&mut out, *epoch);
                 put_kvs(&mut out, kvs);
@@ -595,19 +578,23 @@ mod tests {
             parent_port: "baton-port:x".into(),
             cmds: vec![
                 SpawnSegment {
-                    nprocs: 2,
-                    program: "./child".into(),
-                    args: vec!["a".into()],
-                    env: vec![("G".into(), "1".into())],
-                    wdir: b"/tmp".to_vec(),
+                    segment: SegmentSpec {
+                        nprocs: 2,
+                        program: "./child".into(),
+                        args: vec!["a".into()],
+                        env: vec![("G".into(), "1".into())],
+                        wdir: b"/tmp".to_vec(),
+                    },
                     path: Some("bin:/opt".into()),
                 },
                 SpawnSegment {
-                    nprocs: 1,
-                    program: "other".into(),
-                    args: vec![],
-                    env: vec![],
-                    wdir: vec![0xff],
+                    segment: SegmentSpec {
+                        nprocs: 1,
+                        program: "other".into(),
+                        args: vec![],
+                        env: vec![],
+                        wdir: vec![0xff],
+                    },
                     path: None,
                 },
             ],

@@ -144,6 +144,12 @@ impl Kind {
     }
 }
 
+/// `n`, the number `s` reads as (`None`: not a number), when it lies in `min..=max`; else the
+/// error that names `s`.
+fn within<N: PartialOrd>(meta: &Meta, s: &str, n: Option<N>, min: N, max: N) -> Result<N, String> {
+    n.filter(|n| (min..=max).contains(n)).ok_or_else(|| bad(meta, s))
+}
+
 impl Value for bool {
     fn fits(kind: &Kind) -> bool {
         matches!(kind, Kind::Bool)
@@ -168,10 +174,7 @@ impl Value for u64 {
     fn parse(meta: &Meta, raw: &OsStr) -> Result<u64, String> {
         let s = text::<u64>(meta, raw)?;
         let Kind::Uint { min, max, .. } = meta.kind else { unreachable!("checked by fits") };
-        match s.bytes().all(|b| b.is_ascii_digit()).then(|| s.parse::<u64>().ok()).flatten() {
-            Some(n) if (min..=max).contains(&n) => Ok(n),
-            _ => Err(bad(meta, s)),
-        }
+        within(meta, s, s.bytes().all(|b| b.is_ascii_digit()).then(|| s.parse::<u64>().ok()).flatten(), min, max)
     }
 }
 
@@ -185,10 +188,7 @@ impl Value for usize {
         if off && s.eq_ignore_ascii_case("off") {
             return Ok(usize::MAX);
         }
-        match parse_size(s) {
-            Some(n) if (min..=max).contains(&n) => Ok(n),
-            _ => Err(bad(meta, s)),
-        }
+        within(meta, s, parse_size(s), min, max)
     }
 }
 
@@ -201,10 +201,7 @@ impl Value for Duration {
         let Kind::Seconds { min, max } = meta.kind else { unreachable!("checked by fits") };
         // Digits and one point only: `f64::from_str` also takes `inf`, `nan` and exponents.
         let plain = !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.') && s.matches('.').count() <= 1;
-        match plain.then(|| s.parse::<f64>().ok()).flatten() {
-            Some(x) if x >= min && x <= max => Ok(Duration::from_secs_f64(x)),
-            _ => Err(bad(meta, s)),
-        }
+        within(meta, s, plain.then(|| s.parse::<f64>().ok()).flatten(), min, max).map(Duration::from_secs_f64)
     }
 }
 

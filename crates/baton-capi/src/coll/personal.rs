@@ -224,8 +224,7 @@ pub(crate) unsafe fn alltoall_vw<C: Copy + Into<i64>, D: Copy + Into<i64>>(
         match (vw, nbh, send) {
             (Vw::Alltoallv, _, send) => d.alltoallv(at, send, recv),
             (Vw::Alltoallw, _, send) => d.alltoallw(at, send, recv),
-            (Vw::NeighborAlltoallv, Some(h), Some(send)) => d.neighbor_alltoallv(at, &h, send, recv),
-            (_, Some(h), Some(send)) => d.neighbor_alltoallw(at, &h, send, recv),
+            (_, Some(h), Some(send)) => d.neighbor_alltoallvw(at, call, &h, send, recv),
             _ => unreachable!("a neighbourhood collective has a neighbourhood and no MPI_IN_PLACE"),
         }
     })

@@ -14,36 +14,35 @@ impl Layout {
 
     /// Converts the native packed bytes of whole elements to external32.
     pub fn to_external(&self, native: &[u8]) -> Vec<u8> {
-        let whole = native.len() / self.size.max(1);
-        let mut out = Vec::with_capacity(whole * self.external_size());
-        if let Some(b) = self.uniform_basic() {
-            // One kind of element: the type map's shape does not matter.
-            for v in native[..whole * self.size].chunks_exact(b.size as usize) {
-                encode(b, v, &mut out);
-            }
-            return out;
-        }
-        let mut src = native;
-        for _ in 0..whole {
-            self.convert_one(&mut src, &mut out, true);
-        }
-        out
+        self.convert(native, true)
     }
 
     /// Converts external32 bytes of whole elements to native packed bytes.
     pub fn from_external(&self, ext: &[u8]) -> Vec<u8> {
-        let esz = self.external_size();
-        let whole = ext.len() / esz.max(1);
-        let mut out = Vec::with_capacity(whole * self.size);
+        self.convert(ext, false)
+    }
+
+    /// Converts the whole elements in `src`: native to external32 when `encoding`, else back.
+    /// A trailing partial element is left out.
+    fn convert(&self, src: &[u8], encoding: bool) -> Vec<u8> {
+        let (from, to) = if encoding { (self.size, self.external_size()) } else { (self.external_size(), self.size) };
+        let whole = src.len() / from.max(1);
+        let mut out = Vec::with_capacity(whole * to);
         if let Some(b) = self.uniform_basic() {
-            for v in ext[..whole * esz].chunks_exact(b.ext as usize) {
-                decode(b, v, &mut out);
+            // One kind of element: the type map's shape does not matter.
+            let unit = if encoding { b.size } else { b.ext } as usize;
+            for v in src[..whole * from].chunks_exact(unit) {
+                if encoding {
+                    encode(b, v, &mut out)
+                } else {
+                    decode(b, v, &mut out)
+                }
             }
             return out;
         }
-        let mut src = ext;
+        let mut rest = src;
         for _ in 0..whole {
-            self.convert_one(&mut src, &mut out, false);
+            self.convert_one(&mut rest, &mut out, encoding);
         }
         out
     }

@@ -1,7 +1,9 @@
 //! The reductions the tests run ([`Op`]) and the results they must give, computed element by
-//! element from rank and index.
+//! element from rank and index; the buffers of a case in which every rank has a result
+//! ([`ReductionBufs`]).
 
-use crate::buffers::word;
+use crate::buffers::{junk, tbufs, word, Mem, TBuf};
+use baton_core::coll::schedule::{Loc, Schedule};
 use baton_core::coll::Reducer;
 use std::sync::Arc;
 
@@ -82,6 +84,16 @@ impl Op {
         v
     }
 
+    /// What rank `r`'s result buffer holds before a call on `count` elements: its input when
+    /// the call works in place, else junk.
+    pub fn initial(self, r: usize, count: usize, in_place: bool) -> Vec<u8> {
+        if in_place {
+            self.input(r, count)
+        } else {
+            junk(r, count * self.unit())
+        }
+    }
+
     /// Elements `[first, first+count)` combined over ranks `lo..hi` in rank order.
     pub fn combined(self, lo: usize, hi: usize, first: usize, count: usize) -> Vec<u8> {
         assert!(lo < hi);
@@ -102,5 +114,38 @@ impl Op {
             }),
         );
         v
+    }
+}
+
+/// The buffers of a reduction in which every rank has a result of `count` elements (allreduce,
+/// scan): each rank's input and its result buffer (see [`Op::initial`]).
+pub struct ReductionBufs {
+    op: Op,
+    count: usize,
+    in_place: bool,
+    pub src: Vec<TBuf>,
+    pub dst: Vec<TBuf>,
+}
+
+impl ReductionBufs {
+    pub fn new(mem: Mem, n: usize, op: Op, count: usize, in_place: bool) -> ReductionBufs {
+        let src = tbufs(mem, n, |r| op.input(r, count));
+        let dst = tbufs(mem, n, |r| op.initial(r, count, in_place));
+        ReductionBufs { op, count, in_place, src, dst }
+    }
+
+    /// Readies rank `r`'s schedule `s`: the operation's reducer, and the (send, receive)
+    /// regions, both the result buffer in place.
+    pub fn regions(&self, r: usize, s: &mut Schedule) -> (Loc, Loc) {
+        s.set_reducer(self.op.reducer());
+        let d = self.dst[r].region(s);
+        let sl = if self.in_place { d } else { self.src[r].region(s) };
+        (sl, d)
+    }
+
+    /// Fails case `label` unless rank `r` holds `want` and its input is as it was.
+    pub fn check(&self, label: &str, r: usize, want: &[u8]) {
+        assert!(self.dst[r].get() == want, "{label}: wrong result at rank {r}");
+        assert!(self.src[r].get() == self.op.input(r, self.count), "{label}: rank {r}'s input was modified");
     }
 }

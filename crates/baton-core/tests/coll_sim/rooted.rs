@@ -41,10 +41,8 @@ fn reduce_every_algorithm() {
                     let what = format_args!("{name} {op:?} n={n} count={count} root={root} in_place={in_place}");
                     m.case(count == BIG_ELEMS, what, |v, label| {
                         let sim = Sim::new(n, v.proto, v.seed);
-                        let len = count * op.unit();
                         let src = tbufs(v.mem, n, |r| op.input(r, count));
-                        let init = if in_place { op.input(root, count) } else { junk(root, len) };
-                        let dst = TBuf::new(v.mem, &init);
+                        let dst = TBuf::new(v.mem, &op.initial(root, count, in_place));
                         sim.run_ok(label, "MPI_Reduce", |r, s| {
                             s.set_reducer(op.reducer());
                             let d = (r == root).then(|| dst.region(s));

@@ -3,6 +3,7 @@
 
 use crate::buffers::{junk, pattern, put_blocks, tbufs, TBuf};
 use crate::matrix::{algos, counts, pow2, reduction_cases, symmetric_block_cases, BlockCase, Matrix};
+use crate::ops::ReductionBufs;
 use crate::sim::Sim;
 use crate::{BIG_BLOCK, BIG_ELEMS, NS};
 use baton_core::coll::algo::{self, Algo, Coll};
@@ -49,19 +50,14 @@ fn allreduce_every_algorithm() {
                 let what = format_args!("{name} {op:?} n={n} count={count} in_place={in_place}");
                 m.case(count == BIG_ELEMS, what, |v, label| {
                     let sim = Sim::new(n, v.proto, v.seed);
-                    let len = count * op.unit();
-                    let src = tbufs(v.mem, n, |r| op.input(r, count));
-                    let dst = tbufs(v.mem, n, |r| if in_place { op.input(r, count) } else { junk(r, len) });
+                    let bufs = ReductionBufs::new(v.mem, n, op, count, in_place);
                     sim.run_ok(label, "MPI_Allreduce", |r, s| {
-                        s.set_reducer(op.reducer());
-                        let d = dst[r].region(s);
-                        let sl = if in_place { d } else { src[r].region(s) };
+                        let (sl, d) = bufs.regions(r, s);
                         algo::allreduce(s, a, sl, d);
                     });
                     let want = op.combined(0, n, 0, count);
                     for r in 0..n {
-                        assert!(dst[r].get() == want, "{label}: wrong result at rank {r}");
-                        assert!(src[r].get() == op.input(r, count), "{label}: rank {r}'s input was modified");
+                        bufs.check(label, r, &want);
                     }
                 });
             }
@@ -218,24 +214,18 @@ fn scan_every_algorithm() {
                     let what = format_args!("{form} {name} {op:?} n={n} count={count} in_place={in_place}");
                     m.case(count == BIG_ELEMS, what, |v, label| {
                         let sim = Sim::new(n, v.proto, v.seed);
-                        let len = count * op.unit();
-                        let src = tbufs(v.mem, n, |r| op.input(r, count));
-                        let init = |r: usize| if in_place { op.input(r, count) } else { junk(r, len) };
-                        let dst = tbufs(v.mem, n, init);
+                        let bufs = ReductionBufs::new(v.mem, n, op, count, in_place);
                         sim.run_ok(label, "MPI_Scan", |r, s| {
-                            s.set_reducer(op.reducer());
-                            let d = dst[r].region(s);
-                            let sl = if in_place { d } else { src[r].region(s) };
+                            let (sl, d) = bufs.regions(r, s);
                             algo::scan(s, a, sl, d, exclusive);
                         });
                         for r in 0..n {
                             let want = match (exclusive, r) {
-                                (true, 0) => init(0),
+                                (true, 0) => op.initial(0, count, in_place),
                                 (true, _) => op.combined(0, r, 0, count),
                                 (false, _) => op.combined(0, r + 1, 0, count),
                             };
-                            assert!(dst[r].get() == want, "{label}: wrong result at rank {r}");
-                            assert!(src[r].get() == op.input(r, count), "{label}: rank {r}'s input was modified");
+                            bufs.check(label, r, &want);
                         }
                     });
                 }

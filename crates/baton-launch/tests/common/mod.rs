@@ -173,6 +173,33 @@ impl Run {
     }
 }
 
+/// Kills rank 1 of the spawned job that runs on `host` (see [`Run::kill_spawned_rank_1`]),
+/// lets the parent go on and checks that the job still ends well, mpiexec having reported only
+/// the killed rank. Gives the job's output, for what the parent did afterwards.
+pub fn finish_after_spawned_rank_killed(mut r: Run, host: &str, limit: Duration) -> Done {
+    let victim = r.kill_spawned_rank_1();
+    r.send_line();
+    let o = r.finish(limit);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(
+        o.stderr,
+        format!("mpiexec: spawned job 1: rank 1 (pid {victim} on {host}) was killed by signal 9 (Killed)\n")
+    );
+    o
+}
+
+/// Checks the end of a `pmi_probe spawn-loop` job: it ran well, and the launcher it measured
+/// (`who`: mpiexec, or the proxy of its host) holds no more descriptors or threads than before.
+pub fn assert_spawn_loop_left_nothing(o: &Done, who: &str) {
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    let line = o.stdout.lines().find(|l| l.starts_with("loop ")).expect("loop report");
+    let n: Vec<usize> = line.split(' ').filter_map(|w| w.parse().ok()).collect();
+    let (fds, threads) = ((n[1], n[2], n[3]), (n[4], n[5], n[6]));
+    eprintln!("spawn loop in {:?}: {who}'s fds before/peak/after {fds:?}, threads {threads:?}", o.elapsed);
+    assert!(fds.2 <= fds.0, "{who}'s descriptors grew: {line}");
+    assert!(threads.2 <= threads.0, "{who}'s threads grew: {line}");
+}
+
 /// Checks the end of a job whose spawned job 2 called `MPI_Abort(7, "boom")`: mpiexec's exit
 /// code and message, and every spawned process that said who it is gone within `limit`.
 pub fn assert_spawned_abort(o: &Done, limit: Duration) {

@@ -67,27 +67,18 @@ impl Device {
         self.neighbor(at, "MPI_Neighbor_alltoall", nbh, Out::Blocks(Blocks::Even(send)), Blocks::Even(recv))
     }
 
-    /// `MPI_Neighbor_alltoallv`: a buffer per destination, a buffer per source.
-    pub fn neighbor_alltoallv(
+    /// `MPI_Neighbor_alltoallv` and `MPI_Neighbor_alltoallw` (`call` names which): a buffer per
+    /// destination, a buffer per source. A `Buffer` carries its own datatype, so the `w` form's
+    /// per-block datatypes need no other schedule.
+    pub fn neighbor_alltoallvw(
         &self,
         at: Call,
+        call: &'static str,
         nbh: &Neighborhood,
         send: Vec<Buffer>,
         recv: Vec<Buffer>,
     ) -> Result<Started> {
-        self.neighbor(at, "MPI_Neighbor_alltoallv", nbh, Out::Blocks(Blocks::Each(send)), Blocks::Each(recv))
-    }
-
-    /// `MPI_Neighbor_alltoallw`: as [`neighbor_alltoallv`](Self::neighbor_alltoallv), each
-    /// block with its own datatype.
-    pub fn neighbor_alltoallw(
-        &self,
-        at: Call,
-        nbh: &Neighborhood,
-        send: Vec<Buffer>,
-        recv: Vec<Buffer>,
-    ) -> Result<Started> {
-        self.neighbor(at, "MPI_Neighbor_alltoallw", nbh, Out::Blocks(Blocks::Each(send)), Blocks::Each(recv))
+        self.neighbor(at, call, nbh, Out::Blocks(Blocks::Each(send)), Blocks::Each(recv))
     }
 
     /// One exchange: what `send` says to the destinations, `recv` a block per source.
