@@ -1,4 +1,5 @@
 /* ranks: 1 2 */
+/* one-host */
 /* MPI_UNIVERSE_SIZE is the number of slots the launcher knows of, not the
    job's size: without a host list, the CPUs of this host (those the
    launcher may use, which an unbound rank inherits), at least the job's
