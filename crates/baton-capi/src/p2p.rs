@@ -61,17 +61,6 @@ fn parts<'a>(cx: Call, m: Message, comm: &'a CommObj) -> Result<(Envelope<'a>, B
     Ok((to, user_buffer(cx.name, m.data)?))
 }
 
-/// The layout of a datatype usable for communication, for the collectives' hand-written entry
-/// points (`coll/`) until they are generated: [`validate::datatype_committed`]'s check.
-pub fn dtype(call: &str, h: usize) -> Result<Arc<Layout>> {
-    Ok(validate::datatype_committed(call, "datatype", h)?.into_arc())
-}
-
-/// [`validate::buf`] for the collectives' hand-written entry points (`coll/`).
-pub fn check_buf(call: &str, buf: usize, count: usize, lay: &Layout) -> Result<()> {
-    validate::buf(call, "buffer", buf as *const c_void, count, lay)
-}
-
 /// Waits until every buffered send has left (finalize).
 pub fn bsend_flush(l: &Lib) {
     l.mpi.buffer_flush();
