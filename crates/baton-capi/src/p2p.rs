@@ -398,6 +398,39 @@ pub(crate) fn sendrecv_replace(
     received(cx, &l.mpi.sendrecv_replace(to, from, &b), status)
 }
 
+/// `MPI_Isendrecv`: one request, complete when the receive is (the outgoing bytes are copied).
+pub(crate) fn isendrecv(
+    cx: Call,
+    l: &Lib,
+    send: Message,
+    recv: Message,
+    comm: CommRef,
+    request: Out<usize>,
+) -> Result<()> {
+    let (from, into) = parts(cx, recv, &comm)?;
+    let (to, data) = parts(cx, send, &comm)?;
+    request.put(handle_of(l.mpi.start_sendrecv(to, &data, from, &into)));
+    Ok(())
+}
+
+/// `MPI_Isendrecv_replace`: the message goes to `m.peer` with `m.tag` and is replaced by one
+/// from `source` with `recvtag`; the outgoing copy belongs to the send, not to the buffer.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn isendrecv_replace(
+    cx: Call,
+    l: &Lib,
+    m: Message,
+    source: c_int,
+    recvtag: c_int,
+    comm: CommRef,
+    request: Out<usize>,
+) -> Result<()> {
+    let (to, b) = parts(cx, m, &comm)?;
+    let from = Envelope { peer: source, tag: recvtag, ..to };
+    request.put(handle_of(l.mpi.start_sendrecv(to, &b, from, &b)));
+    Ok(())
+}
+
 // ----- probes and matched receives -----
 
 pub(crate) fn probe(_cx: Call, l: &Lib, on: Matching, comm: CommRef, status: StatusOut) -> Result<()> {

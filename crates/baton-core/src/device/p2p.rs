@@ -262,6 +262,25 @@ impl Device {
         self.wait(r).0
     }
 
+    /// `MPI_Isendrecv` and `MPI_Isendrecv_replace`: the outgoing bytes are copied first, into
+    /// memory the send owns, then the receive into `buf` is posted; the returned request is the
+    /// receive's. Once the receive completes the application may reuse both buffers (the send
+    /// no longer reads them), which is what the standard's completion means, so the send goes
+    /// on detached and is dropped when it is done. Copying first is also what lets the replace
+    /// form receive into the buffer it sends from.
+    pub fn start_sendrecv(&self, to: Envelope, data: &Buffer, from: Envelope, buf: &Buffer) -> ReqId {
+        let out = (to.peer != c::MPI_PROC_NULL).then(|| SendData::Packed(data.send_data().to_vec()));
+        let r = self.start_recv(from, buf);
+        if let Some(out) = out {
+            let mut st = self.lock();
+            let State { engine, fabric, .. } = &mut *st;
+            let (comm, dest) = (to.comm, to.comm.proc_of(to.peer));
+            let s = engine.send(fabric, dest, comm.ctx, comm.rank, to.tag, out, false, Sender::GoesOn);
+            engine.release(s);
+        }
+        r
+    }
+
     // ----- probes and matched receives -----
 
     /// `MPI_Probe`: waits for a message matching (`src`, `tag`) on `comm` and reports it.
