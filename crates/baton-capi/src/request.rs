@@ -317,6 +317,108 @@ pub(crate) fn get_status(cx: Call, l: &Lib, request: usize, flag: Out<c_int>, st
     Ok(())
 }
 
+/// The results of the requests of `hs` that are complete, without taking them (the
+/// `MPI_Request_get_status_*` calls), and whether each is active.
+fn peek_all(cx: Call, l: &Lib, hs: &[usize]) -> Result<(Vec<Option<Completion>>, Vec<bool>)> {
+    let rs = resolve_all(l, cx.name, hs)?;
+    let got = l.mpi.request_statuses(&rs.awaited).map_err(no_such(cx.name, hs))?;
+    Ok((got, rs.awaited.iter().map(|a| a.active()).collect()))
+}
+
+/// The communicator whose error handler applies to completed request `done`.
+fn comm_of(done: &Completion) -> usize {
+    if done.comm == 0 {
+        c::MPI_COMM_WORLD
+    } else {
+        done.comm
+    }
+}
+
+/// `MPI_Request_get_status_all`: `flag` set when every active request is complete; then each
+/// status is written (the empty one for null and inactive requests). Nothing is freed.
+pub(crate) fn get_status_all(
+    cx: Call,
+    l: &Lib,
+    _count: usize,
+    array_of_requests: &[usize],
+    flag: Out<c_int>,
+    statuses: Statuses,
+    comm_out: &mut usize,
+) -> Result<()> {
+    let (got, _) = peek_all(cx, l, array_of_requests)?;
+    let all = got.iter().all(Option::is_some);
+    flag.put(all as c_int);
+    if !all {
+        return Ok(());
+    }
+    let done: Vec<Completion> = got.into_iter().flatten().collect();
+    for (i, d) in done.iter().enumerate() {
+        statuses.put(i, &d.status);
+    }
+    in_status(cx, done.iter().map(|d| (d, comm_of(d))), comm_out)
+}
+
+/// `MPI_Request_get_status_any`: the first active request that is complete, if any (`flag`
+/// also set, with index `MPI_UNDEFINED` and the empty status, when none is active). Nothing is
+/// freed.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn get_status_any(
+    cx: Call,
+    l: &Lib,
+    _count: usize,
+    array_of_requests: &[usize],
+    indx: Out<c_int>,
+    flag: Out<c_int>,
+    status: StatusOut,
+    comm_out: &mut usize,
+) -> Result<()> {
+    let (got, active) = peek_all(cx, l, array_of_requests)?;
+    let found = got.iter().zip(&active).position(|(g, &a)| a && g.is_some());
+    let none_active = !active.iter().any(|&a| a);
+    flag.put((none_active || found.is_some()) as c_int);
+    indx.put(found.map_or(c::MPI_UNDEFINED, |i| i as c_int));
+    match found.and_then(|i| got[i]) {
+        Some(done) => {
+            *comm_out = comm_of(&done);
+            status.put(&done.status, false);
+            check_status(cx.name, &done.status)
+        }
+        None => {
+            if none_active {
+                status.put(&crate::empty_status(), false);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `MPI_Request_get_status_some`: every active request that is complete (`outcount`
+/// `MPI_UNDEFINED` when none is active). Nothing is freed.
+pub(crate) fn get_status_some(
+    cx: Call,
+    l: &Lib,
+    _incount: usize,
+    array_of_requests: &[usize],
+    outcount: Out<c_int>,
+    array_of_indices: &mut [c_int],
+    array_of_statuses: Statuses,
+    comm_out: &mut usize,
+) -> Result<()> {
+    let (got, active) = peek_all(cx, l, array_of_requests)?;
+    if !active.iter().any(|&a| a) {
+        outcount.put(c::MPI_UNDEFINED);
+        return Ok(());
+    }
+    let done: Vec<(usize, Completion)> =
+        got.into_iter().zip(active).enumerate().filter_map(|(i, (g, a))| g.filter(|_| a).map(|d| (i, d))).collect();
+    for (k, (i, d)) in done.iter().enumerate() {
+        array_of_indices[k] = *i as c_int;
+        array_of_statuses.put(k, &d.status);
+    }
+    outcount.put(done.len() as c_int);
+    in_status(cx, done.iter().map(|(_, d)| (d, comm_of(d))), comm_out)
+}
+
 pub(crate) fn free(cx: Call, l: &Lib, request: Out<usize>) -> Result<()> {
     let h = request.get();
     if h == c::MPI_REQUEST_NULL {
@@ -341,6 +443,9 @@ pub(crate) fn free(cx: Call, l: &Lib, request: Out<usize>) -> Result<()> {
 
 pub(crate) fn cancel(cx: Call, l: &Lib, request: Out<usize>) -> Result<()> {
     let h = request.get();
+    if h == c::MPI_REQUEST_NULL {
+        return Err(MpiError::new(c::MPI_ERR_REQUEST, format!("{}: request is MPI_REQUEST_NULL", cx.name)));
+    }
     if let Awaited::Request(id) = resolve(l, cx.name, h)?.awaited {
         if !l.mpi.cancel(id) {
             return Err(invalid(cx.name, h));
