@@ -78,6 +78,10 @@ pub fn check_status(call: &str, s: &Status) -> Result<()> {
             format!("{call}: a process of another job this operation needed is gone (it crashed or ended without MPI_Comm_disconnect)"),
         ));
     }
+    if s.error != 0 {
+        // A failure with no message of its own (a generalized request's callback returned it).
+        return Err(MpiError::new(s.error, format!("{call}: the request completed with error code {}", s.error)));
+    }
     Ok(())
 }
 
@@ -356,6 +360,9 @@ impl Device {
             Persistent::Coll(sched) => {
                 sched.lock().unwrap_or_else(|e| e.into_inner()).restart();
                 Ok(self.start_coll(sched.clone(), handle))
+            }
+            Persistent::Generalized(_) => {
+                Err(MpiError::new(c::MPI_ERR_REQUEST, "MPI_Start: a generalized request is not persistent"))
             }
         }
     }
