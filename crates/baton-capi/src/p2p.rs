@@ -1,6 +1,6 @@
 //! Point-to-point communication at the C boundary: the implementations behind the entry points
 //! that `abi/bindings.tsv` generates (sends in every mode, receives, probes, matched receives,
-//! persistent requests, the buffered-send buffer). Their arguments arrive checked
+//! persistent requests, the buffered-send buffers of the process and of communicators). Their arguments arrive checked
 //! ([`crate::validate`]); each builds a [`Buffer`] and an [`Envelope`] and calls one entry of
 //! the device ([`baton_core::device`]), which does the rest.
 //!
@@ -515,18 +515,30 @@ pub(crate) fn imrecv(cx: Call, l: &Lib, d: Data, message: Out<usize>, request: O
 /// `size` is checked only for a buffer of the application's: with `MPI_BUFFER_AUTOMATIC` the
 /// standard ignores it.
 pub(crate) fn buffer_attach(cx: Call, l: &Lib, buffer: *mut c_void, size: i64) -> Result<()> {
+    attach_to(cx, l, None, buffer, size)
+}
+
+/// `MPI_Buffer_attach` (`ctx` None) or `MPI_Comm_attach_buffer` to the communicator of context
+/// `ctx`.
+fn attach_to(cx: Call, l: &Lib, ctx: Option<u64>, buffer: *mut c_void, size: i64) -> Result<()> {
     let automatic = buffer as usize == c::MPI_BUFFER_AUTOMATIC;
     let size = if automatic { 0 } else { validate::count(cx.name, "size", size)? };
     if !automatic {
         let bytes = predefined(c::MPI_BYTE).expect("MPI_BYTE is predefined");
         validate::buf(cx.name, "buffer", buffer, size, bytes)?;
     }
-    l.mpi.buffer_attach(cx.name, buffer as usize, size, automatic)
+    l.mpi.comm_buffer_attach(cx.name, ctx, buffer as usize, size, automatic)
 }
 
 /// `buffer_addr` is really a `void **` (the standard's binding); `size` may be NULL.
 pub(crate) fn buffer_detach(cx: Call, l: &Lib, buffer_addr: *mut c_void, size: Option<CountOut>) -> Result<()> {
-    let (addr, n) = match l.mpi.buffer_detach(cx.name)? {
+    detach_from(cx, l, None, buffer_addr, size)
+}
+
+/// `MPI_Buffer_detach` (`ctx` None) or `MPI_Comm_detach_buffer` of the communicator of context
+/// `ctx`.
+fn detach_from(cx: Call, l: &Lib, ctx: Option<u64>, buffer_addr: *mut c_void, size: Option<CountOut>) -> Result<()> {
+    let (addr, n) = match l.mpi.comm_buffer_detach(cx.name, ctx)? {
         Detached::User { addr, size } => (addr, size),
         Detached::Automatic => (c::MPI_BUFFER_AUTOMATIC, 0),
     };
@@ -541,5 +553,35 @@ pub(crate) fn buffer_detach(cx: Call, l: &Lib, buffer_addr: *mut c_void, size: O
 
 pub(crate) fn buffer_flush(_cx: Call, l: &Lib) -> Result<()> {
     l.mpi.buffer_flush();
+    Ok(())
+}
+
+pub(crate) fn buffer_iflush(_cx: Call, l: &'static Lib, request: Out<usize>) -> Result<()> {
+    request.put(handle_of(l.mpi.comm_buffer_iflush(None)));
+    Ok(())
+}
+
+/// `MPI_Comm_attach_buffer`: buffered sends on `comm` use this buffer instead of the process's.
+pub(crate) fn comm_attach_buffer(cx: Call, l: &Lib, comm: CommRef, buffer: *mut c_void, size: i64) -> Result<()> {
+    attach_to(cx, l, Some(comm.core.ctx), buffer, size)
+}
+
+pub(crate) fn comm_detach_buffer(
+    cx: Call,
+    l: &Lib,
+    comm: CommRef,
+    buffer_addr: *mut c_void,
+    size: Option<CountOut>,
+) -> Result<()> {
+    detach_from(cx, l, Some(comm.core.ctx), buffer_addr, size)
+}
+
+pub(crate) fn comm_flush_buffer(_cx: Call, l: &Lib, comm: CommRef) -> Result<()> {
+    l.mpi.comm_buffer_flush(Some(comm.core.ctx));
+    Ok(())
+}
+
+pub(crate) fn comm_iflush_buffer(_cx: Call, l: &'static Lib, comm: CommRef, request: Out<usize>) -> Result<()> {
+    request.put(handle_of(l.mpi.comm_buffer_iflush(Some(comm.core.ctx))));
     Ok(())
 }

@@ -27,7 +27,7 @@ pub mod grequest;
 pub mod p2p;
 pub mod request;
 
-pub use bsend::{Bsend, Detached};
+pub use bsend::{Bsend, Buffers, Detached};
 pub use grequest::{Callbacks, Generalized};
 pub use p2p::{check_status, proc_null_status, Envelope, Matched};
 pub use request::{Awaited, Completion, NoSuchRequest};
@@ -45,13 +45,13 @@ use std::sync::{Arc, Mutex};
 /// One MPI process's device state: the runtime and what the device entries keep beside it.
 pub struct Device {
     mpi: Mpi,
-    /// The buffer attached for buffered sends, and the buffered sends in flight.
-    bsend: Mutex<Bsend>,
+    /// The buffers attached for buffered sends, and the buffered sends in flight.
+    bsend: Mutex<Buffers>,
 }
 
 impl Device {
     pub fn new(mpi: Mpi) -> Device {
-        Device { mpi, bsend: Mutex::new(Bsend::default()) }
+        Device { mpi, bsend: Mutex::new(Buffers::default()) }
     }
 
     /// The runtime underneath.

@@ -204,7 +204,8 @@ impl Device {
         let (comm, dest) = (to.comm, to.comm.proc_of(to.peer));
         let data = SendData::Packed(data.send_data().to_vec());
         let need = data.len() + c::MPI_BSEND_OVERHEAD as usize;
-        let mut b = self.bsend();
+        let mut buffers = self.bsend();
+        let b = buffers.for_send(comm.ctx);
         let mut st = self.lock();
         let used = b.in_use(&mut st.engine);
         b.check_room(call, need, used)?;
