@@ -90,8 +90,10 @@ static void any_and_some(void)
     MPI_Status st[4], one;
     int idx = -2, flag = -1, out = -2, ind[4];
 
-    /* No active request at all. */
+    /* No active request at all: the empty status, MPI_ERROR included. */
+    one.MPI_ERROR = -12345;
     CHECK_MPI(MPI_Request_get_status_any(4, r, &idx, &flag, &one));
+    CHECK(one.MPI_ERROR == MPI_SUCCESS, "get_status_any of null requests: MPI_ERROR %d", one.MPI_ERROR);
     CHECK(flag == 1 && idx == MPI_UNDEFINED, "get_status_any of null requests: flag %d index %d", flag,
           idx);
     check_empty(&one, "get_status_any of null requests");

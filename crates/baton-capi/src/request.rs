@@ -418,7 +418,8 @@ pub(crate) fn get_status_any(
         }
         None => {
             if none_active {
-                status.put(&crate::empty_status(), false);
+                // The empty status, its MPI_ERROR field included (as MPI 4.1 lists it).
+                status.put(&crate::empty_status(), true);
             }
             Ok(())
         }
