@@ -1,6 +1,6 @@
 //! Point-to-point communication at the C boundary: the implementations behind the entry points
 //! that `abi/bindings.tsv` generates (sends in every mode, receives, probes, matched receives,
-//! persistent requests, the buffered-send buffer). Their arguments arrive checked
+//! persistent requests, the buffered-send buffers of the process and of communicators). Their arguments arrive checked
 //! ([`crate::validate`]); each builds a [`Buffer`] and an [`Envelope`] and calls one entry of
 //! the device ([`baton_core::device`]), which does the rest.
 //!
@@ -59,17 +59,6 @@ pub fn user_buffer(call: &str, d: Data) -> Result<Buffer> {
 fn parts<'a>(cx: Call, m: Message, comm: &'a CommObj) -> Result<(Envelope<'a>, Buffer)> {
     let to = Envelope { comm: &comm.core, peer: m.peer, tag: m.tag, handle: comm.handle.load(Ordering::Relaxed) };
     Ok((to, user_buffer(cx.name, m.data)?))
-}
-
-/// The layout of a datatype usable for communication, for the collectives' hand-written entry
-/// points (`coll/`) until they are generated: [`validate::datatype_committed`]'s check.
-pub fn dtype(call: &str, h: usize) -> Result<Arc<Layout>> {
-    Ok(validate::datatype_committed(call, "datatype", h)?.into_arc())
-}
-
-/// [`validate::buf`] for the collectives' hand-written entry points (`coll/`).
-pub fn check_buf(call: &str, buf: usize, count: usize, lay: &Layout) -> Result<()> {
-    validate::buf(call, "buffer", buf as *const c_void, count, lay)
 }
 
 /// Waits until every buffered send has left (finalize).
@@ -409,6 +398,39 @@ pub(crate) fn sendrecv_replace(
     received(cx, &l.mpi.sendrecv_replace(to, from, &b), status)
 }
 
+/// `MPI_Isendrecv`: one request, complete when the receive is (the outgoing bytes are copied).
+pub(crate) fn isendrecv(
+    cx: Call,
+    l: &Lib,
+    send: Message,
+    recv: Message,
+    comm: CommRef,
+    request: Out<usize>,
+) -> Result<()> {
+    let (from, into) = parts(cx, recv, &comm)?;
+    let (to, data) = parts(cx, send, &comm)?;
+    request.put(handle_of(l.mpi.start_sendrecv(to, &data, from, &into)));
+    Ok(())
+}
+
+/// `MPI_Isendrecv_replace`: the message goes to `m.peer` with `m.tag` and is replaced by one
+/// from `source` with `recvtag`; the outgoing copy belongs to the send, not to the buffer.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn isendrecv_replace(
+    cx: Call,
+    l: &Lib,
+    m: Message,
+    source: c_int,
+    recvtag: c_int,
+    comm: CommRef,
+    request: Out<usize>,
+) -> Result<()> {
+    let (to, b) = parts(cx, m, &comm)?;
+    let from = Envelope { peer: source, tag: recvtag, ..to };
+    request.put(handle_of(l.mpi.start_sendrecv(to, &b, from, &b)));
+    Ok(())
+}
+
 // ----- probes and matched receives -----
 
 pub(crate) fn probe(_cx: Call, l: &Lib, on: Matching, comm: CommRef, status: StatusOut) -> Result<()> {
@@ -493,18 +515,30 @@ pub(crate) fn imrecv(cx: Call, l: &Lib, d: Data, message: Out<usize>, request: O
 /// `size` is checked only for a buffer of the application's: with `MPI_BUFFER_AUTOMATIC` the
 /// standard ignores it.
 pub(crate) fn buffer_attach(cx: Call, l: &Lib, buffer: *mut c_void, size: i64) -> Result<()> {
+    attach_to(cx, l, None, buffer, size)
+}
+
+/// `MPI_Buffer_attach` (`ctx` None) or `MPI_Comm_attach_buffer` to the communicator of context
+/// `ctx`.
+fn attach_to(cx: Call, l: &Lib, ctx: Option<u64>, buffer: *mut c_void, size: i64) -> Result<()> {
     let automatic = buffer as usize == c::MPI_BUFFER_AUTOMATIC;
     let size = if automatic { 0 } else { validate::count(cx.name, "size", size)? };
     if !automatic {
         let bytes = predefined(c::MPI_BYTE).expect("MPI_BYTE is predefined");
         validate::buf(cx.name, "buffer", buffer, size, bytes)?;
     }
-    l.mpi.buffer_attach(cx.name, buffer as usize, size, automatic)
+    l.mpi.comm_buffer_attach(cx.name, ctx, buffer as usize, size, automatic)
 }
 
 /// `buffer_addr` is really a `void **` (the standard's binding); `size` may be NULL.
 pub(crate) fn buffer_detach(cx: Call, l: &Lib, buffer_addr: *mut c_void, size: Option<CountOut>) -> Result<()> {
-    let (addr, n) = match l.mpi.buffer_detach(cx.name)? {
+    detach_from(cx, l, None, buffer_addr, size)
+}
+
+/// `MPI_Buffer_detach` (`ctx` None) or `MPI_Comm_detach_buffer` of the communicator of context
+/// `ctx`.
+fn detach_from(cx: Call, l: &Lib, ctx: Option<u64>, buffer_addr: *mut c_void, size: Option<CountOut>) -> Result<()> {
+    let (addr, n) = match l.mpi.comm_buffer_detach(cx.name, ctx)? {
         Detached::User { addr, size } => (addr, size),
         Detached::Automatic => (c::MPI_BUFFER_AUTOMATIC, 0),
     };
@@ -519,5 +553,35 @@ pub(crate) fn buffer_detach(cx: Call, l: &Lib, buffer_addr: *mut c_void, size: O
 
 pub(crate) fn buffer_flush(_cx: Call, l: &Lib) -> Result<()> {
     l.mpi.buffer_flush();
+    Ok(())
+}
+
+pub(crate) fn buffer_iflush(_cx: Call, l: &'static Lib, request: Out<usize>) -> Result<()> {
+    request.put(handle_of(l.mpi.comm_buffer_iflush(None)));
+    Ok(())
+}
+
+/// `MPI_Comm_attach_buffer`: buffered sends on `comm` use this buffer instead of the process's.
+pub(crate) fn comm_attach_buffer(cx: Call, l: &Lib, comm: CommRef, buffer: *mut c_void, size: i64) -> Result<()> {
+    attach_to(cx, l, Some(comm.core.ctx), buffer, size)
+}
+
+pub(crate) fn comm_detach_buffer(
+    cx: Call,
+    l: &Lib,
+    comm: CommRef,
+    buffer_addr: *mut c_void,
+    size: Option<CountOut>,
+) -> Result<()> {
+    detach_from(cx, l, Some(comm.core.ctx), buffer_addr, size)
+}
+
+pub(crate) fn comm_flush_buffer(_cx: Call, l: &Lib, comm: CommRef) -> Result<()> {
+    l.mpi.comm_buffer_flush(Some(comm.core.ctx));
+    Ok(())
+}
+
+pub(crate) fn comm_iflush_buffer(_cx: Call, l: &'static Lib, comm: CommRef, request: Out<usize>) -> Result<()> {
+    request.put(handle_of(l.mpi.comm_buffer_iflush(Some(comm.core.ctx))));
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! Completion: `Wait`/`Test` and their `all`/`any`/`some` forms, persistent `Start`, `Cancel`,
-//! `Request_free`, and what a status tells (`Get_count`, `Get_elements`, ...): the
+//! `Request_free`, generalized requests (`Grequest_start`/`complete`), and what a status tells (`Get_count`, `Get_elements`, ...): the
 //! implementations behind the entry points `abi/bindings.tsv` generates, which check the
 //! arguments first.
 //!
@@ -15,10 +15,13 @@ use crate::MPI_Status;
 use baton_abi::consts as c;
 use baton_core::datatype::Layout;
 use baton_core::device::check_status;
-use baton_core::device::{Awaited, Completion, NoSuchRequest};
+use baton_core::device::{Awaited, Callbacks, Completion, Generalized, NoSuchRequest, Persistent};
 use baton_core::engine::ReqId;
+use baton_core::engine::Status;
 use baton_core::error::{HandleKind, MpiError, Result};
 use std::ffi::c_int;
+use std::ffi::c_void;
+use std::sync::Arc;
 
 /// The engine slot that no request gets: it names [`SENT`].
 const SENT_SLOT: u32 = (1 << 20) - 1;
@@ -94,19 +97,41 @@ fn resolve_all(l: &Lib, call: &str, hs: &[usize]) -> Result<ResolvedAll> {
 
 impl ResolvedAll {
     /// [`completed`] for entry `i`, whose handle is `hs[i]`.
-    fn completed(&self, l: &Lib, hs: &mut [usize], i: usize, done: &Completion) -> usize {
+    fn completed(&self, l: &Lib, hs: &mut [usize], i: usize, done: &mut Completion) -> usize {
         let persistent = self.persistent.iter().find(|&&(j, _)| j == i).map(|&(_, p)| p);
         completed(l, &mut hs[i], Resolved { awaited: self.awaited[i], persistent }, done)
     }
 }
 
 /// After request `r` (handle `*h`) completed: a persistent request becomes inactive, another
-/// active one `MPI_REQUEST_NULL`. Returns the communicator whose error handler applies.
-fn completed(l: &Lib, h: &mut usize, r: Resolved, done: &Completion) -> usize {
+/// active one `MPI_REQUEST_NULL`; a generalized one gets its status from `query_fn` and is
+/// freed. Returns the communicator whose error handler applies.
+fn completed(l: &Lib, h: &mut usize, r: Resolved, done: &mut Completion) -> usize {
     match r.persistent {
         Some(p) => {
-            if let Some(e) = l.t().persistent.get_mut(p) {
-                e.active = None;
+            let g = {
+                let mut t = l.t();
+                let g = match t.persistent.get_mut(p) {
+                    Some(PersistentEntry { op: Persistent::Generalized(g), .. }) => Some(g.clone()),
+                    Some(e) => {
+                        e.active = None;
+                        None
+                    }
+                    None => None,
+                };
+                if g.is_some() {
+                    t.persistent.remove(p);
+                }
+                g
+            };
+            // The callbacks run with no lock held: they may call MPI.
+            if let Some(g) = g {
+                *h = c::MPI_REQUEST_NULL;
+                done.status = g.query();
+                let rc = g.free();
+                if done.status.error == 0 {
+                    done.status.error = rc;
+                }
             }
         }
         None if r.awaited.active() => *h = c::MPI_REQUEST_NULL,
@@ -143,8 +168,8 @@ fn wait_one(
     if let Some(flag) = flag {
         flag.put(got.is_some() as c_int);
     }
-    let Some(done) = got else { return Ok(()) };
-    *comm_out = completed(l, &mut h, r, &done);
+    let Some(mut done) = got else { return Ok(()) };
+    *comm_out = completed(l, &mut h, r, &mut done);
     request.put(h);
     status.put(&done.status, false);
     check_status(cx.name, &done.status)
@@ -189,7 +214,7 @@ fn wait_all(
     comm_out: &mut usize,
 ) -> Result<()> {
     let rs = resolve_all(l, cx.name, hs)?;
-    let results = match flag {
+    let mut results = match flag {
         None => l.mpi.wait_all(&rs.awaited).map_err(no_such(cx.name, hs))?,
         Some(flag) => {
             let got = l.mpi.test_all(&rs.awaited).map_err(no_such(cx.name, hs))?;
@@ -201,7 +226,7 @@ fn wait_all(
         }
     };
     let mut comms = Vec::with_capacity(results.len());
-    for (i, done) in results.iter().enumerate() {
+    for (i, done) in results.iter_mut().enumerate() {
         comms.push(rs.completed(l, hs, i, done));
         statuses.put(i, &done.status);
     }
@@ -241,8 +266,8 @@ fn wait_any(
     }
     index.put(got.as_ref().map_or(c::MPI_UNDEFINED, |&(i, _)| i as c_int));
     match got {
-        Some((i, done)) => {
-            *comm_out = rs.completed(l, hs, i, &done);
+        Some((i, mut done)) => {
+            *comm_out = rs.completed(l, hs, i, &mut done);
             status.put(&done.status, false);
             check_status(cx.name, &done.status)
         }
@@ -296,9 +321,9 @@ pub(crate) fn wait_some<const BLOCKING: bool>(
         return Ok(());
     }
     let got = if BLOCKING { l.mpi.wait_some(&rs.awaited) } else { l.mpi.test_some(&rs.awaited) };
-    let got = got.map_err(no_such(cx.name, hs))?;
+    let mut got = got.map_err(no_such(cx.name, hs))?;
     let mut comms = Vec::with_capacity(got.len());
-    for (k, (i, done)) in got.iter().enumerate() {
+    for (k, (i, done)) in got.iter_mut().enumerate() {
         comms.push(rs.completed(l, hs, *i, done));
         array_of_indices[k] = *i as c_int;
         array_of_statuses.put(k, &done.status);
@@ -309,12 +334,123 @@ pub(crate) fn wait_some<const BLOCKING: bool>(
 
 pub(crate) fn get_status(cx: Call, l: &Lib, request: usize, flag: Out<c_int>, status: StatusOut) -> Result<()> {
     let r = resolve(l, cx.name, request)?;
-    let s = l.mpi.request_status(r.awaited).map_err(|_| invalid(cx.name, request))?;
+    let mut s = l.mpi.request_status(r.awaited).map_err(|_| invalid(cx.name, request))?;
+    if let (Some(s), Some(g)) = (s.as_mut(), r.persistent.and_then(|p| generalized(l, p))) {
+        *s = g.query();
+    }
     flag.put(s.is_some() as c_int);
     if let Some(s) = s {
         status.put(&s, false);
     }
     Ok(())
+}
+
+/// The results of the requests of `hs` that are complete, without taking them (the
+/// `MPI_Request_get_status_*` calls), and whether each is active.
+fn peek_all(cx: Call, l: &Lib, hs: &[usize]) -> Result<(Vec<Option<Completion>>, Vec<bool>)> {
+    let rs = resolve_all(l, cx.name, hs)?;
+    let mut got = l.mpi.request_statuses(&rs.awaited).map_err(no_such(cx.name, hs))?;
+    for &(i, p) in &rs.persistent {
+        if let (Some(done), Some(g)) = (got[i].as_mut(), generalized(l, p)) {
+            done.status = g.query();
+        }
+    }
+    Ok((got, rs.awaited.iter().map(|a| a.active()).collect()))
+}
+
+/// The communicator whose error handler applies to completed request `done`.
+fn comm_of(done: &Completion) -> usize {
+    if done.comm == 0 {
+        c::MPI_COMM_WORLD
+    } else {
+        done.comm
+    }
+}
+
+/// `MPI_Request_get_status_all`: `flag` set when every active request is complete; then each
+/// status is written (the empty one for null and inactive requests). Nothing is freed.
+pub(crate) fn get_status_all(
+    cx: Call,
+    l: &Lib,
+    _count: usize,
+    array_of_requests: &[usize],
+    flag: Out<c_int>,
+    statuses: Statuses,
+    comm_out: &mut usize,
+) -> Result<()> {
+    let (got, _) = peek_all(cx, l, array_of_requests)?;
+    let all = got.iter().all(Option::is_some);
+    flag.put(all as c_int);
+    if !all {
+        return Ok(());
+    }
+    let done: Vec<Completion> = got.into_iter().flatten().collect();
+    for (i, d) in done.iter().enumerate() {
+        statuses.put(i, &d.status);
+    }
+    in_status(cx, done.iter().map(|d| (d, comm_of(d))), comm_out)
+}
+
+/// `MPI_Request_get_status_any`: the first active request that is complete, if any (`flag`
+/// also set, with index `MPI_UNDEFINED` and the empty status, when none is active). Nothing is
+/// freed.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn get_status_any(
+    cx: Call,
+    l: &Lib,
+    _count: usize,
+    array_of_requests: &[usize],
+    indx: Out<c_int>,
+    flag: Out<c_int>,
+    status: StatusOut,
+    comm_out: &mut usize,
+) -> Result<()> {
+    let (got, active) = peek_all(cx, l, array_of_requests)?;
+    let found = got.iter().zip(&active).position(|(g, &a)| a && g.is_some());
+    let none_active = !active.iter().any(|&a| a);
+    flag.put((none_active || found.is_some()) as c_int);
+    indx.put(found.map_or(c::MPI_UNDEFINED, |i| i as c_int));
+    match found.and_then(|i| got[i]) {
+        Some(done) => {
+            *comm_out = comm_of(&done);
+            status.put(&done.status, false);
+            check_status(cx.name, &done.status)
+        }
+        None => {
+            if none_active {
+                // The empty status, its MPI_ERROR field included (as MPI 4.1 lists it).
+                status.put(&crate::empty_status(), true);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `MPI_Request_get_status_some`: every active request that is complete (`outcount`
+/// `MPI_UNDEFINED` when none is active). Nothing is freed.
+pub(crate) fn get_status_some(
+    cx: Call,
+    l: &Lib,
+    _incount: usize,
+    array_of_requests: &[usize],
+    outcount: Out<c_int>,
+    array_of_indices: &mut [c_int],
+    array_of_statuses: Statuses,
+    comm_out: &mut usize,
+) -> Result<()> {
+    let (got, active) = peek_all(cx, l, array_of_requests)?;
+    if !active.iter().any(|&a| a) {
+        outcount.put(c::MPI_UNDEFINED);
+        return Ok(());
+    }
+    let done: Vec<(usize, Completion)> =
+        got.into_iter().zip(active).enumerate().filter_map(|(i, (g, a))| g.filter(|_| a).map(|d| (i, d))).collect();
+    for (k, (i, d)) in done.iter().enumerate() {
+        array_of_indices[k] = *i as c_int;
+        array_of_statuses.put(k, &d.status);
+    }
+    outcount.put(done.len() as c_int);
+    in_status(cx, done.iter().map(|(_, d)| (d, comm_of(d))), comm_out)
 }
 
 pub(crate) fn free(cx: Call, l: &Lib, request: Out<usize>) -> Result<()> {
@@ -329,6 +465,11 @@ pub(crate) fn free(cx: Call, l: &Lib, request: Out<usize>) -> Result<()> {
             return Err(invalid(cx.name, h));
         }
     } else {
+        if let Some(g) = generalized(l, h) {
+            free_generalized(l, h, &g);
+            request.put(c::MPI_REQUEST_NULL);
+            return Ok(());
+        }
         let p = l.t().persistent.remove(h).ok_or_else(|| invalid(cx.name, h))?;
         if let Some(id) = p.active {
             // The round in progress goes on and is dropped when it completes.
@@ -341,12 +482,133 @@ pub(crate) fn free(cx: Call, l: &Lib, request: Out<usize>) -> Result<()> {
 
 pub(crate) fn cancel(cx: Call, l: &Lib, request: Out<usize>) -> Result<()> {
     let h = request.get();
+    if h == c::MPI_REQUEST_NULL {
+        return Err(MpiError::new(c::MPI_ERR_REQUEST, format!("{}: request is MPI_REQUEST_NULL", cx.name)));
+    }
+    if let Some(g) = generalized(l, h) {
+        return match g.cancel() {
+            0 => Ok(()),
+            rc => Err(MpiError::new(rc, format!("{}: the request's cancel_fn returned error {rc}", cx.name))),
+        };
+    }
     if let Awaited::Request(id) = resolve(l, cx.name, h)?.awaited {
         if !l.mpi.cancel(id) {
             return Err(invalid(cx.name, h));
         }
     }
     Ok(())
+}
+
+// ----- generalized requests -----
+
+/// The generalized request of table handle `h`, if it is one.
+fn generalized(l: &Lib, h: usize) -> Option<Arc<Generalized>> {
+    match l.t().persistent.get(h) {
+        Some(PersistentEntry { op: Persistent::Generalized(g), .. }) => Some(g.clone()),
+        _ => None,
+    }
+}
+
+/// `MPI_Request_free` of generalized request `g` (handle `h`): `free_fn` runs now if it is
+/// complete, else when `MPI_Grequest_complete` is called (the handle stays for that call).
+fn free_generalized(l: &Lib, h: usize, g: &Generalized) {
+    // The engine request is dropped when it completes, or now if it has.
+    l.mpi.free_request(g.id);
+    if g.mark_freed() {
+        l.t().persistent.remove(h);
+        g.free();
+    }
+}
+
+/// The application's callbacks, called through the C ABI's function types. The pointers are
+/// kept as addresses (MPI promises the functions and `extra_state` outlive the request).
+struct CFns {
+    query: usize,
+    free: usize,
+    cancel: usize,
+    extra: usize,
+}
+
+type QueryFn = unsafe extern "C" fn(*mut c_void, *mut MPI_Status) -> c_int;
+type FreeFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+type CancelFn = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
+
+impl Callbacks for CFns {
+    fn query(&self, status: &mut Status) -> i32 {
+        if self.query == 0 {
+            return c::MPI_SUCCESS;
+        }
+        let mut ms = MPI_Status::default();
+        // SAFETY: `ms` is a local status, valid for the call.
+        unsafe { crate::validate::StatusOut::new(&mut ms) }.put(status, false);
+        // SAFETY: a non-null `query_fn` is the application's MPI_Grequest_query_function
+        // (MPI_Grequest_start's contract), called with its extra_state and a status to fill.
+        let rc = unsafe { std::mem::transmute::<usize, QueryFn>(self.query)(self.extra as *mut c_void, &mut ms) };
+        *status =
+            Status { source: ms.MPI_SOURCE, tag: ms.MPI_TAG, error: 0, bytes: ms.bytes(), cancelled: ms.cancelled() };
+        rc
+    }
+
+    fn free(&self) -> i32 {
+        if self.free == 0 {
+            return c::MPI_SUCCESS;
+        }
+        // SAFETY: as in `query`, for the MPI_Grequest_free_function.
+        unsafe { std::mem::transmute::<usize, FreeFn>(self.free)(self.extra as *mut c_void) }
+    }
+
+    fn cancel(&self, complete: bool) -> i32 {
+        if self.cancel == 0 {
+            return c::MPI_SUCCESS;
+        }
+        // SAFETY: as in `query`, for the MPI_Grequest_cancel_function.
+        unsafe { std::mem::transmute::<usize, CancelFn>(self.cancel)(self.extra as *mut c_void, complete as c_int) }
+    }
+}
+
+/// `MPI_Grequest_start`: an active generalized request, complete once the application calls
+/// `MPI_Grequest_complete`. NULL callbacks are taken as doing nothing.
+pub(crate) fn grequest_start(
+    _cx: Call,
+    l: &Lib,
+    query_fn: *mut c_void,
+    free_fn: *mut c_void,
+    cancel_fn: *mut c_void,
+    extra_state: *mut c_void,
+    request: Out<usize>,
+) -> Result<()> {
+    let fns = CFns {
+        query: query_fn as usize,
+        free: free_fn as usize,
+        cancel: cancel_fn as usize,
+        extra: extra_state as usize,
+    };
+    let g = Arc::new(l.mpi.start_generalized(Box::new(fns)));
+    let id = g.id;
+    let h = l.t().persistent.insert(PersistentEntry { op: Persistent::Generalized(g), active: Some(id), comm: 0 });
+    request.put(h);
+    Ok(())
+}
+
+/// `MPI_Grequest_complete`: may come from any thread, and after `MPI_Request_free` (then
+/// `free_fn` runs now).
+pub(crate) fn grequest_complete(cx: Call, l: &Lib, request: usize) -> Result<()> {
+    let g = generalized(l, request).ok_or_else(|| {
+        MpiError::new(c::MPI_ERR_REQUEST, format!("{}: request {request:#x} is not a generalized request", cx.name))
+    })?;
+    match l.mpi.complete_generalized(&g) {
+        None => {
+            Err(MpiError::new(c::MPI_ERR_REQUEST, format!("{}: request {request:#x} is complete already", cx.name)))
+        }
+        Some(false) => Ok(()),
+        Some(true) => {
+            l.t().persistent.remove(request);
+            match g.free() {
+                0 => Ok(()),
+                rc => Err(MpiError::new(rc, format!("{}: the request's free_fn returned error {rc}", cx.name))),
+            }
+        }
+    }
 }
 
 fn start_one(cx: Call, l: &Lib, h: usize) -> Result<()> {

@@ -8,9 +8,9 @@
 //! blocking, `I…` and `…_init` entry points (and the `_c` ones) from that function.
 
 use crate::errors::guard;
-use crate::p2p::dtype;
 use crate::request::handle_of;
 use crate::state::{lib, lib_fast, CommObj, Lib, PersistentEntry};
+use crate::validate;
 use baton_abi::consts as c;
 use baton_core::datatype::Layout;
 use baton_core::device::coll::Call;
@@ -57,7 +57,7 @@ fn checked_slowly(call: &str, what: &str, p: *const c_void, count: i64, lay: &La
     if count < 0 {
         return Err(err!(MPI_ERR_COUNT, "{call}: {what} count {count} is negative"));
     }
-    crate::p2p::check_buf(call, p as usize, count as usize, lay).map_err(|mut e| {
+    validate::buf(call, "buffer", p, count as usize, lay).map_err(|mut e| {
         e.msg = format!("{} ({what} buffer)", e.msg);
         e
     })?;
@@ -82,9 +82,9 @@ fn span_of(p: *const c_void, count: usize, lay: Arc<Layout>) -> Buffer {
 /// A buffer argument: `count` elements of datatype `dt` at `p`.
 #[inline(always)]
 pub(crate) fn buffer(call: &str, what: &str, p: *const c_void, count: i64, dt: usize) -> Result<Buffer> {
-    let lay = dtype(call, dt)?;
+    let lay = validate::datatype_committed(call, "datatype", dt)?.into_arc();
     let count = checked(call, what, p, count, &lay)?;
-    Ok(span_of(p, count, lay.clone()))
+    Ok(span_of(p, count, lay))
 }
 
 /// A buffer argument that may be `MPI_IN_PLACE` (None).
@@ -100,12 +100,12 @@ fn or_in_place(call: &str, what: &str, p: *const c_void, count: i64, dt: usize) 
 /// name its count), then the whole buffer's.
 #[inline]
 pub(crate) fn blocks(call: &str, what: &str, p: *const c_void, count: i64, dt: usize, n: usize) -> Result<Buffer> {
-    let lay = dtype(call, dt)?;
+    let lay = validate::datatype_committed(call, "datatype", dt)?.into_arc();
     checked(call, what, p, count, &lay)?;
     let total =
         count.checked_mul(n as i64).ok_or_else(|| err!(MPI_ERR_COUNT, "{call}: {what} count {count} overflows"))?;
     let total = checked(call, what, p, total, &lay)?;
-    Ok(span_of(p, total, lay.clone()))
+    Ok(span_of(p, total, lay))
 }
 
 /// Looks the communicator up, checks the request argument, and lets `f` decode the rest and
@@ -301,7 +301,7 @@ impl VSide {
                 let off = if self.bytes_displs {
                     self.displs[i] as isize
                 } else {
-                    self.displs[i] as isize * dtype(call, dt)?.extent
+                    self.displs[i] as isize * validate::datatype_committed(call, "datatype", dt)?.extent
                 };
                 let addr = (base as usize).wrapping_add_signed(off);
                 buffer(call, what, addr as *const c_void, self.counts[i], dt)

@@ -1,20 +1,56 @@
 //! Buffered sends (`MPI_Bsend`, `MPI_Ibsend`, `MPI_Bsend_init`): the space accounting against
-//! the buffer the application attached, and attach, detach and flush.
+//! the buffer the application attached, and attach, detach and flush, blocking or not, of the
+//! process's buffer and of the buffers attached to communicators (MPI 4.1).
 //!
 //! Important types:
+//! - [`Buffers`]: the process's buffer and the communicators' ones; a buffered send on a
+//!   communicator with a buffer of its own uses that one, else the process's.
 //! - [`Bsend`]: the attached buffer (or the automatic one) and the buffered sends still in flight,
 //!   each with the space it holds. A buffered send's bytes are copied at once into memory the
 //!   request owns, so the attached buffer itself is never written: it only bounds how much may be
 //!   in flight, as the standard's accounting (`MPI_BSEND_OVERHEAD` per message) says.
 //! - [`Detached`]: what `MPI_Buffer_detach` hands back.
 //!
-//! Lock order: the [`Bsend`] mutex, then the engine lock; neither is held while waiting.
+//! Lock order: the [`Buffers`] mutex, then the engine lock; neither is held while waiting.
+//!
+//! A nonblocking flush (`MPI_Buffer_iflush`, `MPI_Comm_iflush_buffer`) returns a request that a
+//! helper thread completes once the sends it covers are done: nothing else in the library
+//! watches requests complete, and the sends' own progress needs no help from it.
 
+use super::request::EMPTY;
 use super::Device;
 use crate::engine::{Engine, ReqId};
 use crate::error::{MpiError, Result};
 use baton_abi::consts as c;
+use std::collections::HashMap;
 use std::sync::MutexGuard;
+
+/// The buffers for buffered sends: the process's and those attached to communicators, by
+/// context id.
+#[derive(Debug, Default)]
+pub struct Buffers {
+    process: Bsend,
+    comms: HashMap<u64, Bsend>,
+}
+
+impl Buffers {
+    /// The buffer that a buffered send on context `ctx` draws on.
+    pub fn for_send(&mut self, ctx: u64) -> &mut Bsend {
+        if self.comms.contains_key(&ctx) {
+            self.comms.get_mut(&ctx).expect("checked")
+        } else {
+            &mut self.process
+        }
+    }
+
+    /// The process's buffer (`None`) or communicator `ctx`'s, made if it has none.
+    fn of(&mut self, ctx: Option<u64>) -> &mut Bsend {
+        match ctx {
+            None => &mut self.process,
+            Some(ctx) => self.comms.entry(ctx).or_default(),
+        }
+    }
+}
 
 /// The buffer attached for buffered sends and what is in flight from it.
 #[derive(Debug, Default)]
@@ -106,31 +142,85 @@ impl Bsend {
     fn take_inflight(&mut self) -> Vec<ReqId> {
         std::mem::take(&mut self.inflight).into_iter().map(|(id, _)| id).collect()
     }
+
+    /// The sends in flight, still accounted for here.
+    fn inflight_ids(&self) -> Vec<ReqId> {
+        self.inflight.iter().map(|&(id, _)| id).collect()
+    }
 }
 
 impl Device {
-    pub(super) fn bsend(&self) -> MutexGuard<'_, Bsend> {
+    pub(super) fn bsend(&self) -> MutexGuard<'_, Buffers> {
         self.bsend.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// `MPI_Buffer_attach`: `size` bytes at `addr`, or `automatic` (`MPI_BUFFER_AUTOMATIC`).
     pub fn buffer_attach(&self, call: &str, addr: usize, size: usize, automatic: bool) -> Result<()> {
-        self.bsend().attach(call, addr, size, automatic)
+        self.comm_buffer_attach(call, None, addr, size, automatic)
     }
 
     /// `MPI_Buffer_detach`: waits until every buffered send has left, then detaches.
     pub fn buffer_detach(&self, call: &str) -> Result<Detached> {
-        self.buffer_flush();
-        self.bsend().detach(call)
+        self.comm_buffer_detach(call, None)
     }
 
     /// `MPI_Buffer_flush` (and finalize): waits until every buffered send has left.
     pub fn buffer_flush(&self) {
+        self.comm_buffer_flush(None);
+    }
+
+    /// `MPI_Comm_attach_buffer` (`ctx`: the communicator's context id) or, with `ctx` None,
+    /// `MPI_Buffer_attach`.
+    pub fn comm_buffer_attach(&self, call: &str, ctx: Option<u64>, addr: usize, size: usize, auto: bool) -> Result<()> {
+        self.bsend().of(ctx).attach(call, addr, size, auto)
+    }
+
+    /// `MPI_Comm_detach_buffer` or, with `ctx` None, `MPI_Buffer_detach`: waits until the
+    /// buffer's sends have left, then detaches it.
+    pub fn comm_buffer_detach(&self, call: &str, ctx: Option<u64>) -> Result<Detached> {
+        self.comm_buffer_flush(ctx);
+        let mut b = self.bsend();
+        let got = b.of(ctx).detach(call);
+        if let Some(ctx) = ctx {
+            // Sends on the communicator use the process's buffer again.
+            b.comms.remove(&ctx);
+        }
+        got
+    }
+
+    /// `MPI_Comm_flush_buffer` or, with `ctx` None, `MPI_Buffer_flush`: waits until the
+    /// buffer's sends have left.
+    pub fn comm_buffer_flush(&self, ctx: Option<u64>) {
         // Taken out first: no lock is held while waiting, and other threads may go on sending.
-        let ids = self.bsend().take_inflight();
+        let ids = match ctx {
+            None => self.bsend().process.take_inflight(),
+            Some(ctx) => self.bsend().comms.get_mut(&ctx).map(Bsend::take_inflight).unwrap_or_default(),
+        };
         for id in ids {
             self.wait(id);
         }
+    }
+
+    /// `MPI_Comm_iflush_buffer` or, with `ctx` None, `MPI_Buffer_iflush`: a request complete
+    /// once every send now in flight from the buffer has left. The sends stay accounted for (and
+    /// are released) by the buffer; the request only watches them.
+    pub fn comm_buffer_iflush(&'static self, ctx: Option<u64>) -> ReqId {
+        let ids = match ctx {
+            None => self.bsend().process.inflight_ids(),
+            Some(ctx) => self.bsend().comms.get(&ctx).map(Bsend::inflight_ids).unwrap_or_default(),
+        };
+        let req = self.lock().engine.external(0);
+        let left = move |st: &crate::runtime::State| ids.iter().all(|&id| st.engine.get(id).is_none_or(|r| r.complete));
+        if left(&self.lock()) {
+            self.lock().engine.complete(req, EMPTY);
+            return req;
+        }
+        std::thread::spawn(move || {
+            self.block(|st| left(st).then_some(()));
+            self.lock().engine.complete(req, EMPTY);
+            self.wake_sleepers();
+        });
+        req
     }
 }
 
@@ -232,7 +322,7 @@ mod tests {
         let dev = std::sync::Arc::new(Device::new(crate::runtime::Mpi::init().expect("a singleton")));
         dev.buffer_attach("MPI_Buffer_attach", 0x1000, 4096, false).unwrap();
         let id = dev.lock().engine.external(0);
-        dev.bsend().hold(id, 100);
+        dev.bsend().process.hold(id, 100);
         let completer = {
             let dev = dev.clone();
             std::thread::spawn(move || {

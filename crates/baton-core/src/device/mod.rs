@@ -20,13 +20,15 @@
 //!
 //! The entries by concern: [`p2p`] (sends, receives, probes, persistent starts, the express
 //! entries of the C boundary's fast paths), [`request`] (waits and tests, cancel, free),
-//! [`bsend`] (attach, detach, flush).
+//! [`bsend`] (attach, detach, flush), [`grequest`] (generalized requests).
 
 pub mod bsend;
+pub mod grequest;
 pub mod p2p;
 pub mod request;
 
-pub use bsend::{Bsend, Detached};
+pub use bsend::{Bsend, Buffers, Detached};
+pub use grequest::{Callbacks, Generalized};
 pub use p2p::{check_status, proc_null_status, Envelope, Matched};
 pub use request::{Awaited, Completion, NoSuchRequest};
 
@@ -43,13 +45,13 @@ use std::sync::{Arc, Mutex};
 /// One MPI process's device state: the runtime and what the device entries keep beside it.
 pub struct Device {
     mpi: Mpi,
-    /// The buffer attached for buffered sends, and the buffered sends in flight.
-    bsend: Mutex<Bsend>,
+    /// The buffers attached for buffered sends, and the buffered sends in flight.
+    bsend: Mutex<Buffers>,
 }
 
 impl Device {
     pub fn new(mpi: Mpi) -> Device {
-        Device { mpi, bsend: Mutex::new(Bsend::default()) }
+        Device { mpi, bsend: Mutex::new(Buffers::default()) }
     }
 
     /// The runtime underneath.
@@ -150,6 +152,9 @@ pub enum Persistent {
     Recv { comm: Arc<Comm>, buf: Buffer, src: i32, tag: i32 },
     /// A persistent collective: its schedule, run again from the start each time.
     Coll(Arc<Mutex<Schedule>>),
+    /// Not persistent: a generalized request, kept in the same table because its handle, too,
+    /// must outlive the engine's completion (until `query_fn` and `free_fn` have run).
+    Generalized(Arc<Generalized>),
 }
 
 /// The four send modes.

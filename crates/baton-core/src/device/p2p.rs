@@ -78,6 +78,10 @@ pub fn check_status(call: &str, s: &Status) -> Result<()> {
             format!("{call}: a process of another job this operation needed is gone (it crashed or ended without MPI_Comm_disconnect)"),
         ));
     }
+    if s.error != 0 {
+        // A failure with no message of its own (a generalized request's callback returned it).
+        return Err(MpiError::new(s.error, format!("{call}: the request completed with error code {}", s.error)));
+    }
     Ok(())
 }
 
@@ -200,7 +204,8 @@ impl Device {
         let (comm, dest) = (to.comm, to.comm.proc_of(to.peer));
         let data = SendData::Packed(data.send_data().to_vec());
         let need = data.len() + c::MPI_BSEND_OVERHEAD as usize;
-        let mut b = self.bsend();
+        let mut buffers = self.bsend();
+        let b = buffers.for_send(comm.ctx);
         let mut st = self.lock();
         let used = b.in_use(&mut st.engine);
         b.check_room(call, need, used)?;
@@ -260,6 +265,25 @@ impl Device {
             self.wait(s);
         }
         self.wait(r).0
+    }
+
+    /// `MPI_Isendrecv` and `MPI_Isendrecv_replace`: the outgoing bytes are copied first, into
+    /// memory the send owns, then the receive into `buf` is posted; the returned request is the
+    /// receive's. Once the receive completes the application may reuse both buffers (the send
+    /// no longer reads them), which is what the standard's completion means, so the send goes
+    /// on detached and is dropped when it is done. Copying first is also what lets the replace
+    /// form receive into the buffer it sends from.
+    pub fn start_sendrecv(&self, to: Envelope, data: &Buffer, from: Envelope, buf: &Buffer) -> ReqId {
+        let out = (to.peer != c::MPI_PROC_NULL).then(|| SendData::Packed(data.send_data().to_vec()));
+        let r = self.start_recv(from, buf);
+        if let Some(out) = out {
+            let mut st = self.lock();
+            let State { engine, fabric, .. } = &mut *st;
+            let (comm, dest) = (to.comm, to.comm.proc_of(to.peer));
+            let s = engine.send(fabric, dest, comm.ctx, comm.rank, to.tag, out, false, Sender::GoesOn);
+            engine.release(s);
+        }
+        r
     }
 
     // ----- probes and matched receives -----
@@ -337,6 +361,9 @@ impl Device {
             Persistent::Coll(sched) => {
                 sched.lock().unwrap_or_else(|e| e.into_inner()).restart();
                 Ok(self.start_coll(sched.clone(), handle))
+            }
+            Persistent::Generalized(_) => {
+                Err(MpiError::new(c::MPI_ERR_REQUEST, "MPI_Start: a generalized request is not persistent"))
             }
         }
     }

@@ -1,5 +1,5 @@
 //! Completion entries of the [`Device`]: `Wait` and `Test` in their single, `all`, `any` and
-//! `some` forms, `Request_get_status`, `Cancel`, `Request_free`.
+//! `some` forms, `Request_get_status` and its `all`/`any`/`some` forms, `Cancel`, `Request_free`.
 //!
 //! Important types:
 //! - [`Awaited`]: one request as the C boundary resolved its handle: an engine request, one that
@@ -198,6 +198,22 @@ impl Device {
         let st = self.lock();
         let q = st.engine.get(id).ok_or(NoSuchRequest(0))?;
         Ok(q.complete.then_some(q.status))
+    }
+
+    /// `MPI_Request_get_status_all`, `_any` and `_some`: one progress pass, then the result of
+    /// every request of `reqs` that is complete (None for those still open), without taking
+    /// any. A request that is not active has the empty status.
+    pub fn request_statuses(&self, reqs: &[Awaited]) -> Result<Vec<Option<Completion>>, NoSuchRequest> {
+        self.poll();
+        let st = self.lock();
+        let peek = |(i, &a): (usize, &Awaited)| match a {
+            Awaited::Request(id) => {
+                let q = st.engine.get(id).ok_or(NoSuchRequest(i))?;
+                Ok(q.complete.then_some(Completion { status: q.status, comm: q.comm }))
+            }
+            _ => Ok(Some(Completion { status: EMPTY, comm: 0 })),
+        };
+        reqs.iter().enumerate().map(peek).collect()
     }
 
     /// `MPI_Request_free` of engine request `id`: an active operation goes on and is dropped

@@ -285,7 +285,7 @@ impl Mpi {
     }
 
     /// Other threads of this process may sleep on the doorbell waiting for what just completed.
-    pub(super) fn wake_sleepers(&self) {
+    pub(crate) fn wake_sleepers(&self) {
         self.bell.ring_if_sleeping();
     }
 
