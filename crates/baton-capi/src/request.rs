@@ -265,15 +265,31 @@ fn wait_any(
         flag.put((none_active || got.is_some()) as c_int);
     }
     index.put(got.as_ref().map_or(c::MPI_UNDEFINED, |&(i, _)| i as c_int));
-    match got {
-        Some((i, mut done)) => {
-            *comm_out = rs.completed(l, hs, i, &mut done);
-            status.put(&done.status, false);
-            check_status(cx.name, &done.status)
+    let done = got.map(|(i, mut done)| {
+        *comm_out = rs.completed(l, hs, i, &mut done);
+        done
+    });
+    any_status(cx.name, status, done.as_ref().map(|d| &d.status), none_active, false)
+}
+
+/// The status a `…any` call gives back: the completed request's (an error recorded in it fails
+/// the call), or the empty one when no request is active (`empty_error`: its `MPI_ERROR` field
+/// written too).
+fn any_status(
+    call: &str,
+    status: StatusOut,
+    done: Option<&Status>,
+    none_active: bool,
+    empty_error: bool,
+) -> Result<()> {
+    match done {
+        Some(s) => {
+            status.put(s, false);
+            check_status(call, s)
         }
         None => {
             if none_active {
-                status.put(&crate::empty_status(), false);
+                status.put(&crate::empty_status(), empty_error);
             }
             Ok(())
         }
@@ -410,20 +426,12 @@ pub(crate) fn get_status_any(
     let none_active = !active.iter().any(|&a| a);
     flag.put((none_active || found.is_some()) as c_int);
     indx.put(found.map_or(c::MPI_UNDEFINED, |i| i as c_int));
-    match found.and_then(|i| got[i]) {
-        Some(done) => {
-            *comm_out = comm_of(&done);
-            status.put(&done.status, false);
-            check_status(cx.name, &done.status)
-        }
-        None => {
-            if none_active {
-                // The empty status, its MPI_ERROR field included (as MPI 4.1 lists it).
-                status.put(&crate::empty_status(), true);
-            }
-            Ok(())
-        }
+    let done = found.and_then(|i| got[i]);
+    if let Some(d) = &done {
+        *comm_out = comm_of(d);
     }
+    // With none active: the empty status, its MPI_ERROR field included (as MPI 4.1 lists it).
+    any_status(cx.name, status, done.as_ref().map(|d| &d.status), none_active, true)
 }
 
 /// `MPI_Request_get_status_some`: every active request that is complete (`outcount`
