@@ -477,7 +477,11 @@ fn main() {
                 }
                 let mut raw = TcpStream::connect(&addr).unwrap();
                 raw.write_all(&[0xffu8; 64]).unwrap();
-                drop(raw);
+                // Wait for mpiexec to close it (its rejection), so the job does not end before
+                // the rejection is counted.
+                raw.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let mut sink = [0u8; 64];
+                while matches!(raw.read(&mut sink), Ok(n) if n > 0) {}
             }
             kv(&mut c);
         }
