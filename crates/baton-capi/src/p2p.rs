@@ -52,7 +52,7 @@ pub fn user_buffer(call: &str, d: Data) -> Result<Buffer> {
     // elements of the datatype, valid for the whole operation, not modified while a send reads
     // it and not accessed while a receive fills it; (lo, hi) is exactly the bytes they cover.
     let span = unsafe { UserBuf::new((buf as usize).wrapping_add_signed(lo), (hi - lo) as usize) };
-    Ok(Buffer { span, base_off: -lo, layout: dt.into_arc(), count })
+    Ok(Buffer { span, base_off: -lo, layout: dt.into_layout_ref(), count })
 }
 
 /// Message `m` on `comm`: its buffer and where it goes or comes from.

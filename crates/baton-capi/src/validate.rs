@@ -623,6 +623,15 @@ impl Dt {
         }
     }
 
+    /// The layout as a buffer holds it: a predefined type's borrowed, a user type's held.
+    #[inline]
+    pub fn into_layout_ref(self) -> baton_core::device::LayoutRef {
+        match self.owner {
+            Some(a) => baton_core::device::LayoutRef::Held(a),
+            None => baton_core::device::LayoutRef::Predefined(self.static_arc()),
+        }
+    }
+
     fn static_arc(&self) -> &'static Arc<Layout> {
         match predefined(self.handle) {
             Some(a) => a,

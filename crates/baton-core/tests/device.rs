@@ -22,7 +22,7 @@ fn bytes(v: &mut [u8]) -> Buffer {
     let layout = predefined(c::MPI_BYTE).unwrap().clone();
     // SAFETY: every test keeps `v` alive and leaves it alone until the operations on it end.
     let span = unsafe { UserBuf::new(v.as_mut_ptr() as usize, v.len()) };
-    Buffer { span, base_off: 0, layout, count: v.len() }
+    Buffer { span, base_off: 0, layout: layout.into(), count: v.len() }
 }
 
 /// Rank 0 of the world (this process), with `tag`.

@@ -14,12 +14,11 @@ use crate::validate;
 use baton_abi::consts as c;
 use baton_core::datatype::Layout;
 use baton_core::device::coll::Call;
-use baton_core::device::{Buffer, Device, Form, Persistent, Started};
+use baton_core::device::{Buffer, Device, Form, LayoutRef, Persistent, Started};
 use baton_core::err;
 use baton_core::error::Result;
 use baton_transport::mem::UserBuf;
 use std::ffi::{c_int, c_void};
-use std::sync::Arc;
 
 /// Which form of a collective was called.
 #[derive(Clone, Copy)]
@@ -70,7 +69,7 @@ fn checked_slowly(call: &str, what: &str, p: *const c_void, count: i64, lay: &La
 
 /// The device's view of `count` elements of `lay` at `p` (checked).
 #[inline(always)]
-fn span_of(p: *const c_void, count: usize, lay: Arc<Layout>) -> Buffer {
+fn span_of(p: *const c_void, count: usize, lay: LayoutRef) -> Buffer {
     let (lo, hi) = lay.span(count);
     // SAFETY: MPI requires a collective's buffers to hold `count` elements of the datatype and
     // to stay valid and untouched by the application until the operation completes (for
@@ -82,7 +81,7 @@ fn span_of(p: *const c_void, count: usize, lay: Arc<Layout>) -> Buffer {
 /// A buffer argument: `count` elements of datatype `dt` at `p`.
 #[inline(always)]
 pub(crate) fn buffer(call: &str, what: &str, p: *const c_void, count: i64, dt: usize) -> Result<Buffer> {
-    let lay = validate::datatype_committed(call, "datatype", dt)?.into_arc();
+    let lay = validate::datatype_committed(call, "datatype", dt)?.into_layout_ref();
     let count = checked(call, what, p, count, &lay)?;
     Ok(span_of(p, count, lay))
 }
@@ -100,7 +99,7 @@ fn or_in_place(call: &str, what: &str, p: *const c_void, count: i64, dt: usize) 
 /// name its count), then the whole buffer's.
 #[inline]
 pub(crate) fn blocks(call: &str, what: &str, p: *const c_void, count: i64, dt: usize, n: usize) -> Result<Buffer> {
-    let lay = validate::datatype_committed(call, "datatype", dt)?.into_arc();
+    let lay = validate::datatype_committed(call, "datatype", dt)?.into_layout_ref();
     checked(call, what, p, count, &lay)?;
     let total =
         count.checked_mul(n as i64).ok_or_else(|| err!(MPI_ERR_COUNT, "{call}: {what} count {count} overflows"))?;

@@ -75,8 +75,45 @@ impl std::ops::Deref for Device {
 pub struct Buffer {
     pub span: UserBuf,
     pub base_off: isize,
-    pub layout: Arc<Layout>,
+    pub layout: LayoutRef,
     pub count: usize,
+}
+
+/// A buffer's datatype layout. A predefined type's lives as long as the library and is
+/// borrowed, so the blocking fast paths touch no reference count; a derived type's is held, so
+/// that `MPI_Type_free` during the operation cannot take it away.
+#[derive(Clone)]
+pub enum LayoutRef {
+    Predefined(&'static Arc<Layout>),
+    Held(Arc<Layout>),
+}
+
+impl LayoutRef {
+    /// A counted reference, for what outlives the call (a schedule, a message in flight).
+    #[inline]
+    pub fn to_arc(&self) -> Arc<Layout> {
+        match self {
+            LayoutRef::Predefined(a) => Arc::clone(a),
+            LayoutRef::Held(a) => Arc::clone(a),
+        }
+    }
+}
+
+impl std::ops::Deref for LayoutRef {
+    type Target = Layout;
+    #[inline]
+    fn deref(&self) -> &Layout {
+        match self {
+            LayoutRef::Predefined(a) => a,
+            LayoutRef::Held(a) => a,
+        }
+    }
+}
+
+impl From<Arc<Layout>> for LayoutRef {
+    fn from(a: Arc<Layout>) -> LayoutRef {
+        LayoutRef::Held(a)
+    }
 }
 
 impl Buffer {
@@ -95,11 +132,11 @@ impl Buffer {
     /// What a send takes from the buffer: the span when contiguous, else the elements, which the
     /// engine packs frame by frame.
     pub fn send_data(&self) -> SendData {
-        let l = &self.layout;
+        let l = &*self.layout;
         if l.blocks.len() == 1 && l.extent == l.size as isize && l.blocks[0].0 == 0 && self.base_off == 0 {
             return SendData::User(self.span.prefix(self.bytes()));
         }
-        SendData::Typed { span: self.span, base_off: self.base_off, layout: l.clone(), len: self.bytes() }
+        SendData::Typed { span: self.span, base_off: self.base_off, layout: self.layout.to_arc(), len: self.bytes() }
     }
 
     /// Where a receive puts its bytes.
@@ -109,7 +146,7 @@ impl Buffer {
             None => Sink::Typed {
                 span: self.span,
                 base_off: self.base_off,
-                layout: self.layout.clone(),
+                layout: self.layout.to_arc(),
                 start: 0,
                 len: self.bytes(),
             },
@@ -118,7 +155,7 @@ impl Buffer {
 
     /// The buffer as a region of schedule `s`.
     pub fn region(&self, s: &mut Schedule) -> Loc {
-        s.region(Region::User { span: self.span, base_off: self.base_off, layout: self.layout.clone() }, self.bytes())
+        s.region(Region::User { span: self.span, base_off: self.base_off, layout: self.layout.to_arc() }, self.bytes())
     }
 }
 
