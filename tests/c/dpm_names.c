@@ -29,12 +29,8 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
 
     /* names unique to this run: concurrent runs share the name service */
-    long tag[2] = {(long)getpid(), 0};
-    if (wrank == 0) {
-        srand((unsigned)time(NULL) ^ (unsigned)getpid());
-        tag[1] = rand();
-    }
-    MPI_Bcast(tag, 2, MPI_LONG, 0, MPI_COMM_WORLD);
+    long tag[2];
+    dpm_run_tag(tag);
     char service[96], service2[96], never[96];
     snprintf(service, sizeof service, "dpm-names-%ld-%ld", tag[0], tag[1]);
     snprintf(service2, sizeof service2, "dpm-names-%ld-%ld-second", tag[0], tag[1]);

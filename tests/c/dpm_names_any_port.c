@@ -21,12 +21,8 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
 
     /* names unique to this run: concurrent runs share the name service */
-    long tag[2] = {(long)getpid(), 0};
-    if (wrank == 0) {
-        srand((unsigned)time(NULL) ^ (unsigned)getpid());
-        tag[1] = rand();
-    }
-    MPI_Bcast(tag, 2, MPI_LONG, 0, MPI_COMM_WORLD);
+    long tag[2];
+    dpm_run_tag(tag);
 
     static char ports[NPORTS][MPI_MAX_PORT_NAME];
     strcpy(ports[0], "otherhost:122");

@@ -147,6 +147,21 @@ static inline void dpm_errors_return(void)
     MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
 }
 
+/* A tag unique to this run and the same on every rank of MPI_COMM_WORLD (collective), for
+   service names: concurrent runs share the name service. */
+static inline void dpm_run_tag(long tag[2])
+{
+    int wrank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    tag[0] = (long)getpid();
+    tag[1] = 0;
+    if (wrank == 0) {
+        srand((unsigned)time(NULL) ^ (unsigned)getpid());
+        tag[1] = rand();
+    }
+    MPI_Bcast(tag, 2, MPI_LONG, 0, MPI_COMM_WORLD);
+}
+
 /* In main() of a parent, right after MPI_Init: with -DSKIP_OMPI_414_BUGS,
    end the test with a SKIP line (Open MPI cannot run it at all). */
 #ifdef SKIP_OMPI_414_BUGS
