@@ -123,7 +123,7 @@ const PLAIN_ROLES: &[&str] = &[
 ];
 
 /// The roles that look a handle up in the library (the family needs flag `lib`).
-const LOOKUP_ROLES: &[&str] = &["comm", "intracomm", "group", "errhandler", "op"];
+const LOOKUP_ROLES: &[&str] = &["comm", "intracomm", "group", "errhandler", "op", "win"];
 
 /// The roles that take options, and the options each requires (bundles are in [`BUNDLES`]).
 const OPTION_ROLES: &[(&str, &[&str])] = &[
@@ -312,7 +312,7 @@ fn convert(fam: &Family, p: &Param, params: &[Param]) -> Result<Option<String>, 
         "count" | "nonneg" => format!("let {n} = {v}::{}(CX.name, \"{n}\", {n})?;", role.kind),
         "bool" => format!("let {n} = {n} != 0;"),
         "tag" | "tag_or_any" => format!("let {n} = {v}::tag(CX.name, \"{n}\", {n}, {})?;", role.kind == "tag_or_any"),
-        "comm" | "intracomm" | "group" | "errhandler" | "op" => {
+        "comm" | "intracomm" | "group" | "errhandler" | "op" | "win" => {
             format!("let {n} = {v}::{}(l, CX.name, \"{n}\", {n})?;", role.kind)
         }
         "info" => format!("let {n} = crate::info::info_arg(CX.name, \"{n}\", {n})?;"),
@@ -354,7 +354,7 @@ fn convert(fam: &Family, p: &Param, params: &[Param]) -> Result<Option<String>, 
             format!("{v}::buf(CX.name, \"{n}\", {n}, {count}, {dt}.layout())?;")
         }
         "rank" | "rank_or_null" | "rank_or_any" => {
-            let set = of("in", &["comm", "intracomm", "group"])?;
+            let set = of("in", &["comm", "intracomm", "group", "win"])?;
             let (null_ok, any_ok) = (role.kind != "rank", role.kind == "rank_or_any");
             format!("let {n} = {v}::rank(CX.name, \"{n}\", {n}, &{set}, {null_ok}, {any_ok})?;")
         }
@@ -401,7 +401,9 @@ fn emit(
     if needs_lib && !fam.has("lib") {
         return Err(format!("{}: a role looks up handles in the library; add flag lib", fam.name));
     }
-    // Errors go to the first communicator argument's handler, else MPI_COMM_WORLD's.
+    // Errors go to the window's handler when a window is an argument, else to the first
+    // communicator argument's handler, else MPI_COMM_WORLD's.
+    let win = f.params.iter().find(|p| p.ctype.trim() == "MPI_Win").map(|p| p.name.clone());
     let handler = if fam.has("self") {
         "c::MPI_COMM_SELF".to_string()
     } else {
@@ -422,6 +424,8 @@ fn emit(
     }
     if fam.has("completion") {
         writeln!(out, "crate::errors::guard_at(|comm_out| {{").unwrap();
+    } else if let Some(w) = &win {
+        writeln!(out, "crate::errors::guard_win({w}, || {{").unwrap();
     } else {
         writeln!(out, "crate::errors::guard({handler}, || {{").unwrap();
     }

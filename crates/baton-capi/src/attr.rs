@@ -124,11 +124,11 @@ fn is_predefined_key(k: c_int) -> bool {
     )
 }
 
-fn keyval(l: &Lib, call: &str, k: c_int) -> Result<Keyval> {
+pub(crate) fn keyval(l: &Lib, call: &str, k: c_int) -> Result<Keyval> {
     l.t().keyvals.get(&k).copied().ok_or_else(|| MpiError::invalid_keyval(call, k, "communicator"))
 }
 
-fn release_keyval(l: &Lib, k: c_int) {
+pub(crate) fn release_keyval(l: &Lib, k: c_int) {
     let mut t = l.t();
     if let Some(kv) = t.keyvals.get_mut(&k) {
         kv.uses -= 1;

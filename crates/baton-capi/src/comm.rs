@@ -435,7 +435,7 @@ pub(crate) fn set_errhandler(_cx: Call, l: &Lib, comm: CommRef, errhandler: usiz
     Ok(())
 }
 
-fn release_errhandler(t: &mut crate::state::Tables, h: usize) {
+pub(crate) fn release_errhandler(t: &mut crate::state::Tables, h: usize) {
     if let Some(u) = t.errhandlers.get_mut(h) {
         u.refs -= 1;
         if u.refs == 0 {

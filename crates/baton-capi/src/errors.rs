@@ -166,6 +166,43 @@ pub fn raise_code(comm: usize, code: c_int, e: MpiError) -> c_int {
     }
 }
 
+/// Reports `e` through the error handler of window handle `win` (MPI_COMM_WORLD's when `win`
+/// is not a window) and returns the code the call should return.
+pub fn raise_win(win: usize, e: MpiError) -> c_int {
+    let code = code_for(&e);
+    raise_win_code(win, code, e)
+}
+
+/// Runs `win`'s error handler for an existing error code.
+pub fn raise_win_code(win: usize, code: c_int, e: MpiError) -> c_int {
+    let Some(l) = lib_any().filter(|_| state::phase() == 1) else { fatal(&e) };
+    let Some(obj) = l.t().wins.get(win).cloned() else { return raise_code(c::MPI_COMM_WORLD, code, e) };
+    match obj.errhandler.load(Ordering::SeqCst) {
+        c::MPI_ERRORS_RETURN => code,
+        c::MPI_ERRORS_ARE_FATAL | c::MPI_ERRORS_ABORT => fatal(&e),
+        h => match l.t().errhandlers.get(h).map(|u| u.func) {
+            Some(f) if f != 0 => {
+                // SAFETY: the application registered this pointer as an
+                // MPI_Win_errhandler_function through MPI_Win_create_errhandler.
+                let f: CommErrFn = unsafe { std::mem::transmute::<usize, CommErrFn>(f) };
+                let (mut wh, mut cd) = (win, code);
+                // SAFETY: calling the application's handler with valid pointers to locals.
+                unsafe { f(&mut wh, &mut cd) };
+                code
+            }
+            _ => fatal(&e),
+        },
+    }
+}
+
+/// Runs an MPI call's body; failures go through window `win`'s error handler.
+pub fn guard_win(win: usize, f: impl FnOnce() -> Result<()>) -> c_int {
+    match f() {
+        Ok(()) => c::MPI_SUCCESS,
+        Err(e) => raise_win(win, e),
+    }
+}
+
 /// The fatal handlers: one clear line, then the whole job ends.
 pub fn fatal(e: &MpiError) -> ! {
     // Before MPI_Init completes, the launcher's environment still says who we are.

@@ -21,6 +21,7 @@ pub enum Kind {
     Message = 8,
     /// Persistent requests live in a table of their own; other requests are engine ids.
     PersistentRequest = 9,
+    Win = 10,
 }
 
 /// Packs (kind, generation, slot) into a handle (see the module doc).

@@ -29,9 +29,11 @@ pub mod neighbor;
 pub mod ops;
 pub mod p2p;
 pub mod request;
+pub mod rma;
 pub mod state;
 pub mod topo;
 pub mod validate;
+pub mod win;
 
 pub use attr::*;
 pub use coll::*;
@@ -43,6 +45,7 @@ pub use misc::*;
 pub use neighbor::*;
 pub use p2p::*;
 pub use request::*;
+pub use win::*;
 
 /// `MPI_Status` of the standard ABI: three public fields and five internal ints. Baton keeps
 /// the received byte count (64 bits, byte-copied because the ints are only 4-aligned) in

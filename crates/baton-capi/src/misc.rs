@@ -2,7 +2,7 @@
 //! control. Those returning an error code are generated (`abi/bindings.tsv`).
 
 use crate::state::Lib;
-use crate::validate::{Call, Out, StrOut};
+use crate::validate::{Call, Out};
 use baton_abi::consts as c;
 use baton_core::error::{MpiError, Result};
 use std::ffi::{c_int, c_void};
@@ -90,15 +90,5 @@ pub(crate) fn alloc_mem(cx: Call, _l: &Lib, size: isize, _info: usize, baseptr: 
 pub(crate) fn free_mem(_cx: Call, _l: &Lib, base: *mut c_void) -> Result<()> {
     // SAFETY: `base` came from MPI_Alloc_mem (posix_memalign) or is NULL.
     unsafe { libc::free(base) };
-    Ok(())
-}
-
-/// Baton has no one-sided windows yet, so the only window handle there is to name is the null
-/// one, which MPI 4.1 (section 7.8) names like the other null handles.
-pub(crate) fn win_get_name(cx: Call, win: usize, win_name: StrOut, resultlen: Out<c_int>) -> Result<()> {
-    if win != c::MPI_WIN_NULL {
-        return Err(MpiError::new(c::MPI_ERR_WIN, format!("{}: win {win:#x} is not a window", cx.name)));
-    }
-    win_name.write("MPI_WIN_NULL", Some(&resultlen));
     Ok(())
 }

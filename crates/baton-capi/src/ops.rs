@@ -121,6 +121,29 @@ fn resolve(call: &str, oph: usize, dt: usize, lay: &Layout) -> Result<Resolved> 
     }
 }
 
+/// What an accumulate's `op` does to `dt` (the origin datatype): the operation and the predefined
+/// datatype of its basic elements (a handle the target computes with). One-sided accumulates take
+/// predefined operations only, `MPI_REPLACE` and `MPI_NO_OP` included.
+pub(crate) fn rma_op(call: &str, oph: usize, dt: usize, lay: &Layout) -> Result<(Op, usize)> {
+    let Some(o) = Op::from_handle(oph) else {
+        return Err(MpiError::new(
+            c::MPI_ERR_OP,
+            format!("{call}: one-sided accumulate operations take predefined operations only, not op {oph:#x}"),
+        ));
+    };
+    let basic = if predefined(dt).is_some() {
+        dt
+    } else {
+        let mut base = Vec::new();
+        leaves(lay, &mut base);
+        base.first().copied().unwrap_or(c::MPI_BYTE)
+    };
+    if !matches!(o, Op::Replace | Op::NoOp) {
+        predefined_kind(call, o, dt, lay)?;
+    }
+    Ok((o, basic))
+}
+
 /// Predefined op handles lie in `[OP_FIRST, OP_FIRST + 32)`, predefined datatypes in
 /// `[DT_FIRST, DT_FIRST + 256)` (the ABI's numbering).
 const OP_FIRST: usize = c::MPI_OP_NULL;

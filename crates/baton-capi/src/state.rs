@@ -67,6 +67,25 @@ impl CommObj {
     }
 }
 
+/// A window as the application sees it.
+pub struct WinObj {
+    pub core: Arc<baton_core::rma::Window>,
+    /// This window's own handle (set when registered).
+    pub handle: AtomicUsize,
+    pub name: Mutex<String>,
+    pub errhandler: AtomicUsize,
+    pub attrs: Mutex<Attrs>,
+    pub info: Mutex<Vec<(String, String)>>,
+    /// What `MPI_Win_free` gives back: memory allocated for the window, if any.
+    pub owned: Mutex<Option<crate::win::Owned>>,
+    /// The values of the predefined attributes (`MPI_WIN_SIZE` ...): the application receives
+    /// pointers to them, valid while the window lives.
+    pub attr_size: isize,
+    pub attr_disp_unit: c_int,
+    pub attr_flavor: c_int,
+    pub attr_model: c_int,
+}
+
 #[derive(Clone, Copy)]
 pub struct UserErrhandler {
     pub func: usize,
@@ -119,6 +138,7 @@ pub struct Tables {
     pub datatypes: Table<(Arc<baton_core::datatype::Layout>, bool)>,
     /// User-defined reduction operations.
     pub ops: Table<UserOp>,
+    pub wins: Table<Arc<WinObj>>,
     pub keyvals: BTreeMap<c_int, Keyval>,
     pub next_keyval: c_int,
     pub world: Arc<CommObj>,
@@ -276,6 +296,15 @@ impl Lib {
         }
     }
 
+    /// The window behind `h`, or an `MPI_ERR_WIN` error naming `call`.
+    pub fn win(&self, call: &str, arg: &str, h: usize) -> Result<Arc<WinObj>> {
+        self.t()
+            .wins
+            .get(h)
+            .cloned()
+            .ok_or_else(|| MpiError::invalid_handle(call, arg, baton_core::error::HandleKind::Win, h))
+    }
+
     pub fn new_group(&self, g: Group) -> usize {
         if g.procs.is_empty() {
             return c::MPI_GROUP_EMPTY;
@@ -297,6 +326,7 @@ pub fn new_tables(mpi: &Mpi) -> Tables {
         messages: Table::new(Kind::Message),
         datatypes: Table::new(Kind::Datatype),
         ops: Table::new(Kind::Op),
+        wins: Table::new(Kind::Win),
         keyvals: BTreeMap::new(),
         next_keyval: 1000,
         world,

@@ -565,6 +565,29 @@ pub fn errhandler(l: &Lib, call: &str, arg: &str, h: usize) -> Result<usize> {
     Ok(h)
 }
 
+/// Role `win`: a live window.
+pub fn win(l: &Lib, call: &str, arg: &str, h: usize) -> Result<Arc<crate::state::WinObj>> {
+    l.win(call, arg, h)
+}
+
+impl Ranks for crate::state::WinObj {
+    fn ranks(&self) -> (i32, bool) {
+        (self.core.size_of_group(), false)
+    }
+    fn of(&self) -> &'static str {
+        "the window's group"
+    }
+}
+
+impl Ranks for Arc<crate::state::WinObj> {
+    fn ranks(&self) -> (i32, bool) {
+        (**self).ranks()
+    }
+    fn of(&self) -> &'static str {
+        (**self).of()
+    }
+}
+
 /// Role `op`: a predefined operation or a live user-defined one.
 pub fn op(l: &Lib, call: &str, arg: &str, h: usize) -> Result<usize> {
     if baton_core::op::Op::from_handle(h).is_some() || l.t().ops.get(h).is_some() {
@@ -575,6 +598,7 @@ pub fn op(l: &Lib, call: &str, arg: &str, h: usize) -> Result<usize> {
 
 /// A datatype argument. The layout is borrowed from the predefined table, or kept alive by
 /// `owner` for a user-defined type; plain words, so that it passes in registers.
+#[derive(Clone)]
 pub struct Dt {
     pub handle: usize,
     layout: std::ptr::NonNull<Layout>,

@@ -27,6 +27,7 @@ pub enum HandleKind {
     Errhandler,
     Request,
     Message,
+    Win,
 }
 
 impl HandleKind {
@@ -39,6 +40,7 @@ impl HandleKind {
             HandleKind::Info => c::MPI_ERR_INFO,
             HandleKind::Errhandler => c::MPI_ERR_ERRHANDLER,
             HandleKind::Request | HandleKind::Message => c::MPI_ERR_REQUEST,
+            HandleKind::Win => c::MPI_ERR_WIN,
         }
     }
 
@@ -53,6 +55,7 @@ impl HandleKind {
             HandleKind::Errhandler => (c::MPI_ERRHANDLER_NULL, "MPI_ERRHANDLER_NULL"),
             HandleKind::Request => (c::MPI_REQUEST_NULL, "MPI_REQUEST_NULL"),
             HandleKind::Message => (c::MPI_MESSAGE_NULL, "MPI_MESSAGE_NULL"),
+            HandleKind::Win => (c::MPI_WIN_NULL, "MPI_WIN_NULL"),
         }
     }
 
@@ -66,6 +69,7 @@ impl HandleKind {
             HandleKind::Errhandler => "error handler",
             HandleKind::Request => "request",
             HandleKind::Message => "message",
+            HandleKind::Win => "window",
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod intercomm;
 pub mod names;
 pub mod op;
 pub mod progress;
+pub mod rma;
 pub mod runtime;
 pub mod shm_coll;
 pub mod topo;

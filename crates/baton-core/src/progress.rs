@@ -8,6 +8,8 @@
 //!   step (posting a round, collecting it).
 //! - [`Progress`]: blocking until a condition holds, moving every message meanwhile. A
 //!   schedule needs both; the shared-memory collectives need only this one.
+//! - [`Service`]: work a process does for others whenever it makes progress (a one-sided
+//!   window's target side, [`crate::rma`]), registered with the runtime.
 
 use crate::engine::{Engine, Net};
 
@@ -26,4 +28,11 @@ pub trait Progress {
     /// engine's exclusive use, so it must be quick). How the wait spends its time between
     /// passes (spinning, yielding, sleeping) is the implementation's policy.
     fn block_until<T>(&self, ready: impl FnMut(&mut Engine) -> Option<T>) -> T;
+}
+
+/// Work this process does on others' behalf at every progress pass, under the engine's
+/// exclusive use: reading the requests that arrived for it and answering them. A one-sided
+/// window's target side is one ([`crate::rma`]). `serve` must not block or call the application.
+pub trait Service: Send + Sync {
+    fn serve(&self, engine: &mut Engine, net: &mut dyn Net);
 }

@@ -42,6 +42,18 @@ impl Layout {
         }
     }
 
+    /// Calls `f(offset, block length, blocks, stride)` for each batch of equally long, equally
+    /// spaced blocks of `count` elements, the first element at offset 0, in packed order (what a
+    /// one-sided operation tells its target about the target datatype).
+    pub fn for_each_batch(&self, count: usize, mut f: impl FnMut(isize, usize, usize, isize)) {
+        let len = self.size * count;
+        let mut g = |at, _done, n, k, stride| f(at, n, k, stride);
+        match &self.pieces {
+            None => self.walk(0, 0, len, g),
+            Some(ps) => self.walk_pieces(ps, 0, 0, len, &mut g),
+        }
+    }
+
     /// Calls `f(memory offset, offset within the window, block length, blocks, stride)` for
     /// each batch of equally long, equally spaced pieces of the packed window
     /// `[start, start+len)`, in order (consecutive in the window); memory offsets are relative to

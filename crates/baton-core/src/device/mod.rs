@@ -26,6 +26,7 @@ pub mod bsend;
 pub mod grequest;
 pub mod p2p;
 pub mod request;
+pub mod rma;
 
 pub use bsend::{Bsend, Buffers, Detached};
 pub use grequest::{Callbacks, Generalized};

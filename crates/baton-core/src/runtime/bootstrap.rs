@@ -277,6 +277,7 @@ impl Mpi {
                 inbox: None,
                 inbox_cons: Vec::new(),
                 inbox_gen: 0,
+                services: Vec::new(),
             }),
             bell,
             policy: WaitPolicy::choose(sharing, my_index),

@@ -145,6 +145,16 @@ impl Mpi {
     pub fn world_rank(&self) -> i32 {
         self.world.rank
     }
+
+    /// Serves `s` at every progress pass from now on (see [`crate::progress::Service`]).
+    pub fn add_service(&self, s: Arc<dyn crate::progress::Service>) {
+        self.lock().services.push(s);
+    }
+
+    /// Stops serving `s`.
+    pub fn remove_service(&self, s: &Arc<dyn crate::progress::Service>) {
+        self.lock().services.retain(|x| !Arc::ptr_eq(x, s));
+    }
 }
 
 /// Collective schedules post and collect their messages through this process's engine, one

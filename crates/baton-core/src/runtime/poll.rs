@@ -4,6 +4,7 @@
 use crate::engine::{Engine, ProcIdx};
 use crate::fabric::tcp::{Deliver, TcpNet};
 use crate::fabric::Fabric;
+use crate::progress::Service;
 use baton_transport::inbox::Inbox;
 use baton_transport::shm::Consumer;
 use baton_transport::stream::Rx;
@@ -29,6 +30,8 @@ pub struct State {
     pub(super) inbox_cons: Vec<(ProcIdx, usize, Consumer)>,
     /// The inbox generation last seen (a change means a lease started or closed).
     pub(super) inbox_gen: u64,
+    /// What this process serves for others at every pass (see [`Service`]).
+    pub(super) services: Vec<Arc<dyn Service>>,
 }
 
 /// A TCP connection's receiving half, as the progress loop reads it.
@@ -99,6 +102,12 @@ impl State {
             let State { engine, fabric, .. } = self;
             engine.run_actions(fabric);
             did = true;
+        }
+        if !self.services.is_empty() {
+            let State { engine, fabric, services, .. } = self;
+            for s in services.iter() {
+                s.serve(engine, fabric);
+            }
         }
         did
     }

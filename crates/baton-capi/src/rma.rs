@@ -1,0 +1,418 @@
+//! One-sided operations and synchronization: the implementations behind the generated entry
+//! points of `MPI_Put` ... `MPI_Win_sync` (see `abi/bindings.tsv`). Each decodes its buffers and
+//! calls one device entry; windows themselves are in [`crate::win`].
+
+use crate::p2p::user_buffer;
+use crate::request::handle_of;
+use crate::state::{Lib, WinObj};
+use crate::validate::{Call, Data, Dt, Out};
+use baton_abi::consts as c;
+use baton_core::error::{MpiError, Result};
+use baton_core::group::Group;
+use baton_core::rma::origin::Target;
+use std::ffi::{c_int, c_void};
+use std::sync::Arc;
+
+fn target(rank: c_int, disp: isize, count: usize, dt: &Dt) -> Target<'_> {
+    Target { rank, disp: disp as i64, count, layout: dt.layout() }
+}
+
+fn give(request: Option<Out<usize>>, id: Option<baton_core::engine::ReqId>) {
+    if let (Some(r), Some(id)) = (request, id) {
+        r.put(handle_of(id));
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn put_any(
+    cx: Call,
+    l: &Lib,
+    origin: Data,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: usize,
+    target_datatype: Dt,
+    win: Arc<WinObj>,
+    request: Option<Out<usize>>,
+) -> Result<()> {
+    let b = user_buffer(cx.name, origin)?;
+    let t = target(target_rank, target_disp, target_count, &target_datatype);
+    let want = request.is_some();
+    give(request, l.mpi.put(cx.name, &win.core, &b, t, want)?);
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn put(
+    cx: Call,
+    l: &Lib,
+    origin: Data,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: usize,
+    target_datatype: Dt,
+    win: Arc<WinObj>,
+) -> Result<()> {
+    put_any(cx, l, origin, target_rank, target_disp, target_count, target_datatype, win, None)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rput(
+    cx: Call,
+    l: &Lib,
+    origin: Data,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: usize,
+    target_datatype: Dt,
+    win: Arc<WinObj>,
+    request: Out<usize>,
+) -> Result<()> {
+    put_any(cx, l, origin, target_rank, target_disp, target_count, target_datatype, win, Some(request))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn get_any(
+    cx: Call,
+    l: &Lib,
+    origin: Data,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: usize,
+    target_datatype: Dt,
+    win: Arc<WinObj>,
+    request: Option<Out<usize>>,
+) -> Result<()> {
+    let b = user_buffer(cx.name, origin)?;
+    let t = target(target_rank, target_disp, target_count, &target_datatype);
+    let want = request.is_some();
+    give(request, l.mpi.get(cx.name, &win.core, &b, t, want)?);
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn get(
+    cx: Call,
+    l: &Lib,
+    origin: Data,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: usize,
+    target_datatype: Dt,
+    win: Arc<WinObj>,
+) -> Result<()> {
+    get_any(cx, l, origin, target_rank, target_disp, target_count, target_datatype, win, None)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rget(
+    cx: Call,
+    l: &Lib,
+    origin: Data,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: usize,
+    target_datatype: Dt,
+    win: Arc<WinObj>,
+    request: Out<usize>,
+) -> Result<()> {
+    get_any(cx, l, origin, target_rank, target_disp, target_count, target_datatype, win, Some(request))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn acc_any(
+    cx: Call,
+    l: &Lib,
+    origin: Data,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: usize,
+    target_datatype: Dt,
+    op: usize,
+    win: Arc<WinObj>,
+    request: Option<Out<usize>>,
+) -> Result<()> {
+    let (o, basic) = crate::ops::rma_op(cx.name, op, origin.datatype.handle, origin.datatype.layout())?;
+    let b = user_buffer(cx.name, origin)?;
+    let t = target(target_rank, target_disp, target_count, &target_datatype);
+    let want = request.is_some();
+    give(request, l.mpi.accumulate(cx.name, &win.core, &b, t, o, basic, want)?);
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn accumulate(
+    cx: Call,
+    l: &Lib,
+    origin: Data,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: usize,
+    target_datatype: Dt,
+    op: usize,
+    win: Arc<WinObj>,
+) -> Result<()> {
+    acc_any(cx, l, origin, target_rank, target_disp, target_count, target_datatype, op, win, None)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn raccumulate(
+    cx: Call,
+    l: &Lib,
+    origin: Data,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: usize,
+    target_datatype: Dt,
+    op: usize,
+    win: Arc<WinObj>,
+    request: Out<usize>,
+) -> Result<()> {
+    acc_any(cx, l, origin, target_rank, target_disp, target_count, target_datatype, op, win, Some(request))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn get_acc_any(
+    cx: Call,
+    l: &Lib,
+    origin: Data,
+    result: Data,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: usize,
+    target_datatype: Dt,
+    op: usize,
+    win: Arc<WinObj>,
+    request: Option<Out<usize>>,
+) -> Result<()> {
+    // With MPI_NO_OP the origin buffer is ignored: its datatype may be anything.
+    let (o, basic) = if op == c::MPI_NO_OP {
+        crate::ops::rma_op(cx.name, op, result.datatype.handle, result.datatype.layout())?
+    } else {
+        crate::ops::rma_op(cx.name, op, origin.datatype.handle, origin.datatype.layout())?
+    };
+    let ob = user_buffer(cx.name, origin)?;
+    let rb = user_buffer(cx.name, result)?;
+    let t = target(target_rank, target_disp, target_count, &target_datatype);
+    let want = request.is_some();
+    give(request, l.mpi.get_accumulate(cx.name, &win.core, &ob, &rb, t, o, basic, want)?);
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn get_accumulate(
+    cx: Call,
+    l: &Lib,
+    origin: Data,
+    result: Data,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: usize,
+    target_datatype: Dt,
+    op: usize,
+    win: Arc<WinObj>,
+) -> Result<()> {
+    get_acc_any(cx, l, origin, result, target_rank, target_disp, target_count, target_datatype, op, win, None)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rget_accumulate(
+    cx: Call,
+    l: &Lib,
+    origin: Data,
+    result: Data,
+    target_rank: c_int,
+    target_disp: isize,
+    target_count: usize,
+    target_datatype: Dt,
+    op: usize,
+    win: Arc<WinObj>,
+    request: Out<usize>,
+) -> Result<()> {
+    let r = Some(request);
+    get_acc_any(cx, l, origin, result, target_rank, target_disp, target_count, target_datatype, op, win, r)
+}
+
+/// The single element of predefined datatype `dt` an atomic operation works on.
+fn element(cx: Call, dt: &Dt, what: &str) -> Result<()> {
+    if !dt.is_predefined() {
+        return Err(MpiError::new(
+            c::MPI_ERR_TYPE,
+            format!("{}: {what} must be a predefined datatype, not a derived one", cx.name),
+        ));
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn fetch_and_op(
+    cx: Call,
+    l: &Lib,
+    origin_addr: *mut c_void,
+    result_addr: *mut c_void,
+    datatype: Dt,
+    target_rank: c_int,
+    target_disp: isize,
+    op: usize,
+    win: Arc<WinObj>,
+) -> Result<()> {
+    element(cx, &datatype, "datatype")?;
+    let (o, basic) = crate::ops::rma_op(cx.name, op, datatype.handle, datatype.layout())?;
+    if result_addr.is_null() {
+        return Err(MpiError::null_pointer(cx.name, "result_addr"));
+    }
+    if origin_addr.is_null() && op != c::MPI_NO_OP {
+        return Err(MpiError::null_pointer(cx.name, "origin_addr"));
+    }
+    let ob = user_buffer(cx.name, Data::new(origin_addr, (op != c::MPI_NO_OP) as usize, datatype.clone()))?;
+    let rb = user_buffer(cx.name, Data::new(result_addr, 1, datatype.clone()))?;
+    let t = target(target_rank, target_disp, 1, &datatype);
+    l.mpi.get_accumulate(cx.name, &win.core, &ob, &rb, t, o, basic, false)?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn compare_and_swap(
+    cx: Call,
+    l: &Lib,
+    origin_addr: *mut c_void,
+    compare_addr: *mut c_void,
+    result_addr: *mut c_void,
+    datatype: Dt,
+    target_rank: c_int,
+    target_disp: isize,
+    win: Arc<WinObj>,
+) -> Result<()> {
+    element(cx, &datatype, "datatype")?;
+    for (p, n) in [(origin_addr, "origin_addr"), (compare_addr, "compare_addr"), (result_addr, "result_addr")] {
+        if p.is_null() {
+            return Err(MpiError::null_pointer(cx.name, n));
+        }
+    }
+    let buf = |p| user_buffer(cx.name, Data::new(p, 1, datatype.clone()));
+    let (ob, cb, rb) = (buf(origin_addr)?, buf(compare_addr)?, buf(result_addr)?);
+    let t = target(target_rank, target_disp, 1, &datatype);
+    l.mpi.compare_and_swap(cx.name, &win.core, &ob, &cb, &rb, t)
+}
+
+// ----- synchronization -----
+
+/// The window ranks of `group`'s members, or an error naming one that is not in the window.
+fn ranks_in(cx: Call, win: &WinObj, group: &Group) -> Result<Vec<i32>> {
+    let wg = &win.core.comm.group;
+    group
+        .procs
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| {
+            let r = wg.rank_of(p);
+            if r < 0 {
+                return Err(MpiError::new(
+                    c::MPI_ERR_GROUP,
+                    format!("{}: rank {i} of group is not a member of the window's group", cx.name),
+                ));
+            }
+            Ok(r)
+        })
+        .collect()
+}
+
+fn assert_ok(cx: Call, assert: c_int) -> Result<()> {
+    let known =
+        c::MPI_MODE_NOCHECK | c::MPI_MODE_NOSTORE | c::MPI_MODE_NOPUT | c::MPI_MODE_NOPRECEDE | c::MPI_MODE_NOSUCCEED;
+    if assert & !known != 0 {
+        return Err(MpiError::new(c::MPI_ERR_ASSERT, format!("{}: assert {assert:#x} has unknown bits", cx.name)));
+    }
+    Ok(())
+}
+
+pub(crate) fn fence(cx: Call, l: &Lib, assert: c_int, win: Arc<WinObj>) -> Result<()> {
+    assert_ok(cx, assert)?;
+    win.core.fence(&l.mpi, cx.name, assert)
+}
+
+pub(crate) fn start(cx: Call, l: &Lib, group: Arc<Group>, assert: c_int, win: Arc<WinObj>) -> Result<()> {
+    assert_ok(cx, assert)?;
+    let ranks = ranks_in(cx, &win, &group)?;
+    win.core.start(&l.mpi, cx.name, ranks, assert)
+}
+
+pub(crate) fn complete(cx: Call, l: &Lib, win: Arc<WinObj>) -> Result<()> {
+    win.core.complete(&l.mpi, cx.name)
+}
+
+pub(crate) fn post(cx: Call, l: &Lib, group: Arc<Group>, assert: c_int, win: Arc<WinObj>) -> Result<()> {
+    assert_ok(cx, assert)?;
+    let ranks = ranks_in(cx, &win, &group)?;
+    win.core.post(&l.mpi, cx.name, ranks, assert)
+}
+
+pub(crate) fn wait(cx: Call, l: &Lib, win: Arc<WinObj>) -> Result<()> {
+    win.core.wait(&l.mpi, cx.name, true).map(|_| ())
+}
+
+pub(crate) fn test(cx: Call, l: &Lib, win: Arc<WinObj>, flag: Out<c_int>) -> Result<()> {
+    flag.put(win.core.wait(&l.mpi, cx.name, false)? as c_int);
+    Ok(())
+}
+
+pub(crate) fn lock(cx: Call, l: &Lib, lock_type: c_int, rank: c_int, assert: c_int, win: Arc<WinObj>) -> Result<()> {
+    assert_ok(cx, assert)?;
+    let exclusive = match lock_type {
+        c::MPI_LOCK_EXCLUSIVE => true,
+        c::MPI_LOCK_SHARED => false,
+        t => {
+            return Err(MpiError::new(
+                c::MPI_ERR_LOCKTYPE,
+                format!("{}: lock_type {t} is neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE", cx.name),
+            ))
+        }
+    };
+    if rank == c::MPI_PROC_NULL {
+        return Ok(());
+    }
+    win.core.lock(&l.mpi, cx.name, exclusive, rank, assert)
+}
+
+pub(crate) fn unlock(cx: Call, l: &Lib, rank: c_int, win: Arc<WinObj>) -> Result<()> {
+    if rank == c::MPI_PROC_NULL {
+        return Ok(());
+    }
+    win.core.unlock(&l.mpi, cx.name, rank)
+}
+
+pub(crate) fn lock_all(cx: Call, l: &Lib, assert: c_int, win: Arc<WinObj>) -> Result<()> {
+    assert_ok(cx, assert)?;
+    win.core.lock_all(&l.mpi, cx.name, assert)
+}
+
+pub(crate) fn unlock_all(cx: Call, l: &Lib, win: Arc<WinObj>) -> Result<()> {
+    win.core.unlock_all(&l.mpi, cx.name)
+}
+
+pub(crate) fn flush(cx: Call, l: &Lib, rank: c_int, win: Arc<WinObj>) -> Result<()> {
+    if rank == c::MPI_PROC_NULL {
+        return Ok(());
+    }
+    win.core.flush(&l.mpi, cx.name, Some(rank), true)
+}
+
+pub(crate) fn flush_local(cx: Call, l: &Lib, rank: c_int, win: Arc<WinObj>) -> Result<()> {
+    if rank == c::MPI_PROC_NULL {
+        return Ok(());
+    }
+    win.core.flush(&l.mpi, cx.name, Some(rank), false)
+}
+
+pub(crate) fn flush_all(cx: Call, l: &Lib, win: Arc<WinObj>) -> Result<()> {
+    win.core.flush(&l.mpi, cx.name, None, true)
+}
+
+pub(crate) fn flush_local_all(cx: Call, l: &Lib, win: Arc<WinObj>) -> Result<()> {
+    win.core.flush(&l.mpi, cx.name, None, false)
+}
+
+pub(crate) fn sync(_cx: Call, l: &Lib, win: Arc<WinObj>) -> Result<()> {
+    win.core.sync(&l.mpi);
+    Ok(())
+}

@@ -1,0 +1,379 @@
+//! Windows as objects: creation in every flavor, `MPI_Win_free`, dynamic attachment, groups,
+//! names, info, attributes and error handlers. The operations and synchronizations on a window
+//! are in [`crate::rma`].
+//!
+//! The memory of `MPI_Win_allocate` is allocated here, where addresses become spans (the one
+//! `unsafe` step), and given back by `MPI_Win_free` ([`Owned`]).
+
+use crate::attr;
+use crate::state::{lib, Lib, WinObj};
+use crate::validate::{Call, CountOut, Out, StrOut};
+use baton_abi::consts as c;
+use baton_core::error::{MpiError, Result};
+use baton_core::rma::{Flavor, Memory, Window};
+use baton_transport::mem::UserBuf;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Memory a window owns, freed with it.
+pub struct Owned {
+    ptr: usize,
+}
+
+impl Owned {
+    /// `size` bytes (at least one), aligned for every datatype and for atomics.
+    fn alloc(call: &str, size: usize) -> Result<Owned> {
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: plain allocation, checked below.
+        let rc = unsafe { libc::posix_memalign(&mut p, 64, size.max(1)) };
+        if rc != 0 {
+            return Err(MpiError::new(
+                c::MPI_ERR_NO_MEM,
+                format!("{call}: cannot allocate {size} bytes for the window"),
+            ));
+        }
+        // SAFETY: `size` fresh bytes; zeroed so a window starts in a known state.
+        unsafe { std::ptr::write_bytes(p as *mut u8, 0, size) };
+        Ok(Owned { ptr: p as usize })
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        // SAFETY: allocated by posix_memalign in `alloc`, freed once.
+        unsafe { libc::free(self.ptr as *mut c_void) };
+    }
+}
+
+fn disp_unit_of(call: &str, disp_unit: usize) -> Result<usize> {
+    if disp_unit == 0 {
+        return Err(MpiError::new(c::MPI_ERR_DISP, format!("{call}: disp_unit must be positive, not 0")));
+    }
+    Ok(disp_unit)
+}
+
+/// Registers window `core`, made over communicator `comm` (whose error handler it inherits).
+fn register(l: &Lib, comm_errh: usize, core: Arc<Window>, info: Vec<(String, String)>, owned: Option<Owned>) -> usize {
+    let obj = Arc::new(WinObj {
+        attr_size: core.size as isize,
+        attr_disp_unit: core.disp_unit as c_int,
+        attr_flavor: core.flavor.code(),
+        attr_model: c::MPI_WIN_UNIFIED,
+        core,
+        handle: AtomicUsize::new(c::MPI_WIN_NULL),
+        name: Mutex::new(String::new()),
+        errhandler: AtomicUsize::new(comm_errh),
+        attrs: Mutex::new(Default::default()),
+        info: Mutex::new(info),
+        owned: Mutex::new(owned),
+    });
+    let mut t = l.t();
+    if let Some(u) = t.errhandlers.get_mut(comm_errh) {
+        u.refs += 1;
+    }
+    let h = t.wins.insert(obj.clone());
+    obj.handle.store(h, Ordering::Relaxed);
+    h
+}
+
+pub(crate) fn create(
+    cx: Call,
+    l: &Lib,
+    base: *mut c_void,
+    size: usize,
+    disp_unit: usize,
+    info: Vec<(String, String)>,
+    comm: crate::state::CommRef,
+    win: Out<usize>,
+) -> Result<()> {
+    let du = disp_unit_of(cx.name, disp_unit)?;
+    if base.is_null() && size > 0 {
+        return Err(MpiError::null_pointer(cx.name, "base"));
+    }
+    // SAFETY: MPI_Win_create's contract: `size` bytes at `base` stay valid until MPI_Win_free,
+    // and the application accesses them only as the window's synchronization allows.
+    let span = unsafe { UserBuf::new(base as usize, size) };
+    let core = l.mpi.win_create(cx.name, &comm.core, Flavor::Create, Memory::Span(span), size, du)?;
+    win.put(register(l, comm.errhandler.load(Ordering::SeqCst), core, info, None));
+    Ok(())
+}
+
+pub(crate) fn allocate(
+    cx: Call,
+    l: &Lib,
+    size: usize,
+    disp_unit: usize,
+    info: Vec<(String, String)>,
+    comm: crate::state::CommRef,
+    baseptr: *mut c_void,
+    win: Out<usize>,
+) -> Result<()> {
+    let du = disp_unit_of(cx.name, disp_unit)?;
+    let owned = Owned::alloc(cx.name, size)?;
+    // SAFETY: the allocation just made, owned by the window until MPI_Win_free.
+    let span = unsafe { UserBuf::new(owned.ptr, size) };
+    let core = l.mpi.win_create(cx.name, &comm.core, Flavor::Allocate, Memory::Span(span), size, du)?;
+    // SAFETY: `baseptr` is really a `void **` (the standard's C binding), checked non-null.
+    unsafe { *(baseptr as *mut usize) = owned.ptr };
+    win.put(register(l, comm.errhandler.load(Ordering::SeqCst), core, info, Some(owned)));
+    Ok(())
+}
+
+pub(crate) fn create_dynamic(
+    cx: Call,
+    l: &Lib,
+    info: Vec<(String, String)>,
+    comm: crate::state::CommRef,
+    win: Out<usize>,
+) -> Result<()> {
+    let core = l.mpi.win_create(cx.name, &comm.core, Flavor::Dynamic, Memory::Dynamic(Vec::new()), 0, 1)?;
+    win.put(register(l, comm.errhandler.load(Ordering::SeqCst), core, info, None));
+    Ok(())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_free(win: *mut usize) -> c_int {
+    const CALL: &str = "MPI_Win_free";
+    if win.is_null() {
+        return crate::errors::raise(c::MPI_COMM_WORLD, MpiError::null_pointer(CALL, "win"));
+    }
+    // SAFETY: non-null, and the standard's binding makes it an `MPI_Win *`.
+    let h = unsafe { *win };
+    crate::errors::guard_win(h, || {
+        let l = lib(CALL)?;
+        let obj = l.win(CALL, "win", h)?;
+        obj.core.free(&l.mpi, CALL)?;
+        let deleted = delete_all_attrs(l, h, &obj);
+        let mut t = l.t();
+        t.wins.remove(h);
+        let eh = obj.errhandler.load(Ordering::SeqCst);
+        crate::comm::release_errhandler(&mut t, eh);
+        drop(t);
+        drop(obj.owned.lock().unwrap_or_else(|e| e.into_inner()).take());
+        // SAFETY: as above.
+        unsafe { *win = c::MPI_WIN_NULL };
+        deleted
+    })
+}
+
+pub(crate) fn attach(cx: Call, _l: &Lib, win: Arc<WinObj>, base: *mut c_void, size: usize) -> Result<()> {
+    if base.is_null() && size > 0 {
+        return Err(MpiError::null_pointer(cx.name, "base"));
+    }
+    // SAFETY: MPI_Win_attach's contract: the memory stays valid until MPI_Win_detach.
+    let span = unsafe { UserBuf::new(base as usize, size) };
+    win.core.attach(cx.name, span)
+}
+
+pub(crate) fn detach(cx: Call, _l: &Lib, win: Arc<WinObj>, base: *mut c_void) -> Result<()> {
+    win.core.detach(cx.name, base as usize)
+}
+
+pub(crate) fn get_group(_cx: Call, l: &Lib, win: Arc<WinObj>, group: Out<usize>) -> Result<()> {
+    group.put(l.new_group((*win.core.comm.group).clone()));
+    Ok(())
+}
+
+pub(crate) fn set_name(_cx: Call, _l: &Lib, win: Arc<WinObj>, win_name: String) -> Result<()> {
+    let max = c::MPI_MAX_OBJECT_NAME as usize - 1;
+    *win.name.lock().unwrap() = win_name.chars().take(max).collect();
+    Ok(())
+}
+
+pub(crate) fn get_name(cx: Call, l: &Lib, win: usize, win_name: StrOut, resultlen: Out<c_int>) -> Result<()> {
+    // MPI 4.1 names the null handle too (section 7.8).
+    if win == c::MPI_WIN_NULL {
+        win_name.write("MPI_WIN_NULL", Some(&resultlen));
+        return Ok(());
+    }
+    let w = l.win(cx.name, "win", win)?;
+    let n = w.name.lock().unwrap().clone();
+    win_name.write(&n, Some(&resultlen));
+    Ok(())
+}
+
+pub(crate) fn set_info(_cx: Call, _l: &Lib, win: Arc<WinObj>, info: Vec<(String, String)>) -> Result<()> {
+    let mut cur = win.info.lock().unwrap();
+    for (k, v) in info {
+        match cur.iter_mut().find(|(ck, _)| *ck == k) {
+            Some(e) => e.1 = v,
+            None => cur.push((k, v)),
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn get_info(_cx: Call, _l: &Lib, win: Arc<WinObj>, info_used: Out<usize>) -> Result<()> {
+    let mut kv = win.info.lock().unwrap().clone();
+    // The hints whose values Baton follows, as it follows them.
+    for (k, v) in [("accumulate_ordering", "rar,raw,war,waw"), ("accumulate_ops", "same_op_no_op")] {
+        if !kv.iter().any(|(ck, _)| ck == k) {
+            kv.push((k.to_string(), v.to_string()));
+        }
+    }
+    info_used.put(crate::info::infos().insert(kv));
+    Ok(())
+}
+
+pub(crate) fn set_errhandler(_cx: Call, l: &Lib, win: Arc<WinObj>, errhandler: usize) -> Result<()> {
+    let mut t = l.t();
+    if let Some(u) = t.errhandlers.get_mut(errhandler) {
+        u.refs += 1;
+    }
+    let old = win.errhandler.swap(errhandler, Ordering::SeqCst);
+    crate::comm::release_errhandler(&mut t, old);
+    Ok(())
+}
+
+pub(crate) fn get_errhandler(_cx: Call, l: &Lib, win: Arc<WinObj>, errhandler: Out<usize>) -> Result<()> {
+    let h = win.errhandler.load(Ordering::SeqCst);
+    if let Some(u) = l.t().errhandlers.get_mut(h) {
+        u.refs += 1;
+    }
+    errhandler.put(h);
+    Ok(())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_call_errhandler(win: usize, code: c_int) -> c_int {
+    const CALL: &str = "MPI_Win_call_errhandler";
+    if let Err(e) = lib(CALL).and_then(|l| l.win(CALL, "win", win)) {
+        return crate::errors::raise_win(win, e);
+    }
+    let class = crate::errors::class_of(code).unwrap_or(c::MPI_ERR_UNKNOWN);
+    let text = crate::errors::string_of(code).unwrap_or_default();
+    crate::errors::raise_win_code(win, code, MpiError::new(class, text));
+    c::MPI_SUCCESS
+}
+
+// ----- attributes -----
+
+fn is_predefined_key(k: c_int) -> bool {
+    matches!(k, c::MPI_WIN_BASE | c::MPI_WIN_SIZE | c::MPI_WIN_DISP_UNIT | c::MPI_WIN_CREATE_FLAVOR | c::MPI_WIN_MODEL)
+}
+
+pub(crate) fn set_attr(
+    cx: Call,
+    l: &Lib,
+    win: Arc<WinObj>,
+    win_keyval: c_int,
+    attribute_val: *mut c_void,
+) -> Result<()> {
+    let k = win_keyval;
+    if is_predefined_key(k) {
+        return Err(MpiError::new(c::MPI_ERR_KEYVAL, format!("{}: predefined attribute {k} is read-only", cx.name)));
+    }
+    let kv = attr::keyval(l, cx.name, k)?;
+    if kv.freed {
+        return Err(MpiError::invalid_keyval(cx.name, k, "window"));
+    }
+    let old = win.attrs.lock().unwrap().insert(k, attribute_val as usize);
+    match old {
+        Some(v) => attr::run_delete("window", win.handle.load(Ordering::Relaxed), k, &kv, v)?,
+        None => {
+            if let Some(kv) = l.t().keyvals.get_mut(&k) {
+                kv.uses += 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn get_attr(
+    cx: Call,
+    l: &Lib,
+    win: Arc<WinObj>,
+    win_keyval: c_int,
+    attribute_val: *mut c_void,
+    flag: Out<c_int>,
+) -> Result<()> {
+    let k = win_keyval;
+    let found = match k {
+        c::MPI_WIN_BASE => Some(win.core.base),
+        c::MPI_WIN_SIZE => Some(&win.attr_size as *const isize as usize),
+        c::MPI_WIN_DISP_UNIT => Some(&win.attr_disp_unit as *const c_int as usize),
+        c::MPI_WIN_CREATE_FLAVOR => Some(&win.attr_flavor as *const c_int as usize),
+        c::MPI_WIN_MODEL => Some(&win.attr_model as *const c_int as usize),
+        _ => {
+            attr::keyval(l, cx.name, k)?;
+            win.attrs.lock().unwrap().get(k)
+        }
+    };
+    flag.put(found.is_some() as c_int);
+    if let Some(v) = found {
+        // SAFETY: `attribute_val` is really a `void **` (the standard's C binding), checked
+        // non-null by its role.
+        unsafe { *(attribute_val as *mut usize) = v };
+    }
+    Ok(())
+}
+
+pub(crate) fn delete_attr(cx: Call, l: &Lib, win: Arc<WinObj>, win_keyval: c_int) -> Result<()> {
+    let k = win_keyval;
+    let kv = attr::keyval(l, cx.name, k)?;
+    let Some(v) = win.attrs.lock().unwrap().remove(k) else {
+        return Err(MpiError::new(c::MPI_ERR_KEYVAL, format!("{}: no attribute is set for keyval {k}", cx.name)));
+    };
+    attr::run_delete("window", win.handle.load(Ordering::Relaxed), k, &kv, v)?;
+    attr::release_keyval(l, k);
+    Ok(())
+}
+
+/// Deletes every attribute of window `h` (before it is freed), newest first; the first failure
+/// of a delete callback is returned, after all have run.
+fn delete_all_attrs(l: &Lib, h: usize, obj: &WinObj) -> Result<()> {
+    let attrs = obj.attrs.lock().unwrap().take_newest_first();
+    let mut first_err = None;
+    for (k, v) in attrs {
+        if let Ok(kv) = attr::keyval(l, "MPI_Win_free", k) {
+            if let Err(e) = attr::run_delete("window", h, k, &kv, v) {
+                first_err.get_or_insert(e);
+            }
+            attr::release_keyval(l, k);
+        }
+    }
+    first_err.map_or(Ok(()), Err)
+}
+
+// ----- shared memory -----
+
+pub(crate) fn shared_query(
+    _cx: Call,
+    _l: &Lib,
+    win: Arc<WinObj>,
+    rank: c_int,
+    size: Out<isize>,
+    disp_unit: CountOut,
+    baseptr: *mut c_void,
+) -> Result<()> {
+    let w = &win.core;
+    // Only this process's own memory is reachable by loads and stores in a window that was
+    // not allocated in shared memory.
+    let (sz, du, base) = if rank == w.rank() || (rank == c::MPI_PROC_NULL && w.size_of_group() == 1) {
+        (w.size, w.disp_unit, w.base)
+    } else {
+        (0, w.peers.get(rank.max(0) as usize).map_or(1, |p| p.disp_unit), 0)
+    };
+    size.put(sz as isize);
+    disp_unit.put(du as i64)?;
+    // SAFETY: `baseptr` is really a `void **` (the standard's C binding), checked non-null.
+    unsafe { *(baseptr as *mut usize) = base };
+    Ok(())
+}
+
+pub(crate) fn allocate_shared(
+    cx: Call,
+    _l: &Lib,
+    _size: usize,
+    _disp_unit: usize,
+    _info: Vec<(String, String)>,
+    _comm: crate::state::CommRef,
+    _baseptr: *mut c_void,
+    _win: Out<usize>,
+) -> Result<()> {
+    Err(MpiError::new(
+        c::MPI_ERR_UNSUPPORTED_OPERATION,
+        format!("{}: not implemented in this version of Baton", cx.name),
+    ))
+}

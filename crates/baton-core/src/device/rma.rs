@@ -1,0 +1,114 @@
+//! One-sided entries: windows and the operations on them, with the origin's buffers packed here
+//! (the window's protocol, [`crate::rma`], sees only packed bytes and receive sinks).
+
+use super::{Buffer, Device};
+use crate::comm::Comm;
+use crate::engine::{ReqId, Status};
+use crate::error::Result;
+use crate::op::Op;
+use crate::progress::EngineAccess;
+use crate::rma::origin::Target;
+use crate::rma::{Flavor, Memory, Window};
+use baton_abi::consts as c;
+use std::sync::Arc;
+
+/// An operation's request when it has nothing to wait for (`MPI_PROC_NULL`, or a put whose
+/// data was packed when the call returned).
+fn done(dev: &Device) -> ReqId {
+    let st = Status { source: c::MPI_ANY_SOURCE, tag: c::MPI_ANY_TAG, ..Default::default() };
+    dev.with_engine(|e, _| e.completed(st))
+}
+
+fn packed(b: &Buffer) -> Vec<u8> {
+    let mut v = Vec::with_capacity(b.bytes());
+    b.layout.pack_from(&b.span, b.base_off, b.count, &mut v);
+    v
+}
+
+impl Device {
+    /// `MPI_Win_create`, `MPI_Win_allocate`, `MPI_Win_create_dynamic` (collective over `comm`).
+    pub fn win_create(
+        &self,
+        call: &str,
+        comm: &Comm,
+        flavor: Flavor,
+        memory: Memory,
+        size: usize,
+        disp_unit: usize,
+    ) -> Result<Arc<Window>> {
+        Window::create(self, call, comm, flavor, memory, size, disp_unit)
+    }
+
+    /// `MPI_Put` and `MPI_Rput` (`request`: the request, complete at once, since the data is
+    /// packed and the origin buffer free when this returns).
+    pub fn put(&self, call: &str, win: &Window, origin: &Buffer, t: Target, request: bool) -> Result<Option<ReqId>> {
+        if t.rank != c::MPI_PROC_NULL {
+            win.put(self, call, t, &packed(origin))?;
+        }
+        Ok(request.then(|| done(self)))
+    }
+
+    /// `MPI_Get` and `MPI_Rget`.
+    pub fn get(&self, call: &str, win: &Window, origin: &Buffer, t: Target, request: bool) -> Result<Option<ReqId>> {
+        if t.rank == c::MPI_PROC_NULL {
+            return Ok(request.then(|| done(self)));
+        }
+        win.get(self, call, t, origin.sink(), request)
+    }
+
+    /// `MPI_Accumulate` and `MPI_Raccumulate`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn accumulate(
+        &self,
+        call: &str,
+        win: &Window,
+        origin: &Buffer,
+        t: Target,
+        op: Op,
+        basic: usize,
+        request: bool,
+    ) -> Result<Option<ReqId>> {
+        if t.rank != c::MPI_PROC_NULL {
+            win.accumulate(self, call, t, op, basic, &packed(origin))?;
+        }
+        Ok(request.then(|| done(self)))
+    }
+
+    /// `MPI_Get_accumulate`, `MPI_Rget_accumulate`, `MPI_Fetch_and_op`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn get_accumulate(
+        &self,
+        call: &str,
+        win: &Window,
+        origin: &Buffer,
+        result: &Buffer,
+        t: Target,
+        op: Op,
+        basic: usize,
+        request: bool,
+    ) -> Result<Option<ReqId>> {
+        if t.rank == c::MPI_PROC_NULL {
+            return Ok(request.then(|| done(self)));
+        }
+        let data = if op == Op::NoOp { Vec::new() } else { packed(origin) };
+        win.get_accumulate(self, call, t, op, basic, &data, result.sink(), request)
+    }
+
+    /// `MPI_Compare_and_swap`.
+    pub fn compare_and_swap(
+        &self,
+        call: &str,
+        win: &Window,
+        origin: &Buffer,
+        compare: &Buffer,
+        result: &Buffer,
+        t: Target,
+    ) -> Result<()> {
+        if t.rank == c::MPI_PROC_NULL {
+            return Ok(());
+        }
+        let mut data = packed(origin);
+        data.extend_from_slice(&packed(compare));
+        win.compare_and_swap(self, call, t, &data, result.sink())
+    }
+}

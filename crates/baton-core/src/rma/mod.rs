@@ -1,0 +1,229 @@
+//! One-sided communication: windows, the operations that reach into them and the epochs that
+//! order those operations.
+//!
+//! Every operation travels as a request message to its target ([`wire`]), carried out there by
+//! the window's [`Exposure`] ([`target`]), a service the runtime runs at every progress pass of
+//! the target process: inside a call of any MPI function, and meanwhile by nothing else. Answers
+//! (fetched bytes, acknowledgements) come back on a context of their own, into receives the
+//! origin posted before asking, so fetched data lands straight in the origin's buffer.
+//!
+//! Important types:
+//! - [`Window`]: one window in this process: its communicator, the size and displacement unit
+//!   of every member's memory, the target side ([`Exposure`]) and the origin side ([`Access`]).
+//! - [`Memory`]: this process's memory in the window (one span, or the regions attached to a
+//!   dynamic window).
+//! - [`Access`] ([`origin`]): the origin's epochs (fence, post/start/complete/wait, locks) and
+//!   the operations each target still owes an answer for.
+//!
+//! Origins check what they can before anything is sent (ranks, epochs, displacements against the
+//! target's window size), so a bad call fails at the call with a message naming it; the target
+//! checks again and never writes outside its memory.
+
+pub mod origin;
+pub mod sync;
+pub mod target;
+pub mod wire;
+
+pub use origin::Access;
+pub use target::Exposure;
+
+use crate::comm::{hash_words, Comm};
+use crate::error::{MpiError, Result};
+use crate::op::Op;
+use crate::progress::Service;
+use crate::runtime::Mpi;
+use baton_abi::consts as c;
+use baton_transport::mem::UserBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// How a window's memory came to be (`MPI_WIN_CREATE_FLAVOR`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    Create,
+    Allocate,
+    Shared,
+    Dynamic,
+}
+
+impl Flavor {
+    /// The `MPI_WIN_FLAVOR_*` value.
+    pub fn code(self) -> i32 {
+        match self {
+            Flavor::Create => c::MPI_WIN_FLAVOR_CREATE,
+            Flavor::Allocate => c::MPI_WIN_FLAVOR_ALLOCATE,
+            Flavor::Shared => c::MPI_WIN_FLAVOR_SHARED,
+            Flavor::Dynamic => c::MPI_WIN_FLAVOR_DYNAMIC,
+        }
+    }
+}
+
+/// This process's memory in a window.
+#[derive(Clone, Debug)]
+pub enum Memory {
+    /// One span (created from the application's memory, or allocated for it).
+    Span(UserBuf),
+    /// The regions attached to a dynamic window; operations name absolute addresses.
+    Dynamic(Vec<UserBuf>),
+}
+
+/// What every member knows of another's window memory.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Peer {
+    pub size: usize,
+    pub disp_unit: usize,
+}
+
+/// One window in this process.
+pub struct Window {
+    /// The window's own communicator: the creating one's group, a fresh context. Requests travel
+    /// on its point-to-point context, the window's synchronizations on its collective one.
+    pub comm: Arc<Comm>,
+    pub flavor: Flavor,
+    /// This process's memory: its start address, bytes, displacement unit.
+    pub base: usize,
+    pub size: usize,
+    pub disp_unit: usize,
+    pub peers: Vec<Peer>,
+    pub exposure: Arc<Exposure>,
+    service: Arc<dyn Service>,
+    access: Mutex<Access>,
+}
+
+/// Operations as one byte on the wire.
+const OPS: [Op; 14] = [
+    Op::Sum,
+    Op::Prod,
+    Op::Max,
+    Op::Min,
+    Op::Land,
+    Op::Lor,
+    Op::Lxor,
+    Op::Band,
+    Op::Bor,
+    Op::Bxor,
+    Op::Minloc,
+    Op::Maxloc,
+    Op::Replace,
+    Op::NoOp,
+];
+
+pub fn op_code(op: Op) -> u8 {
+    OPS.iter().position(|&o| o == op).unwrap_or(0) as u8
+}
+
+pub fn op_from_code(b: u8) -> Option<Op> {
+    OPS.get(b as usize).copied()
+}
+
+impl Window {
+    /// Creates a window over `comm` (collective): every member brings its memory, size and
+    /// displacement unit; all learn each other's.
+    pub fn create(
+        mpi: &Mpi,
+        call: &str,
+        comm: &Comm,
+        flavor: Flavor,
+        memory: Memory,
+        size: usize,
+        disp_unit: usize,
+    ) -> Result<Arc<Window>> {
+        if comm.is_inter() {
+            return Err(MpiError::not_intracomm(call, "comm"));
+        }
+        let ctx = comm.derive_ctx(0x7769_6e64_6f77);
+        let wcomm = Arc::new(Comm::new(ctx, comm.group.clone(), comm.rank));
+        let reply_ctx = hash_words(&[ctx, 0x0072_6570_6c79]) & !1;
+        let mine: Vec<u8> = [size as u64, disp_unit as u64].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let all = mpi.allgather(&wcomm, mine);
+        let word = |b: &[u8], i: usize| {
+            b.get(8 * i..8 * i + 8).map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap_or_default())) as usize
+        };
+        let peers = all.iter().map(|b| Peer { size: word(b, 0), disp_unit: word(b, 1) }).collect();
+        let base = match &memory {
+            Memory::Span(b) => b.addr(),
+            Memory::Dynamic(_) => 0,
+        };
+        let n = comm.size() as usize;
+        let procs = comm.group.procs.clone();
+        let exposure = Arc::new(Exposure::new(ctx, reply_ctx, comm.rank, procs, "the window".into(), memory));
+        let service: Arc<dyn Service> = exposure.clone();
+        mpi.add_service(service.clone());
+        Ok(Arc::new(Window {
+            comm: wcomm,
+            flavor,
+            base,
+            size,
+            disp_unit,
+            peers,
+            exposure,
+            service,
+            access: Mutex::new(Access::new(n)),
+        }))
+    }
+
+    pub(crate) fn access(&self) -> MutexGuard<'_, Access> {
+        self.access.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn rank(&self) -> i32 {
+        self.comm.rank
+    }
+
+    pub fn size_of_group(&self) -> i32 {
+        self.comm.size()
+    }
+
+    /// Frees the window (collective): fails while this process still has an epoch open; else
+    /// waits until every member is done with it, then stops serving it.
+    pub fn free(&self, mpi: &Mpi, call: &str) -> Result<()> {
+        self.access().check_closed(call)?;
+        mpi.barrier(&self.comm);
+        mpi.remove_service(&self.service);
+        Ok(())
+    }
+
+    /// Attaches `region` to a dynamic window (`MPI_Win_attach`).
+    pub fn attach(&self, call: &str, region: UserBuf) -> Result<()> {
+        let mut s = self.exposure.served();
+        let Memory::Dynamic(regions) = &mut s.memory else {
+            return Err(MpiError::new(
+                c::MPI_ERR_RMA_FLAVOR,
+                format!("{call}: the window was not made by MPI_Win_create_dynamic"),
+            ));
+        };
+        let (lo, hi) = (region.addr(), region.addr() + region.len());
+        if let Some(o) = regions.iter().find(|r| r.addr() < hi && lo < r.addr() + r.len()) {
+            return Err(MpiError::new(
+                c::MPI_ERR_RMA_ATTACH,
+                format!(
+                    "{call}: memory [{lo:#x}, {hi:#x}) overlaps memory attached before at [{:#x}, {:#x})",
+                    o.addr(),
+                    o.addr() + o.len()
+                ),
+            ));
+        }
+        regions.push(region);
+        Ok(())
+    }
+
+    /// Detaches the region that starts at `addr` (`MPI_Win_detach`).
+    pub fn detach(&self, call: &str, addr: usize) -> Result<()> {
+        let mut s = self.exposure.served();
+        let Memory::Dynamic(regions) = &mut s.memory else {
+            return Err(MpiError::new(
+                c::MPI_ERR_RMA_FLAVOR,
+                format!("{call}: the window was not made by MPI_Win_create_dynamic"),
+            ));
+        };
+        match regions.iter().position(|r| r.addr() == addr) {
+            Some(i) => {
+                regions.remove(i);
+                Ok(())
+            }
+            None => Err(MpiError::new(
+                c::MPI_ERR_RMA_ATTACH,
+                format!("{call}: no memory attached to the window starts at address {addr:#x}"),
+            )),
+        }
+    }
+}
