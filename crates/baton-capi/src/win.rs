@@ -3,10 +3,10 @@
 //! are in [`crate::rma`].
 //!
 //! The memory of `MPI_Win_allocate` is allocated here, where addresses become spans (the one
-//! `unsafe` step), and given back by `MPI_Win_free` ([`Owned`]).
+//! `unsafe` step), and given back by `MPI_Win_free` ([`Owned`](crate::state::Owned)).
 
 use crate::attr;
-use crate::state::{lib, Lib, WinObj};
+use crate::state::{lib, Lib, Owned, WinObj};
 use crate::validate::{Call, CountOut, Out, StrOut};
 use baton_abi::consts as c;
 use baton_core::error::{MpiError, Result};
@@ -15,36 +15,6 @@ use baton_transport::mem::UserBuf;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// Memory a window owns, freed with it.
-pub struct Owned {
-    ptr: usize,
-}
-
-impl Owned {
-    /// `size` bytes (at least one), aligned for every datatype and for atomics.
-    fn alloc(call: &str, size: usize) -> Result<Owned> {
-        let mut p: *mut c_void = std::ptr::null_mut();
-        // SAFETY: plain allocation, checked below.
-        let rc = unsafe { libc::posix_memalign(&mut p, 64, size.max(1)) };
-        if rc != 0 {
-            return Err(MpiError::new(
-                c::MPI_ERR_NO_MEM,
-                format!("{call}: cannot allocate {size} bytes for the window"),
-            ));
-        }
-        // SAFETY: `size` fresh bytes; zeroed so a window starts in a known state.
-        unsafe { std::ptr::write_bytes(p as *mut u8, 0, size) };
-        Ok(Owned { ptr: p as usize })
-    }
-}
-
-impl Drop for Owned {
-    fn drop(&mut self) {
-        // SAFETY: allocated by posix_memalign in `alloc`, freed once.
-        unsafe { libc::free(self.ptr as *mut c_void) };
-    }
-}
 
 fn disp_unit_of(call: &str, disp_unit: usize) -> Result<usize> {
     if disp_unit == 0 {
