@@ -13,7 +13,9 @@
 //! descriptor, or `/proc/<pid>/fd/<fd>` of a process holding it, and the kernel lets a process
 //! open another's `/proc/<pid>/fd` entries only if it may ptrace-read that process
 //! (`PTRACE_MODE_READ`): same user and a dumpable target, or `CAP_SYS_PTRACE`. Yama's ptrace
-//! scope restricts attaching, not that read check, so it does not stand in the way.
+//! scope restricts attaching, not that read check, so it does not stand in the way. The path
+//! names the creator by its pid as the opener sees it, so both must share a pid namespace (and
+//! `/proc`); where they do not, `open` fails and the caller reaches the memory another way.
 //!
 //! ## Why the size is sealed
 //! A store through a mapping past the end of its file raises `SIGBUS`. The creator seals the
