@@ -132,7 +132,7 @@ fn acc_any(
     win: Arc<WinObj>,
     request: Option<Out<usize>>,
 ) -> Result<()> {
-    let (o, basic) = crate::ops::rma_op(cx.name, op, origin.datatype.handle, origin.datatype.layout())?;
+    let (o, basic) = rma_op(cx, op, &origin, target_count)?;
     let b = user_buffer(cx.name, origin)?;
     let t = target(target_rank, target_disp, target_count, &target_datatype);
     let want = request.is_some();
@@ -186,11 +186,7 @@ fn get_acc_any(
     request: Option<Out<usize>>,
 ) -> Result<()> {
     // With MPI_NO_OP the origin buffer is ignored: its datatype may be anything.
-    let (o, basic) = if op == c::MPI_NO_OP {
-        crate::ops::rma_op(cx.name, op, result.datatype.handle, result.datatype.layout())?
-    } else {
-        crate::ops::rma_op(cx.name, op, origin.datatype.handle, origin.datatype.layout())?
-    };
+    let (o, basic) = rma_op(cx, op, if op == c::MPI_NO_OP { &result } else { &origin }, target_count)?;
     let ob = user_buffer(cx.name, origin)?;
     let rb = user_buffer(cx.name, result)?;
     let t = target(target_rank, target_disp, target_count, &target_datatype);
@@ -231,6 +227,20 @@ pub(crate) fn rget_accumulate(
 ) -> Result<()> {
     let r = Some(request);
     get_acc_any(cx, l, origin, result, target_rank, target_disp, target_count, target_datatype, op, win, r)
+}
+
+/// The operation and basic datatype of an accumulate whose elements are `data`'s. An operation
+/// that combines nothing (no element on either side) is not checked against the datatype, as
+/// other MPIs do not check it.
+fn rma_op(cx: Call, op: usize, data: &Data, target_count: usize) -> Result<(baton_core::op::Op, usize)> {
+    let checked = crate::ops::rma_op(cx.name, op, data.datatype.handle, data.datatype.layout());
+    match checked {
+        Err(e) if data.count == 0 && target_count == 0 && e.class == c::MPI_ERR_OP && op != 0 => {
+            let o = baton_core::op::Op::from_handle(op).ok_or(e)?;
+            Ok((o, data.datatype.handle))
+        }
+        r => r,
+    }
 }
 
 /// The single element of predefined datatype `dt` an atomic operation works on.
