@@ -67,36 +67,6 @@ impl CommObj {
     }
 }
 
-/// Memory a window owns, freed with it.
-pub struct Owned {
-    pub(crate) ptr: usize,
-}
-
-impl Owned {
-    /// `size` bytes (at least one), aligned for every datatype and for atomics.
-    pub(crate) fn alloc(call: &str, size: usize) -> Result<Owned> {
-        let mut p: *mut c_void = std::ptr::null_mut();
-        // SAFETY: plain allocation, checked below.
-        let rc = unsafe { libc::posix_memalign(&mut p, 64, size.max(1)) };
-        if rc != 0 {
-            return Err(MpiError::new(
-                c::MPI_ERR_NO_MEM,
-                format!("{call}: cannot allocate {size} bytes for the window"),
-            ));
-        }
-        // SAFETY: `size` fresh bytes; zeroed so a window starts in a known state.
-        unsafe { std::ptr::write_bytes(p as *mut u8, 0, size) };
-        Ok(Owned { ptr: p as usize })
-    }
-}
-
-impl Drop for Owned {
-    fn drop(&mut self) {
-        // SAFETY: allocated by posix_memalign in `alloc`, freed once.
-        unsafe { libc::free(self.ptr as *mut c_void) };
-    }
-}
-
 /// A window as the application sees it.
 pub struct WinObj {
     pub core: Arc<baton_core::rma::Window>,
@@ -106,8 +76,6 @@ pub struct WinObj {
     pub errhandler: AtomicUsize,
     pub attrs: Mutex<Attrs>,
     pub info: Mutex<Vec<(String, String)>>,
-    /// What `MPI_Win_free` gives back: memory allocated for the window, if any.
-    pub owned: Mutex<Option<Owned>>,
     /// The values of the predefined attributes (`MPI_WIN_SIZE` ...): the application receives
     /// pointers to them, valid while the window lives.
     pub attr_size: isize,

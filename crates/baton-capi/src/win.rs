@@ -2,15 +2,16 @@
 //! names, info, attributes and error handlers. The operations and synchronizations on a window
 //! are in [`crate::rma`].
 //!
-//! The memory of `MPI_Win_allocate` is allocated here, where addresses become spans (the one
-//! `unsafe` step), and given back by `MPI_Win_free` ([`Owned`](crate::state::Owned)).
+//! The memory of `MPI_Win_allocate` and `MPI_Win_allocate_shared` is core's (shared memory the
+//! members on one host all map); the application's memory (`MPI_Win_create`, `MPI_Win_attach`)
+//! becomes spans here, the one `unsafe` step.
 
 use crate::attr;
-use crate::state::{lib, Lib, Owned, WinObj};
+use crate::state::{lib, Lib, WinObj};
 use crate::validate::{Call, CountOut, Out, StrOut};
 use baton_abi::consts as c;
 use baton_core::error::{MpiError, Result};
-use baton_core::rma::{Flavor, Memory, Window};
+use baton_core::rma::{Provide, Window};
 use baton_transport::mem::UserBuf;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,7 +25,7 @@ fn disp_unit_of(call: &str, disp_unit: usize) -> Result<usize> {
 }
 
 /// Registers window `core`, made over communicator `comm` (whose error handler it inherits).
-fn register(l: &Lib, comm_errh: usize, core: Arc<Window>, info: Vec<(String, String)>, owned: Option<Owned>) -> usize {
+fn register(l: &Lib, comm_errh: usize, core: Arc<Window>, info: Vec<(String, String)>) -> usize {
     let obj = Arc::new(WinObj {
         attr_size: core.size as isize,
         attr_disp_unit: core.disp_unit as c_int,
@@ -36,7 +37,6 @@ fn register(l: &Lib, comm_errh: usize, core: Arc<Window>, info: Vec<(String, Str
         errhandler: AtomicUsize::new(comm_errh),
         attrs: Mutex::new(Default::default()),
         info: Mutex::new(info),
-        owned: Mutex::new(owned),
     });
     let mut t = l.t();
     if let Some(u) = t.errhandlers.get_mut(comm_errh) {
@@ -64,11 +64,33 @@ pub(crate) fn create(
     // SAFETY: MPI_Win_create's contract: `size` bytes at `base` stay valid until MPI_Win_free,
     // and the application accesses them only as the window's synchronization allows.
     let span = unsafe { UserBuf::new(base as usize, size) };
-    let core = l.mpi.win_create(cx.name, &comm.core, Flavor::Create, Memory::Span(span), size, du)?;
-    win.put(register(l, comm.errhandler.load(Ordering::SeqCst), core, info, None));
+    let core = l.mpi.win_create(cx.name, &comm.core, Provide::User(span), size, du)?;
+    win.put(register(l, comm.errhandler.load(Ordering::SeqCst), core, info));
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
+fn allocate_any(
+    cx: Call,
+    l: &Lib,
+    shared: bool,
+    size: usize,
+    disp_unit: usize,
+    info: Vec<(String, String)>,
+    comm: crate::state::CommRef,
+    baseptr: *mut c_void,
+    win: Out<usize>,
+) -> Result<()> {
+    let du = disp_unit_of(cx.name, disp_unit)?;
+    let noncontig = info.iter().any(|(k, v)| k == "alloc_shared_noncontig" && v == "true");
+    let core = l.mpi.win_create(cx.name, &comm.core, Provide::Allocate { shared, noncontig }, size, du)?;
+    // SAFETY: `baseptr` is really a `void **` (the standard's C binding), checked non-null.
+    unsafe { *(baseptr as *mut usize) = core.base };
+    win.put(register(l, comm.errhandler.load(Ordering::SeqCst), core, info));
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn allocate(
     cx: Call,
     l: &Lib,
@@ -79,15 +101,21 @@ pub(crate) fn allocate(
     baseptr: *mut c_void,
     win: Out<usize>,
 ) -> Result<()> {
-    let du = disp_unit_of(cx.name, disp_unit)?;
-    let owned = Owned::alloc(cx.name, size)?;
-    // SAFETY: the allocation just made, owned by the window until MPI_Win_free.
-    let span = unsafe { UserBuf::new(owned.ptr, size) };
-    let core = l.mpi.win_create(cx.name, &comm.core, Flavor::Allocate, Memory::Span(span), size, du)?;
-    // SAFETY: `baseptr` is really a `void **` (the standard's C binding), checked non-null.
-    unsafe { *(baseptr as *mut usize) = owned.ptr };
-    win.put(register(l, comm.errhandler.load(Ordering::SeqCst), core, info, Some(owned)));
-    Ok(())
+    allocate_any(cx, l, false, size, disp_unit, info, comm, baseptr, win)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn allocate_shared(
+    cx: Call,
+    l: &Lib,
+    size: usize,
+    disp_unit: usize,
+    info: Vec<(String, String)>,
+    comm: crate::state::CommRef,
+    baseptr: *mut c_void,
+    win: Out<usize>,
+) -> Result<()> {
+    allocate_any(cx, l, true, size, disp_unit, info, comm, baseptr, win)
 }
 
 pub(crate) fn create_dynamic(
@@ -97,8 +125,8 @@ pub(crate) fn create_dynamic(
     comm: crate::state::CommRef,
     win: Out<usize>,
 ) -> Result<()> {
-    let core = l.mpi.win_create(cx.name, &comm.core, Flavor::Dynamic, Memory::Dynamic(Vec::new()), 0, 1)?;
-    win.put(register(l, comm.errhandler.load(Ordering::SeqCst), core, info, None));
+    let core = l.mpi.win_create(cx.name, &comm.core, Provide::Dynamic, 0, 1)?;
+    win.put(register(l, comm.errhandler.load(Ordering::SeqCst), core, info));
     Ok(())
 }
 
@@ -120,7 +148,6 @@ pub unsafe extern "C" fn PMPI_Win_free(win: *mut usize) -> c_int {
         let eh = obj.errhandler.load(Ordering::SeqCst);
         crate::comm::release_errhandler(&mut t, eh);
         drop(t);
-        drop(obj.owned.lock().unwrap_or_else(|e| e.into_inner()).take());
         // SAFETY: as above.
         unsafe { *win = c::MPI_WIN_NULL };
         deleted
@@ -318,32 +345,16 @@ pub(crate) fn shared_query(
     baseptr: *mut c_void,
 ) -> Result<()> {
     let w = &win.core;
-    // Only this process's own memory is reachable by loads and stores in a window that was
-    // not allocated in shared memory.
-    let (sz, du, base) = if rank == w.rank() || (rank == c::MPI_PROC_NULL && w.size_of_group() == 1) {
-        (w.size, w.disp_unit, w.base)
+    // MPI_PROC_NULL asks for the first member whose memory is not empty.
+    let r = if rank == c::MPI_PROC_NULL {
+        (0..w.size_of_group()).find(|&r| w.peers[r as usize].size > 0).unwrap_or(0)
     } else {
-        (0, w.peers.get(rank.max(0) as usize).map_or(1, |p| p.disp_unit), 0)
+        rank
     };
+    let (base, sz) = w.shared_part(r).unwrap_or((0, 0));
     size.put(sz as isize);
-    disp_unit.put(du as i64)?;
+    disp_unit.put(w.peers.get(r as usize).map_or(1, |p| p.disp_unit) as i64)?;
     // SAFETY: `baseptr` is really a `void **` (the standard's C binding), checked non-null.
-    unsafe { *(baseptr as *mut usize) = base };
+    unsafe { *(baseptr as *mut usize) = if sz > 0 || r == w.rank() { base } else { 0 } };
     Ok(())
-}
-
-pub(crate) fn allocate_shared(
-    cx: Call,
-    _l: &Lib,
-    _size: usize,
-    _disp_unit: usize,
-    _info: Vec<(String, String)>,
-    _comm: crate::state::CommRef,
-    _baseptr: *mut c_void,
-    _win: Out<usize>,
-) -> Result<()> {
-    Err(MpiError::new(
-        c::MPI_ERR_UNSUPPORTED_OPERATION,
-        format!("{}: not implemented in this version of Baton", cx.name),
-    ))
 }

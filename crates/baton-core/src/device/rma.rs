@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::op::Op;
 use crate::progress::EngineAccess;
 use crate::rma::origin::Target;
-use crate::rma::{Flavor, Memory, Window};
+use crate::rma::{Provide, Window};
 use baton_abi::consts as c;
 use std::sync::Arc;
 
@@ -25,25 +25,32 @@ fn packed(b: &Buffer) -> Vec<u8> {
     v
 }
 
+/// Runs `f` on `b`'s packed bytes: the buffer itself when contiguous, else a packed copy.
+fn with_packed<R>(b: &Buffer, f: impl FnOnce(&[u8]) -> R) -> R {
+    match b.contiguous() {
+        Some(span) => f(span.read(0, span.len())),
+        None => f(&packed(b)),
+    }
+}
+
 impl Device {
     /// `MPI_Win_create`, `MPI_Win_allocate`, `MPI_Win_create_dynamic` (collective over `comm`).
     pub fn win_create(
         &self,
         call: &str,
         comm: &Comm,
-        flavor: Flavor,
-        memory: Memory,
+        provide: Provide,
         size: usize,
         disp_unit: usize,
     ) -> Result<Arc<Window>> {
-        Window::create(self, call, comm, flavor, memory, size, disp_unit)
+        Window::create(self, call, comm, provide, size, disp_unit)
     }
 
     /// `MPI_Put` and `MPI_Rput` (`request`: the request, complete at once, since the data is
     /// packed and the origin buffer free when this returns).
     pub fn put(&self, call: &str, win: &Window, origin: &Buffer, t: Target, request: bool) -> Result<Option<ReqId>> {
         if t.rank != c::MPI_PROC_NULL {
-            win.put(self, call, t, &packed(origin))?;
+            with_packed(origin, |data| win.put(self, call, t, data))?;
         }
         Ok(request.then(|| done(self)))
     }
@@ -69,7 +76,7 @@ impl Device {
         request: bool,
     ) -> Result<Option<ReqId>> {
         if t.rank != c::MPI_PROC_NULL {
-            win.accumulate(self, call, t, op, basic, &packed(origin))?;
+            with_packed(origin, |data| win.accumulate(self, call, t, op, basic, data))?;
         }
         Ok(request.then(|| done(self)))
     }

@@ -19,11 +19,13 @@
 //! target's window size), so a bad call fails at the call with a message naming it; the target
 //! checks again and never writes outside its memory.
 
+pub mod direct;
 pub mod origin;
 pub mod sync;
 pub mod target;
 pub mod wire;
 
+pub use direct::Direct;
 pub use origin::Access;
 pub use target::Exposure;
 
@@ -34,6 +36,7 @@ use crate::progress::Service;
 use crate::runtime::Mpi;
 use baton_abi::consts as c;
 use baton_transport::mem::UserBuf;
+use baton_transport::region::Region;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// How a window's memory came to be (`MPI_WIN_CREATE_FLAVOR`).
@@ -66,6 +69,18 @@ pub enum Memory {
     Dynamic(Vec<UserBuf>),
 }
 
+/// Where a new window's memory comes from.
+#[derive(Clone, Copy, Debug)]
+pub enum Provide {
+    /// The application's (`MPI_Win_create`).
+    User(UserBuf),
+    /// Allocated by Baton (`MPI_Win_allocate`; `shared`: `MPI_Win_allocate_shared`, whose
+    /// parts are back to back unless `noncontig`).
+    Allocate { shared: bool, noncontig: bool },
+    /// Attached later (`MPI_Win_create_dynamic`).
+    Dynamic,
+}
+
 /// What every member knows of another's window memory.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Peer {
@@ -87,6 +102,9 @@ pub struct Window {
     pub exposure: Arc<Exposure>,
     service: Arc<dyn Service>,
     access: Mutex<Access>,
+    /// The members' memory in one shared mapping, when they all run on this host and Baton
+    /// allocated it: origins then reach targets themselves ([`direct`]).
+    pub direct: Option<Direct>,
 }
 
 /// Operations as one byte on the wire.
@@ -116,14 +134,13 @@ pub fn op_from_code(b: u8) -> Option<Op> {
 }
 
 impl Window {
-    /// Creates a window over `comm` (collective): every member brings its memory, size and
-    /// displacement unit; all learn each other's.
+    /// Creates a window over `comm` (collective): every member brings its memory (or has it
+    /// allocated), size and displacement unit; all learn each other's.
     pub fn create(
         mpi: &Mpi,
         call: &str,
         comm: &Comm,
-        flavor: Flavor,
-        memory: Memory,
+        provide: Provide,
         size: usize,
         disp_unit: usize,
     ) -> Result<Arc<Window>> {
@@ -138,14 +155,47 @@ impl Window {
         let word = |b: &[u8], i: usize| {
             b.get(8 * i..8 * i + 8).map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap_or_default())) as usize
         };
-        let peers = all.iter().map(|b| Peer { size: word(b, 0), disp_unit: word(b, 1) }).collect();
+        let peers: Vec<Peer> = all.iter().map(|b| Peer { size: word(b, 0), disp_unit: word(b, 1) }).collect();
+        let host = mpi.proc_host(mpi.me);
+        let one_host = comm.group.procs.iter().all(|&p| mpi.proc_host(p) == host);
+        let (flavor, direct, memory, keep) = match provide {
+            Provide::User(b) => (Flavor::Create, None, Memory::Span(b), None),
+            Provide::Dynamic => (Flavor::Dynamic, None, Memory::Dynamic(Vec::new()), None),
+            Provide::Allocate { shared, noncontig } => {
+                let sizes: Vec<usize> = peers.iter().map(|p| p.size).collect();
+                let direct = if one_host { Direct::map(mpi, &wcomm, &sizes, shared && !noncontig) } else { None };
+                let flavor = if shared { Flavor::Shared } else { Flavor::Allocate };
+                match direct {
+                    Some(d) => {
+                        let part = d.part(comm.rank);
+                        let keep = d.region.clone();
+                        (flavor, Some(d), Memory::Span(part), Some(keep))
+                    }
+                    None if shared => {
+                        let why = if one_host {
+                            "the shared memory could not be mapped by every process"
+                        } else {
+                            "the processes of comm do not all run on one host"
+                        };
+                        return Err(MpiError::new(c::MPI_ERR_RMA_SHARED, format!("{call}: {why}")));
+                    }
+                    None => {
+                        let r = Region::create(size).map_err(|e| {
+                            MpiError::new(c::MPI_ERR_NO_MEM, format!("{call}: cannot allocate {size} bytes: {e}"))
+                        })?;
+                        let r = Arc::new(r);
+                        (flavor, None, Memory::Span(r.buf().prefix(size)), Some(r))
+                    }
+                }
+            }
+        };
         let base = match &memory {
             Memory::Span(b) => b.addr(),
             Memory::Dynamic(_) => 0,
         };
         let n = comm.size() as usize;
         let procs = comm.group.procs.clone();
-        let exposure = Arc::new(Exposure::new(ctx, reply_ctx, comm.rank, procs, "the window".into(), memory));
+        let exposure = Arc::new(Exposure::new(ctx, reply_ctx, comm.rank, procs, "the window".into(), memory, keep));
         let service: Arc<dyn Service> = exposure.clone();
         mpi.add_service(service.clone());
         Ok(Arc::new(Window {
@@ -158,7 +208,21 @@ impl Window {
             exposure,
             service,
             access: Mutex::new(Access::new(n)),
+            direct,
         }))
+    }
+
+    /// Rank `r`'s memory as this process maps it (`MPI_Win_shared_query`): (address, bytes),
+    /// or None when this process cannot load and store it.
+    pub fn shared_part(&self, r: i32) -> Option<(usize, usize)> {
+        match &self.direct {
+            Some(d) => {
+                let b = d.part(r);
+                Some((b.addr(), b.len()))
+            }
+            None if r == self.comm.rank => Some((self.base, self.size)),
+            None => None,
+        }
     }
 
     pub(crate) fn access(&self) -> MutexGuard<'_, Access> {

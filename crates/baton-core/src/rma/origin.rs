@@ -113,6 +113,18 @@ impl Access {
     }
 }
 
+/// Bytes of one basic element of an accumulate: predefined datatype `basic`'s size, else (a
+/// type no kernel knows) the whole target element.
+fn element_size(basic: usize, layout: &Layout) -> usize {
+    crate::datatype::predefined(basic).map_or(layout.size, |l| l.size)
+}
+
+/// A request that is complete from the start (an operation carried out in the call).
+fn done(mpi: &Mpi) -> ReqId {
+    let st = crate::engine::Status { source: c::MPI_ANY_SOURCE, tag: c::MPI_ANY_TAG, ..Default::default() };
+    mpi.with_engine(|e, _| e.completed(st))
+}
+
 /// Where an operation lands: `count` elements of `layout` at displacement `disp` of rank `rank`.
 #[derive(Clone, Copy)]
 pub struct Target<'a> {
@@ -219,6 +231,10 @@ impl Window {
         Self::check_sizes(call, "origin buffer", data.len(), &shape)?;
         let mut a = self.access();
         a.check_epoch(call, t.rank)?;
+        if let Some(d) = &self.direct {
+            d.put(t.rank, off, &shape, data);
+            return Ok(());
+        }
         let msg = Ask::Put { off, shape }.encode(data);
         self.send_ask(mpi, &mut a, t.rank, msg);
         a.owed[t.rank as usize].dirty = true;
@@ -227,11 +243,17 @@ impl Window {
 
     /// `MPI_Get`: the bytes arrive in `sink` (the origin buffer). With `request`, the receive is
     /// returned for the application to complete (`MPI_Rget`).
-    pub fn get(&self, mpi: &Mpi, call: &str, t: Target, sink: Sink, request: bool) -> Result<Option<ReqId>> {
+    pub fn get(&self, mpi: &Mpi, call: &str, t: Target, mut sink: Sink, request: bool) -> Result<Option<ReqId>> {
         let (off, shape) = self.locate(call, &t)?;
         Self::check_sizes(call, "origin buffer", sink.capacity(), &shape)?;
         let mut a = self.access();
         a.check_epoch(call, t.rank)?;
+        if let Some(d) = &self.direct {
+            let mut v = vec![0u8; shape.bytes() as usize];
+            d.get(t.rank, off, &shape, &mut v);
+            sink.write(0, &v);
+            return Ok(request.then(|| done(mpi)));
+        }
         let rid = self.ask_with_answer(mpi, &mut a, t.rank, sink, |id| Ask::Get { id, off, shape }.encode(&[]));
         Ok(self.owe(&mut a, t.rank, rid, request))
     }
@@ -254,6 +276,10 @@ impl Window {
         Self::check_sizes(call, "origin buffer", data.len(), &shape)?;
         let mut a = self.access();
         a.check_epoch(call, t.rank)?;
+        if let Some(d) = &self.direct {
+            d.accumulate(t.rank, off, &shape, op, basic, element_size(basic, t.layout), data, None);
+            return Ok(());
+        }
         let msg = Ask::Acc { op: op_code(op), basic: basic as u32, off, shape }.encode(data);
         self.send_ask(mpi, &mut a, t.rank, msg);
         a.owed[t.rank as usize].dirty = true;
@@ -282,6 +308,13 @@ impl Window {
         let mut a = self.access();
         a.check_epoch(call, t.rank)?;
         let data = if op == Op::NoOp { &[][..] } else { data };
+        if let Some(d) = &self.direct {
+            let mut sink = sink;
+            let mut old = vec![0u8; shape.bytes() as usize];
+            d.accumulate(t.rank, off, &shape, op, basic, element_size(basic, t.layout), data, Some(&mut old));
+            sink.write(0, &old);
+            return Ok(request.then(|| done(mpi)));
+        }
         let rid = self.ask_with_answer(mpi, &mut a, t.rank, sink, |id| {
             Ask::GetAcc { id, op: op_code(op), basic: basic as u32, off, shape }.encode(data)
         });
@@ -299,6 +332,13 @@ impl Window {
         let mut a = self.access();
         a.check_epoch(call, t.rank)?;
         debug_assert_eq!(shape.bytes() as usize, len);
+        if let Some(d) = &self.direct {
+            let mut sink = sink;
+            let mut old = vec![0u8; len];
+            d.compare_and_swap(t.rank, off, len, &data[..len], &data[len..], &mut old);
+            sink.write(0, &old);
+            return Ok(());
+        }
         let rid =
             self.ask_with_answer(mpi, &mut a, t.rank, sink, |id| Ask::Cas { id, len: len as u32, off }.encode(data));
         a.owed[t.rank as usize].dirty = true;

@@ -15,6 +15,19 @@ use crate::progress::{EngineAccess, Progress};
 use crate::runtime::Mpi;
 use baton_abi::consts as c;
 
+/// Takes rank `rank`'s lock in a shared-memory window, letting communication move meanwhile
+/// (the holder may wait for a message from this process before it unlocks).
+fn acquire(mpi: &Mpi, d: &super::Direct, rank: i32, exclusive: bool) {
+    let mut tries = 0u32;
+    while !d.try_lock(rank, exclusive) {
+        tries += 1;
+        if tries % 16 == 0 {
+            mpi.poll();
+        }
+        std::thread::yield_now();
+    }
+}
+
 /// The tag of post notices on the reply context.
 const TAG_POST: i32 = 0;
 
@@ -64,7 +77,9 @@ impl Window {
                 self.complete_to(mpi, &mut a, r, true);
             }
         }
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         mpi.barrier(&self.comm);
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         a.fence = assert & c::MPI_MODE_NOSUCCEED == 0;
         Ok(())
     }
@@ -157,6 +172,9 @@ impl Window {
         }
         if assert & c::MPI_MODE_NOCHECK != 0 {
             a.owed[rank as usize].lock = Lock::NoCheck;
+        } else if let Some(d) = &self.direct {
+            acquire(mpi, d, rank, exclusive);
+            a.owed[rank as usize].lock = Lock::Asked { exclusive };
         } else if rank == self.comm.rank {
             // The application may load and store its own window memory once this returns: the
             // lock must be held by then.
@@ -170,6 +188,14 @@ impl Window {
 
     /// Ends the passive epoch to `rank`: its operations complete there, the lock is released.
     fn release(&self, mpi: &Mpi, a: &mut Access, rank: i32) {
+        if let Some(d) = &self.direct {
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            if let Lock::Asked { exclusive } = a.owed[rank as usize].lock {
+                d.unlock(rank, exclusive);
+            }
+            a.owed[rank as usize].lock = Lock::None;
+            return;
+        }
         match a.owed[rank as usize].lock {
             Lock::Asked { .. } => {
                 self.round_trip(mpi, a, rank, |id| Ask::Unlock { id });
@@ -195,7 +221,7 @@ impl Window {
     }
 
     /// `MPI_Win_lock_all`: a shared lock on every member, each asked for at the first operation.
-    pub fn lock_all(&self, _mpi: &Mpi, call: &str, assert: i32) -> Result<()> {
+    pub fn lock_all(&self, mpi: &Mpi, call: &str, assert: i32) -> Result<()> {
         let mut a = self.access();
         if a.lock_all || a.owed.iter().any(|o| o.lock != Lock::None) {
             return Err(MpiError::new(
@@ -203,7 +229,16 @@ impl Window {
                 format!("{call}: this process already holds a lock on the window"),
             ));
         }
-        let lock = if assert & c::MPI_MODE_NOCHECK != 0 { Lock::NoCheck } else { Lock::Wanted { exclusive: false } };
+        let lock = match (&self.direct, assert & c::MPI_MODE_NOCHECK != 0) {
+            (_, true) => Lock::NoCheck,
+            (Some(d), false) => {
+                for r in 0..self.peers.len() as i32 {
+                    acquire(mpi, d, r, false);
+                }
+                Lock::Asked { exclusive: false }
+            }
+            (None, false) => Lock::Wanted { exclusive: false },
+        };
         a.owed.iter_mut().for_each(|o| o.lock = lock);
         a.lock_all = true;
         Ok(())
@@ -243,6 +278,7 @@ impl Window {
     pub fn flush(&self, mpi: &Mpi, call: &str, rank: Option<i32>, remote: bool) -> Result<()> {
         let mut a = self.access();
         self.check_passive(&a, call, rank)?;
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         match rank {
             Some(r) => self.complete_to(mpi, &mut a, r, remote),
             None => {

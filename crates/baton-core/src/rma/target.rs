@@ -12,8 +12,9 @@ use super::{op_from_code, Memory};
 use crate::engine::{Engine, Net, ProcIdx, ReqId, SendData, Sender, Sink, ANY_SOURCE, ANY_TAG};
 use crate::progress::Service;
 use baton_transport::mem::UserBuf;
+use baton_transport::region::Region;
 use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The target side of one window in this process.
 pub struct Exposure {
@@ -31,6 +32,9 @@ pub struct Exposure {
 /// What the service keeps between passes.
 pub struct Served {
     pub memory: Memory,
+    /// The mapping `memory` lies in, when Baton allocated it: kept as long as anything may
+    /// still serve a request into it.
+    _keep: Option<Arc<Region>>,
     /// Requests of each origin rank, oldest first: still arriving, or whole.
     queues: Vec<VecDeque<ReqId>>,
     /// Requests queued over all origins (a pass with none returns at once).
@@ -80,7 +84,15 @@ enum Outcome {
 }
 
 impl Exposure {
-    pub(super) fn new(ctx: u64, reply_ctx: u64, me: i32, procs: Vec<ProcIdx>, name: String, memory: Memory) -> Self {
+    pub(super) fn new(
+        ctx: u64,
+        reply_ctx: u64,
+        me: i32,
+        procs: Vec<ProcIdx>,
+        name: String,
+        memory: Memory,
+        keep: Option<Arc<Region>>,
+    ) -> Self {
         let n = procs.len();
         Exposure {
             ctx,
@@ -90,6 +102,7 @@ impl Exposure {
             name,
             served: Mutex::new(Served {
                 memory,
+                _keep: keep,
                 queues: vec![VecDeque::new(); n],
                 queued: 0,
                 lock: LockTable { held: vec![0; n], ..Default::default() },

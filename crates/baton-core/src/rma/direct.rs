@@ -1,0 +1,237 @@
+//! Windows in shared memory: when every member runs on this host and Baton allocates the
+//! memory (`MPI_Win_allocate`, `MPI_Win_allocate_shared`), one [`Region`] holds every member's
+//! part, mapped by all, and an origin carries out its operations itself: copies for puts and
+//! gets, hardware atomics for the elements of accumulates. Nothing is left owed to a target
+//! when a call returns, so flushes cost nothing and a fence is a barrier.
+//!
+//! Important types: [`Direct`] (the mapping, each rank's part and control line).
+//!
+//! Each rank has a control line after the parts: the word of its window lock ([`ShmLock`],
+//! shared or exclusive, `MPI_Win_lock`) and the word of a mutex for the accumulates that no
+//! hardware atomic serves (elements over 8 bytes, or not aligned to their size). An element is
+//! always updated the same way (its size and address decide), so the two kinds of update never
+//! meet on one element, and every accumulate is atomic per element, as the standard asks.
+
+use super::wire::Shape;
+use crate::comm::Comm;
+use crate::op::Op;
+use crate::runtime::Mpi;
+use baton_transport::atomic::ShmLock;
+use baton_transport::mem::UserBuf;
+use baton_transport::region::Region;
+use std::sync::Arc;
+
+const LINE: usize = 64;
+/// Word offsets within a control line.
+const LOCK: usize = 0;
+const ACC_MUTEX: usize = 8;
+
+fn round_up(n: usize) -> usize {
+    n.div_ceil(LINE) * LINE
+}
+
+/// A window's memory shared by all its members on this host.
+pub struct Direct {
+    pub region: Arc<Region>,
+    /// The whole mapping, valid while `region` lives.
+    buf: UserBuf,
+    /// Each rank's part: (offset in the region, bytes).
+    parts: Vec<(usize, usize)>,
+    /// Offset of rank 0's control line.
+    ctl: usize,
+}
+
+impl Direct {
+    /// Maps one region for every member of `comm`, whose sizes are `sizes`: parts back to back
+    /// when `contiguous` (`MPI_Win_allocate_shared`'s default), else each on its own cache lines.
+    /// Collective; None at every member when any could not map it.
+    pub fn map(mpi: &Mpi, comm: &Comm, sizes: &[usize], contiguous: bool) -> Option<Direct> {
+        let mut parts = Vec::with_capacity(sizes.len());
+        let mut at = 0usize;
+        for &s in sizes {
+            parts.push((at, s));
+            at = at.checked_add(if contiguous { s } else { round_up(s) })?;
+        }
+        let ctl = round_up(at);
+        let len = ctl.checked_add(LINE * sizes.len())?;
+        let created = if comm.rank == 0 { Region::create(len).ok() } else { None };
+        let announce: Vec<u8> = match &created {
+            Some(r) => {
+                let (pid, fd, n) = r.handle();
+                [pid as i64, fd as i64, n as i64].iter().flat_map(|v| v.to_le_bytes()).collect()
+            }
+            None => Vec::new(),
+        };
+        let got = mpi.bcast_internal(comm, 0, announce);
+        let word = |i: usize| got.get(8 * i..8 * i + 8).map(|w| i64::from_le_bytes(w.try_into().unwrap_or_default()));
+        let region = match created {
+            Some(r) => Some(r),
+            None => match (word(0), word(1), word(2)) {
+                (Some(pid), Some(fd), Some(n)) => Region::open(pid as i32, fd as i32, n as usize).ok(),
+                _ => None,
+            },
+        };
+        let ok = region.as_ref().is_some_and(|r| r.len() >= len);
+        let all = mpi.allgather(comm, vec![ok as u8]);
+        let mut region = region?;
+        if !all.iter().all(|b| b.first() == Some(&1)) {
+            return None;
+        }
+        region.close_fd();
+        let buf = region.buf();
+        Some(Direct { region: Arc::new(region), buf, parts, ctl })
+    }
+
+    /// Rank `r`'s memory.
+    pub fn part(&self, r: i32) -> UserBuf {
+        let (off, n) = self.parts[r as usize];
+        self.buf.sub(off, n)
+    }
+
+    fn word(&self, r: i32, which: usize) -> ShmLock<'_> {
+        let w = self.buf.atomic_u64(self.ctl + LINE * r as usize + which);
+        ShmLock::new(w.expect("control lines are aligned and inside the region"))
+    }
+
+    /// Tries to take rank `r`'s window lock.
+    pub fn try_lock(&self, r: i32, exclusive: bool) -> bool {
+        let l = self.word(r, LOCK);
+        if exclusive {
+            l.try_lock_exclusive()
+        } else {
+            l.try_lock_shared()
+        }
+    }
+
+    pub fn unlock(&self, r: i32, exclusive: bool) {
+        let l = self.word(r, LOCK);
+        if exclusive {
+            l.unlock_exclusive()
+        } else {
+            l.unlock_shared()
+        }
+    }
+
+    /// Runs `f` holding rank `r`'s accumulate mutex (held for a few element updates only).
+    fn with_mutex<R>(&self, r: i32, f: impl FnOnce() -> R) -> R {
+        let m = self.word(r, ACC_MUTEX);
+        let mut spins = 0u32;
+        while !m.try_lock_exclusive() {
+            spins += 1;
+            if spins % 64 == 0 {
+                // The holder may be waiting for this core (more ranks than cores).
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        let out = f();
+        m.unlock_exclusive();
+        out
+    }
+
+    /// `MPI_Put`: packed `data` into rank `r`'s memory at `off` as `shape` lays it out.
+    pub fn put(&self, r: i32, off: i64, shape: &Shape, data: &[u8]) {
+        let mem = self.part(r);
+        let mut done = 0;
+        for (o, n) in shape.blocks() {
+            mem.write((off + o) as usize, &data[done..done + n]);
+            done += n;
+        }
+    }
+
+    /// `MPI_Get`: the bytes `shape` lays out at `off` of rank `r`'s memory, packed into `out`.
+    pub fn get(&self, r: i32, off: i64, shape: &Shape, out: &mut [u8]) {
+        let mem = self.part(r);
+        let mut done = 0;
+        for (o, n) in shape.blocks() {
+            out[done..done + n].copy_from_slice(mem.read((off + o) as usize, n));
+            done += n;
+        }
+    }
+
+    /// The accumulates: `target = data op target` per element of `width` bytes (predefined
+    /// datatype `basic`), the old elements packed into `old` when given. `data` is empty for
+    /// `MPI_NO_OP`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn accumulate(
+        &self,
+        r: i32,
+        off: i64,
+        shape: &Shape,
+        op: Op,
+        basic: usize,
+        width: usize,
+        data: &[u8],
+        mut old: Option<&mut [u8]>,
+    ) {
+        let mem = self.part(r);
+        let width = width.max(1);
+        let mut done = 0;
+        for (o, n) in shape.blocks() {
+            let at = (off + o) as usize;
+            for i in 0..n / width {
+                let e = at + i * width;
+                let src = data.get(done + i * width..done + (i + 1) * width).unwrap_or(&[]);
+                let mut prev = [0u8; 8];
+                let atomic = width <= 8
+                    && mem
+                        .atomic_fetch_update(e, width, |cur| {
+                            if op == Op::NoOp || src.len() != width {
+                                return None;
+                            }
+                            let mut b = cur.to_ne_bytes();
+                            crate::op::apply(op, basic, src, &mut b[..width]);
+                            Some(u64::from_ne_bytes(b))
+                        })
+                        .map(|v| prev = v.to_ne_bytes())
+                        .is_some();
+                let pos = done + i * width;
+                if atomic {
+                    if let Some(out) = old.as_deref_mut() {
+                        out[pos..pos + width].copy_from_slice(&prev[..width]);
+                    }
+                    continue;
+                }
+                self.with_mutex(r, || {
+                    mem.modify(e, width, |cur| {
+                        if let Some(out) = old.as_deref_mut() {
+                            out[pos..pos + width].copy_from_slice(cur);
+                        }
+                        if op != Op::NoOp && src.len() == width {
+                            crate::op::apply(op, basic, src, cur);
+                        }
+                    })
+                });
+            }
+            done += n;
+        }
+    }
+
+    /// `MPI_Compare_and_swap` on the element of `width` bytes at `off` of rank `r`: stores
+    /// `new` where it equals `compare`; the old element goes to `old`.
+    pub fn compare_and_swap(&self, r: i32, off: i64, width: usize, new: &[u8], compare: &[u8], old: &mut [u8]) {
+        let mem = self.part(r);
+        let e = off as usize;
+        let word = |b: &[u8]| {
+            let mut w = [0u8; 8];
+            w[..b.len()].copy_from_slice(b);
+            u64::from_ne_bytes(w)
+        };
+        if width <= 8 {
+            let (n, c) = (word(new), word(compare));
+            if let Some(v) = mem.atomic_fetch_update(e, width, |cur| (cur == c).then_some(n)) {
+                old.copy_from_slice(&v.to_ne_bytes()[..width]);
+                return;
+            }
+        }
+        self.with_mutex(r, || {
+            mem.modify(e, width, |cur| {
+                old.copy_from_slice(cur);
+                if cur == compare {
+                    cur.copy_from_slice(new);
+                }
+            })
+        });
+    }
+}
