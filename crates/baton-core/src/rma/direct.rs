@@ -118,7 +118,7 @@ impl Direct {
         let mut spins = 0u32;
         while !m.try_lock_exclusive() {
             spins += 1;
-            if spins % 64 == 0 {
+            if spins.is_multiple_of(64) {
                 // The holder may be waiting for this core (more ranks than cores).
                 std::thread::yield_now();
             } else {

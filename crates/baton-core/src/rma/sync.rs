@@ -21,7 +21,7 @@ fn acquire(mpi: &Mpi, d: &super::Direct, rank: i32, exclusive: bool) {
     let mut tries = 0u32;
     while !d.try_lock(rank, exclusive) {
         tries += 1;
-        if tries % 16 == 0 {
+        if tries.is_multiple_of(16) {
             mpi.poll();
         }
         std::thread::yield_now();
