@@ -72,7 +72,8 @@ def classify_run(rc, timed_out, timeout_s, stdout, stderr, expected=None):
 def _last_meaningful(text):
     for line in reversed((text or "").splitlines()):
         line = line.strip()
-        if line and not line.startswith("=") and "Abort(" not in line[:6]:
+        # MPICH frames its messages in lines starting "=", Open MPI in rules of "-"
+        if line and not line.startswith("=") and line.strip("-") and "Abort(" not in line[:6]:
             return line
     return ""
 
