@@ -16,6 +16,7 @@
  * asynchronous progress serves it. */
 #include "common.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,14 +43,14 @@ int rma_win_make(MPI_Comm comm, int flavor, size_t bytes, int disp_unit, rma_win
 {
     static const char *calls[] = {"MPI_Win_allocate", "MPI_Win_create", "MPI_Win_allocate_shared"};
     MPI_Errhandler prev;
-    int rc, bad, len = 0;
+    int rc, len = 0;
     char msg[MPI_MAX_ERROR_STRING];
     memset(w, 0, sizeof *w);
     w->win = MPI_WIN_NULL;
     /* Whole cache lines: where an MPI lays the ranks' parts of a window side
      * by side in one shared segment, an 8-byte part would share its line with
-     * the neighbour's and time false sharing (and MPICH 4.0 puts into a
-     * part under 16 bytes land in the wrong rank's memory). */
+     * the neighbour's and time false sharing (and MPICH 4.0.2 lands puts
+     * into a part under 16 bytes in the wrong rank's memory). */
     bytes = bytes ? (bytes + 63) / 64 * 64 : 64;
     /* An MPI without one-sided support refuses here: that is a failed row of
      * this benchmark, not the end of the job. */
@@ -66,11 +67,14 @@ int rma_win_make(MPI_Comm comm, int flavor, size_t bytes, int disp_unit, rma_win
     }
     MPI_Comm_set_errhandler(comm, prev);
     MPI_Errhandler_free(&prev);
-    bad = rc != MPI_SUCCESS;
-    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, comm);
-    if (!bad)
+    if (rc != MPI_SUCCESS)
+        w->win = MPI_WIN_NULL;
+    /* every rank learns whether any failed; the lowest failing rank reports */
+    int me = rc != MPI_SUCCESS ? g_rank : INT_MAX, lowest;
+    MPI_Allreduce(&me, &lowest, 1, MPI_INT, MPI_MIN, comm);
+    if (lowest == INT_MAX)
         return 0;
-    if (rc != MPI_SUCCESS) {
+    if (lowest == g_rank) {
         if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
             len = snprintf(msg, sizeof msg, "error code %d", rc);
         msg[len < (int)sizeof msg ? len : (int)sizeof msg - 1] = 0;
@@ -79,14 +83,7 @@ int rma_win_make(MPI_Comm comm, int flavor, size_t bytes, int disp_unit, rma_win
                 *c = ' ';
         char line[MPI_MAX_ERROR_STRING + 128];
         snprintf(line, sizeof line, "rank %d: %s of %zu bytes failed: %s", g_rank, calls[flavor], bytes, msg);
-        /* one line per benchmark is enough: the lowest failing rank's */
-        int first = g_rank, lowest;
-        MPI_Allreduce(&first, &lowest, 1, MPI_INT, MPI_MIN, comm);
-        if (lowest == g_rank)
-            emit_error(bench, line);
-    } else {
-        int none = 1 << 30, lowest;
-        MPI_Allreduce(&none, &lowest, 1, MPI_INT, MPI_MIN, comm);
+        emit_error(bench, line);
     }
     rma_win_free(w);
     return 1;
