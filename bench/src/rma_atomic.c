@@ -210,7 +210,7 @@ static int run_point(MPI_Comm comm, const char *name, int kind, int contended, s
             snprintf(extra, sizeof extra, ",\"ops_per_s\":%.1f,\"success_share\":%.4f",
                      s.median_us > 0 ? nranks * 1e6 / s.median_us : 0.0,
                      tot[0] > 0 ? (double)tot[1] / (double)tot[0] : 0.0);
-        emit(name, bytes, nranks, &s, s.median_us > 0 ? (double)bytes / s.median_us : 0, extra);
+        emit(name, bytes, g_size, &s, s.median_us > 0 ? (double)bytes / s.median_us : 0, extra);
     }
     return 0;
 }
