@@ -72,7 +72,8 @@ def classify_run(rc, timed_out, timeout_s, stdout, stderr, expected=None):
 def _last_meaningful(text):
     for line in reversed((text or "").splitlines()):
         line = line.strip()
-        if line and not line.startswith("=") and "Abort(" not in line[:6]:
+        # MPICH frames its messages in lines starting "=", Open MPI in rules of "-"
+        if line and not line.startswith("=") and line.strip("-") and "Abort(" not in line[:6]:
             return line
     return ""
 
@@ -93,6 +94,13 @@ def calibration_factors(cal_by_round):
     return out
 
 
+# The one-sided benchmarks (bench/src/rma*.c), in report order.
+RMA_SYNCS = ("flush", "lock", "fence", "pscw", "create")
+RMA_LAT = ["rma_%s_lat_%s" % (op, sy) for op in ("put", "get") for sy in RMA_SYNCS]
+RMA_BW = ["rma_%s_bw_%s" % (op, sy) for op in ("put", "get") for sy in RMA_SYNCS]
+RMA_ATOMIC = ["rma_acc_lat", "rma_fop_lat", "rma_cas_lat", "rma_fop_contended", "rma_cas_contended"]
+RMA_BENCHES = RMA_LAT + RMA_BW + RMA_ATOMIC + ["rma_halo"]
+
 KEY_FIELDS = ("mpi", "bench", "size", "ranks")
 # A result whose median over rounds is more than this many times its best
 # round is "noisy": in half the rounds or more something other than the MPI
@@ -105,7 +113,7 @@ def is_noisy(row):
     return row.get("spread") is not None and row["spread"] > NOISY_SPREAD
 
 NUMERIC_EXTRA = ("msg_rate", "rate_per_s", "mkeys_per_s", "total_mbps", "round_us", "window",
-                 "channels", "pairs", "children")
+                 "channels", "pairs", "children", "ops_per_s", "success_share")
 
 
 def aggregate(records, factors=None):
@@ -269,6 +277,7 @@ AREAS = (
                                                      "reduce_scatter")),
     ("topo", "logical topologies", lambda b, n, cpus: b in ("star", "ring", "chaos")),
     ("ddt", "derived datatypes", lambda b, n, cpus: b.startswith("ddt_")),
+    ("rma", "one-sided communication", lambda b, n, cpus: b.startswith("rma_")),
     ("spawn", "dynamic processes", lambda b, n, cpus: b.startswith("spawn_")),
     ("is", "application kernel (NAS IS)", lambda b, n, cpus: b == "is"),
 )

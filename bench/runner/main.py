@@ -13,6 +13,15 @@ import time
 
 from . import analysis, mpis, report
 
+# Jobs of the one-sided suite: (job name, benchmarks, all ranks or 2, sizes:
+# a key of make_jobs' rma table; the atomics other than the accumulate are
+# always 8 bytes).  A crash ends the rest of its job and keeps the job from
+# later rounds, so the jobs are small and compare-and-swap (which Open MPI
+# 4.1's default osc/rdma component crashes on, on shared memory) runs alone.
+RMA_JOBS = [("rma_lat", analysis.RMA_LAT, False, "lat"), ("rma_bw", analysis.RMA_BW, False, "bw"),
+            ("rma_atomic", ["rma_acc_lat", "rma_fop_lat"], False, "acc"), ("rma_cas", ["rma_cas_lat"], False, "one"),
+            ("rma_fop_contended", ["rma_fop_contended"], True, "one"),
+            ("rma_cas_contended", ["rma_cas_contended"], True, "one"), ("rma_halo", ["rma_halo"], True, "halo")]
 COLLECTIVES = ["barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather",
                "alltoall", "alltoallv", "reduce_scatter"]
 GROUPS = {
@@ -24,6 +33,7 @@ GROUPS = {
     "spawn": ["spawn_latency", "spawn_rate", "spawn_pingpong"],
     "is": ["is"],
     "ddt": ["ddt_contig", "ddt_vector", "ddt_vector_vv", "ddt_struct"],
+    "rma": [b for _, bs, _, _ in RMA_JOBS for b in bs],
     "oversub": ["oversub"],
     "limits": ["limits"],
 }
@@ -54,11 +64,13 @@ def make_jobs(selected, mode, ranks, tscale):
     if mode == "smoke":
         p2p, coll, topo, ov, pp = [0, 8, 4 * K], [8, 4 * K], [8, 4 * K], [1 * K, 64 * K], [8, 4 * K]
         ddt = [128, 8 * K]
+        rma = {"lat": [8], "bw": [4 * K], "acc": [8], "one": [8], "halo": [K]}
         flag, timeout = ["--smoke"], 30
     elif mode == "quick":
         p2p, coll, topo, ov, pp = [8, K, 64 * K, M, 4 * M], [8, K, 64 * K, M], [K, 64 * K, M], \
             [K, 64 * K, M], [8, K, 64 * K]
         ddt = [512, 8 * K, 64 * K, 4 * M]
+        rma = {"lat": [8], "bw": [M], "acc": [8], "one": [8], "halo": [K, 64 * K]}
         flag, timeout = ["--quick"], 25
     else:
         p2p = [0] + [2 ** i for i in range(23)]
@@ -69,6 +81,9 @@ def make_jobs(selected, mode, ranks, tscale):
         # the matrix column takes payloads up to 8 KiB (N <= 1024), the
         # structs from 1 KiB, the contiguous reference all of them
         ddt = [128, 512] + [2 ** i for i in range(10, 23)]
+        sweep = [1, 8] + [4 ** i for i in range(2, 12)]  # 1 B to 4 MiB, with 8 B and 1 MiB
+        rma = {"lat": sweep, "bw": sweep, "acc": [8, 64, K, 64 * K], "one": [8],
+               "halo": [64 * 4 ** i for i in range(8)]}
         flag, timeout = ["--budget", "0.3"], 300
     t = lambda s: max(5, int(s * tscale))
     jobs = []
@@ -100,6 +115,14 @@ def make_jobs(selected, mode, ranks, tscale):
     b = sel(GROUPS["ddt"])
     if b:
         jobs.append(Job("ddt", b, 2, [",".join(b)] + flag + sizes_arg(ddt), t(timeout)))
+    for name, names, wide, kind in RMA_JOBS:
+        b = sel(names)
+        if b:
+            # up to ten benchmarks a job; an MPI whose passive target waits
+            # for the target process to be scheduled takes milliseconds an
+            # operation on a loaded machine
+            jobs.append(Job(name, b, max(ranks, 2) if wide else 2,
+                            [",".join(b)] + flag + sizes_arg(rma[kind]), t(timeout * max(1, len(b) // 4))))
     if "oversub" in selected:
         small = [8] if mode != "full" else [8, 1024]
         for n in (4, 8):

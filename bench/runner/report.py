@@ -9,11 +9,11 @@ from . import analysis
 LAT_BENCHES = ["pingpong", "token", "barrier", "bcast", "reduce", "allreduce", "gather", "scatter",
                "allgather", "alltoall", "alltoallv", "reduce_scatter", "spawn_pp_inter", "spawn_pp_intra"]
 BW_BENCHES = ["pingpong", "bw", "bibw", "mbw_mr", "star", "ring", "chaos", "ddt_contig", "ddt_vector",
-              "ddt_vector_vv", "ddt_struct"]
+              "ddt_vector_vv", "ddt_struct"] + analysis.RMA_BW + ["rma_halo"]
 ORDER = ["pingpong", "bw", "bibw", "mbw_mr", "token", "barrier", "bcast", "reduce", "allreduce", "gather",
          "scatter", "allgather", "alltoall", "alltoallv", "reduce_scatter", "star", "ring", "chaos",
          "spawn_latency", "spawn_rate", "spawn_pp_inter", "spawn_pp_intra", "is", "ddt_contig", "ddt_vector",
-         "ddt_vector_vv", "ddt_struct"]
+         "ddt_vector_vv", "ddt_struct"] + analysis.RMA_BENCHES
 
 
 def fmt_size(n):
@@ -386,7 +386,8 @@ def markdown(meta, rows, ov, runs, mpi_names, pngs, rel=None, area_ref=None):
         head = ["ranks", "size"] + ["%s us" % m for m in present]
         if bw:
             head += ["%s MB/s" % m for m in present]
-        extra = {"mbw_mr": "msg_rate", "spawn_rate": "rate_per_s", "is": "mkeys_per_s"}.get(b)
+        extra = {"mbw_mr": "msg_rate", "spawn_rate": "rate_per_s", "is": "mkeys_per_s",
+                 "rma_fop_contended": "ops_per_s", "rma_cas_contended": "ops_per_s"}.get(b)
         if extra:
             head += ["%s %s" % (m, extra) for m in present]
         vs_ref = ref in present

@@ -82,5 +82,27 @@ int bench_spawn(const char *name, const char *self);
 int spawn_child(int argc, char **argv);
 int bench_is(void);
 int bench_ddt(const char *name);
+/* One-sided: rma.c (put/get), rma_atomic.c, rma_halo.c; name starts "rma_". */
+int bench_rma(const char *name);
+int bench_rma_atomic(const char *name);
+int bench_rma_halo(void);
+
+/* A window made for a benchmark.  user_mem: base came from xmalloc
+ * (MPI_Win_create) and is freed with the window. */
+typedef struct {
+    MPI_Win win;
+    void *base;
+    int user_mem;
+} rma_win_t;
+
+enum { RMA_ALLOCATE, RMA_CREATE, RMA_SHARED };
+
+/* Creates a window of `bytes` (rounded up to whole cache lines) on comm
+ * (collective).  If the MPI refuses on any rank, prints an error line for
+ * `bench` naming the call and the MPI's message, frees what the other ranks
+ * got, and returns nonzero on every rank, so that the job goes on with its
+ * next benchmark. */
+int rma_win_make(MPI_Comm comm, int flavor, size_t bytes, int disp_unit, rma_win_t *w, const char *bench);
+void rma_win_free(rma_win_t *w);
 
 #endif

@@ -13,7 +13,9 @@ static const char *usage =
     "               alltoallv reduce_scatter\n"
     "  topologies: star ring chaos      overlap: overlap_fixed overlap_daxpy\n"
     "  spawn: spawn_latency spawn_rate spawn_pingpong      kernel: is\n"
-    "  datatypes: ddt_contig ddt_vector ddt_vector_vv ddt_struct\n";
+    "  datatypes: ddt_contig ddt_vector ddt_vector_vv ddt_struct\n"
+    "  one-sided: rma_{put,get}_{lat,bw}_{flush,lock,fence,pscw,create} rma_acc_lat\n"
+    "             rma_fop_lat rma_cas_lat rma_fop_contended rma_cas_contended rma_halo\n";
 
 int main(int argc, char **argv)
 {
@@ -61,6 +63,10 @@ int main(int argc, char **argv)
         else if (!strncmp(b, "spawn_", 6)) r = bench_spawn(b, argv[0]);
         else if (!strcmp(b, "is")) r = bench_is();
         else if (!strncmp(b, "ddt_", 4)) r = bench_ddt(b);
+        else if (!strcmp(b, "rma_halo")) r = bench_rma_halo();
+        else if (!strncmp(b, "rma_acc_", 8) || !strncmp(b, "rma_fop_", 8) || !strncmp(b, "rma_cas_", 8))
+            r = bench_rma_atomic(b);
+        else if (!strncmp(b, "rma_", 4)) r = bench_rma(b);
         else r = bench_coll(b);
         if (r) {
             rc = r;

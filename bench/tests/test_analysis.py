@@ -67,6 +67,12 @@ class Classify(unittest.TestCase):
         self.assertEqual(why, "exit code 1: spawn not supported")
         st, why, _ = analysis.classify_run(134, False, 10, "", "line one\nAssertion failed in foo.c\n")
         self.assertEqual(why, "exit code 134: Assertion failed in foo.c")
+        ompi = ("[vm:1] *** End of error message ***\n" + "-" * 74 +
+                "\nmpiexec noticed that process rank 1 with PID 0 on node vm exited on signal 11 (Segmentation "
+                "fault).\n" + "-" * 74 + "\n")
+        st, why, _ = analysis.classify_run(139, False, 10, "", ompi)
+        self.assertEqual(why, "exit code 139: mpiexec noticed that process rank 1 with PID 0 on node vm exited on "
+                              "signal 11 (Segmentation fault).")
 
     def test_signal(self):
         st, why, _ = analysis.classify_run(-11, False, 10, "", "")
