@@ -4,7 +4,7 @@
 
 use crate::p2p::user_buffer;
 use crate::request::handle_of;
-use crate::state::{Lib, WinObj};
+use crate::state::{Lib, WinObj, WinRef};
 use crate::validate::{Call, Data, Dt, Out};
 use baton_abi::consts as c;
 use baton_core::error::{MpiError, Result};
@@ -32,7 +32,7 @@ fn put_any(
     target_disp: isize,
     target_count: usize,
     target_datatype: Dt,
-    win: Arc<WinObj>,
+    win: WinRef,
     request: Option<Out<usize>>,
 ) -> Result<()> {
     let b = user_buffer(cx.name, origin)?;
@@ -51,7 +51,7 @@ pub(crate) fn put(
     target_disp: isize,
     target_count: usize,
     target_datatype: Dt,
-    win: Arc<WinObj>,
+    win: WinRef,
 ) -> Result<()> {
     put_any(cx, l, origin, target_rank, target_disp, target_count, target_datatype, win, None)
 }
@@ -65,7 +65,7 @@ pub(crate) fn rput(
     target_disp: isize,
     target_count: usize,
     target_datatype: Dt,
-    win: Arc<WinObj>,
+    win: WinRef,
     request: Out<usize>,
 ) -> Result<()> {
     put_any(cx, l, origin, target_rank, target_disp, target_count, target_datatype, win, Some(request))
@@ -80,7 +80,7 @@ fn get_any(
     target_disp: isize,
     target_count: usize,
     target_datatype: Dt,
-    win: Arc<WinObj>,
+    win: WinRef,
     request: Option<Out<usize>>,
 ) -> Result<()> {
     let b = user_buffer(cx.name, origin)?;
@@ -99,7 +99,7 @@ pub(crate) fn get(
     target_disp: isize,
     target_count: usize,
     target_datatype: Dt,
-    win: Arc<WinObj>,
+    win: WinRef,
 ) -> Result<()> {
     get_any(cx, l, origin, target_rank, target_disp, target_count, target_datatype, win, None)
 }
@@ -113,7 +113,7 @@ pub(crate) fn rget(
     target_disp: isize,
     target_count: usize,
     target_datatype: Dt,
-    win: Arc<WinObj>,
+    win: WinRef,
     request: Out<usize>,
 ) -> Result<()> {
     get_any(cx, l, origin, target_rank, target_disp, target_count, target_datatype, win, Some(request))
@@ -129,7 +129,7 @@ fn acc_any(
     target_count: usize,
     target_datatype: Dt,
     op: usize,
-    win: Arc<WinObj>,
+    win: WinRef,
     request: Option<Out<usize>>,
 ) -> Result<()> {
     let (o, basic) = rma_op(cx, op, &origin, target_count)?;
@@ -150,7 +150,7 @@ pub(crate) fn accumulate(
     target_count: usize,
     target_datatype: Dt,
     op: usize,
-    win: Arc<WinObj>,
+    win: WinRef,
 ) -> Result<()> {
     acc_any(cx, l, origin, target_rank, target_disp, target_count, target_datatype, op, win, None)
 }
@@ -165,7 +165,7 @@ pub(crate) fn raccumulate(
     target_count: usize,
     target_datatype: Dt,
     op: usize,
-    win: Arc<WinObj>,
+    win: WinRef,
     request: Out<usize>,
 ) -> Result<()> {
     acc_any(cx, l, origin, target_rank, target_disp, target_count, target_datatype, op, win, Some(request))
@@ -182,7 +182,7 @@ fn get_acc_any(
     target_count: usize,
     target_datatype: Dt,
     op: usize,
-    win: Arc<WinObj>,
+    win: WinRef,
     request: Option<Out<usize>>,
 ) -> Result<()> {
     // With MPI_NO_OP the origin buffer is ignored: its datatype may be anything.
@@ -206,7 +206,7 @@ pub(crate) fn get_accumulate(
     target_count: usize,
     target_datatype: Dt,
     op: usize,
-    win: Arc<WinObj>,
+    win: WinRef,
 ) -> Result<()> {
     get_acc_any(cx, l, origin, result, target_rank, target_disp, target_count, target_datatype, op, win, None)
 }
@@ -222,7 +222,7 @@ pub(crate) fn rget_accumulate(
     target_count: usize,
     target_datatype: Dt,
     op: usize,
-    win: Arc<WinObj>,
+    win: WinRef,
     request: Out<usize>,
 ) -> Result<()> {
     let r = Some(request);
@@ -264,7 +264,7 @@ pub(crate) fn fetch_and_op(
     target_rank: c_int,
     target_disp: isize,
     op: usize,
-    win: Arc<WinObj>,
+    win: WinRef,
 ) -> Result<()> {
     element(cx, &datatype, "datatype")?;
     let (o, basic) = crate::ops::rma_op(cx.name, op, datatype.handle, datatype.layout())?;
@@ -291,7 +291,7 @@ pub(crate) fn compare_and_swap(
     datatype: Dt,
     target_rank: c_int,
     target_disp: isize,
-    win: Arc<WinObj>,
+    win: WinRef,
 ) -> Result<()> {
     element(cx, &datatype, "datatype")?;
     for (p, n) in [(origin_addr, "origin_addr"), (compare_addr, "compare_addr"), (result_addr, "result_addr")] {
@@ -336,37 +336,37 @@ fn assert_ok(cx: Call, assert: c_int) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn fence(cx: Call, l: &Lib, assert: c_int, win: Arc<WinObj>) -> Result<()> {
+pub(crate) fn fence(cx: Call, l: &Lib, assert: c_int, win: WinRef) -> Result<()> {
     assert_ok(cx, assert)?;
-    win.core.fence(&l.mpi, cx.name, assert)
+    l.mpi.win_fence(cx.name, &win.core, assert, l.thread_level == c::MPI_THREAD_MULTIPLE)
 }
 
-pub(crate) fn start(cx: Call, l: &Lib, group: Arc<Group>, assert: c_int, win: Arc<WinObj>) -> Result<()> {
+pub(crate) fn start(cx: Call, l: &Lib, group: Arc<Group>, assert: c_int, win: WinRef) -> Result<()> {
     assert_ok(cx, assert)?;
     let ranks = ranks_in(cx, &win, &group)?;
     win.core.start(&l.mpi, cx.name, ranks, assert)
 }
 
-pub(crate) fn complete(cx: Call, l: &Lib, win: Arc<WinObj>) -> Result<()> {
+pub(crate) fn complete(cx: Call, l: &Lib, win: WinRef) -> Result<()> {
     win.core.complete(&l.mpi, cx.name)
 }
 
-pub(crate) fn post(cx: Call, l: &Lib, group: Arc<Group>, assert: c_int, win: Arc<WinObj>) -> Result<()> {
+pub(crate) fn post(cx: Call, l: &Lib, group: Arc<Group>, assert: c_int, win: WinRef) -> Result<()> {
     assert_ok(cx, assert)?;
     let ranks = ranks_in(cx, &win, &group)?;
     win.core.post(&l.mpi, cx.name, ranks, assert)
 }
 
-pub(crate) fn wait(cx: Call, l: &Lib, win: Arc<WinObj>) -> Result<()> {
+pub(crate) fn wait(cx: Call, l: &Lib, win: WinRef) -> Result<()> {
     win.core.wait(&l.mpi, cx.name, true).map(|_| ())
 }
 
-pub(crate) fn test(cx: Call, l: &Lib, win: Arc<WinObj>, flag: Out<c_int>) -> Result<()> {
+pub(crate) fn test(cx: Call, l: &Lib, win: WinRef, flag: Out<c_int>) -> Result<()> {
     flag.put(win.core.wait(&l.mpi, cx.name, false)? as c_int);
     Ok(())
 }
 
-pub(crate) fn lock(cx: Call, l: &Lib, lock_type: c_int, rank: c_int, assert: c_int, win: Arc<WinObj>) -> Result<()> {
+pub(crate) fn lock(cx: Call, l: &Lib, lock_type: c_int, rank: c_int, assert: c_int, win: WinRef) -> Result<()> {
     assert_ok(cx, assert)?;
     let exclusive = match lock_type {
         c::MPI_LOCK_EXCLUSIVE => true,
@@ -384,45 +384,45 @@ pub(crate) fn lock(cx: Call, l: &Lib, lock_type: c_int, rank: c_int, assert: c_i
     win.core.lock(&l.mpi, cx.name, exclusive, rank, assert)
 }
 
-pub(crate) fn unlock(cx: Call, l: &Lib, rank: c_int, win: Arc<WinObj>) -> Result<()> {
+pub(crate) fn unlock(cx: Call, l: &Lib, rank: c_int, win: WinRef) -> Result<()> {
     if rank == c::MPI_PROC_NULL {
         return Ok(());
     }
     win.core.unlock(&l.mpi, cx.name, rank)
 }
 
-pub(crate) fn lock_all(cx: Call, l: &Lib, assert: c_int, win: Arc<WinObj>) -> Result<()> {
+pub(crate) fn lock_all(cx: Call, l: &Lib, assert: c_int, win: WinRef) -> Result<()> {
     assert_ok(cx, assert)?;
     win.core.lock_all(&l.mpi, cx.name, assert)
 }
 
-pub(crate) fn unlock_all(cx: Call, l: &Lib, win: Arc<WinObj>) -> Result<()> {
+pub(crate) fn unlock_all(cx: Call, l: &Lib, win: WinRef) -> Result<()> {
     win.core.unlock_all(&l.mpi, cx.name)
 }
 
-pub(crate) fn flush(cx: Call, l: &Lib, rank: c_int, win: Arc<WinObj>) -> Result<()> {
+pub(crate) fn flush(cx: Call, l: &Lib, rank: c_int, win: WinRef) -> Result<()> {
     if rank == c::MPI_PROC_NULL {
         return Ok(());
     }
     win.core.flush(&l.mpi, cx.name, Some(rank), true)
 }
 
-pub(crate) fn flush_local(cx: Call, l: &Lib, rank: c_int, win: Arc<WinObj>) -> Result<()> {
+pub(crate) fn flush_local(cx: Call, l: &Lib, rank: c_int, win: WinRef) -> Result<()> {
     if rank == c::MPI_PROC_NULL {
         return Ok(());
     }
     win.core.flush(&l.mpi, cx.name, Some(rank), false)
 }
 
-pub(crate) fn flush_all(cx: Call, l: &Lib, win: Arc<WinObj>) -> Result<()> {
+pub(crate) fn flush_all(cx: Call, l: &Lib, win: WinRef) -> Result<()> {
     win.core.flush(&l.mpi, cx.name, None, true)
 }
 
-pub(crate) fn flush_local_all(cx: Call, l: &Lib, win: Arc<WinObj>) -> Result<()> {
+pub(crate) fn flush_local_all(cx: Call, l: &Lib, win: WinRef) -> Result<()> {
     win.core.flush(&l.mpi, cx.name, None, false)
 }
 
-pub(crate) fn sync(_cx: Call, l: &Lib, win: Arc<WinObj>) -> Result<()> {
+pub(crate) fn sync(_cx: Call, l: &Lib, win: WinRef) -> Result<()> {
     win.core.sync(&l.mpi);
     Ok(())
 }

@@ -157,6 +157,33 @@ pub struct Lib {
 
 static LIB: OnceLock<Lib> = OnceLock::new();
 
+/// Bumped whenever a window is freed; see [`Lib::win`].
+pub static WIN_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The thread's last window, kept alive here while `WIN_FAST` points at it.
+    static WIN_CACHE: std::cell::RefCell<Option<Arc<WinObj>>> = const { std::cell::RefCell::new(None) };
+    /// The same entry as plain values (handle, epoch, object), read with one thread-local access.
+    static WIN_FAST: std::cell::Cell<(usize, u64, *const WinObj)> =
+        const { std::cell::Cell::new((0, u64::MAX, std::ptr::null())) };
+}
+
+/// A window found by handle: borrowed from the thread's cache, or a counted reference.
+pub enum WinRef {
+    Borrowed(&'static WinObj),
+    Owned(Arc<WinObj>),
+}
+
+impl std::ops::Deref for WinRef {
+    type Target = WinObj;
+    fn deref(&self) -> &WinObj {
+        match self {
+            WinRef::Borrowed(w) => w,
+            WinRef::Owned(w) => w,
+        }
+    }
+}
+
 /// Bumped whenever a communicator is freed; see [`Lib::comm_arc`].
 pub static COMM_EPOCH: AtomicU64 = AtomicU64::new(0);
 
@@ -295,12 +322,26 @@ impl Lib {
     }
 
     /// The window behind `h`, or an `MPI_ERR_WIN` error naming `call`.
-    pub fn win(&self, call: &str, arg: &str, h: usize) -> Result<Arc<WinObj>> {
-        self.t()
+    /// The window behind `h`, or an `MPI_ERR_WIN` error naming `call`. One-sided operations
+    /// come in long runs on one window: the thread's last window is kept, so the lookup then
+    /// takes no lock (`WIN_EPOCH`, bumped by every `MPI_Win_free`, invalidates it).
+    pub fn win(&self, call: &str, arg: &str, h: usize) -> Result<WinRef> {
+        let epoch = WIN_EPOCH.load(Ordering::Acquire);
+        let (ch, ce, obj) = WIN_FAST.get();
+        if ch == h && ce == epoch && !obj.is_null() {
+            // SAFETY: `WIN_CACHE` of this thread holds an `Arc` of this very object (set together
+            // below), so it is alive; the epoch says no window was freed since.
+            return Ok(WinRef::Borrowed(unsafe { &*obj }));
+        }
+        let w = self
+            .t()
             .wins
             .get(h)
             .cloned()
-            .ok_or_else(|| MpiError::invalid_handle(call, arg, baton_core::error::HandleKind::Win, h))
+            .ok_or_else(|| MpiError::invalid_handle(call, arg, baton_core::error::HandleKind::Win, h))?;
+        WIN_FAST.set((h, epoch, Arc::as_ptr(&w)));
+        WIN_CACHE.with(|c| *c.borrow_mut() = Some(w.clone()));
+        Ok(WinRef::Owned(w))
     }
 
     pub fn new_group(&self, g: Group) -> usize {

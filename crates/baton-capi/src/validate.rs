@@ -566,7 +566,7 @@ pub fn errhandler(l: &Lib, call: &str, arg: &str, h: usize) -> Result<usize> {
 }
 
 /// Role `win`: a live window.
-pub fn win(l: &Lib, call: &str, arg: &str, h: usize) -> Result<Arc<crate::state::WinObj>> {
+pub fn win(l: &Lib, call: &str, arg: &str, h: usize) -> Result<crate::state::WinRef> {
     l.win(call, arg, h)
 }
 
@@ -579,7 +579,7 @@ impl Ranks for crate::state::WinObj {
     }
 }
 
-impl Ranks for Arc<crate::state::WinObj> {
+impl Ranks for crate::state::WinRef {
     fn ranks(&self) -> (i32, bool) {
         (**self).ranks()
     }

@@ -7,7 +7,7 @@
 //! becomes spans here, the one `unsafe` step.
 
 use crate::attr;
-use crate::state::{lib, Lib, WinObj};
+use crate::state::{lib, Lib, WinObj, WinRef};
 use crate::validate::{Call, CountOut, Out, StrOut};
 use baton_abi::consts as c;
 use baton_core::error::{MpiError, Result};
@@ -145,6 +145,7 @@ pub unsafe extern "C" fn PMPI_Win_free(win: *mut usize) -> c_int {
         let deleted = delete_all_attrs(l, h, &obj);
         let mut t = l.t();
         t.wins.remove(h);
+        crate::state::WIN_EPOCH.fetch_add(1, Ordering::AcqRel);
         let eh = obj.errhandler.load(Ordering::SeqCst);
         crate::comm::release_errhandler(&mut t, eh);
         drop(t);
@@ -154,7 +155,7 @@ pub unsafe extern "C" fn PMPI_Win_free(win: *mut usize) -> c_int {
     })
 }
 
-pub(crate) fn attach(cx: Call, _l: &Lib, win: Arc<WinObj>, base: *mut c_void, size: usize) -> Result<()> {
+pub(crate) fn attach(cx: Call, _l: &Lib, win: WinRef, base: *mut c_void, size: usize) -> Result<()> {
     if base.is_null() && size > 0 {
         return Err(MpiError::null_pointer(cx.name, "base"));
     }
@@ -163,16 +164,16 @@ pub(crate) fn attach(cx: Call, _l: &Lib, win: Arc<WinObj>, base: *mut c_void, si
     win.core.attach(cx.name, span)
 }
 
-pub(crate) fn detach(cx: Call, _l: &Lib, win: Arc<WinObj>, base: *mut c_void) -> Result<()> {
+pub(crate) fn detach(cx: Call, _l: &Lib, win: WinRef, base: *mut c_void) -> Result<()> {
     win.core.detach(cx.name, base as usize)
 }
 
-pub(crate) fn get_group(_cx: Call, l: &Lib, win: Arc<WinObj>, group: Out<usize>) -> Result<()> {
+pub(crate) fn get_group(_cx: Call, l: &Lib, win: WinRef, group: Out<usize>) -> Result<()> {
     group.put(l.new_group((*win.core.comm.group).clone()));
     Ok(())
 }
 
-pub(crate) fn set_name(_cx: Call, _l: &Lib, win: Arc<WinObj>, win_name: String) -> Result<()> {
+pub(crate) fn set_name(_cx: Call, _l: &Lib, win: WinRef, win_name: String) -> Result<()> {
     let max = c::MPI_MAX_OBJECT_NAME as usize - 1;
     *win.name.lock().unwrap() = win_name.chars().take(max).collect();
     Ok(())
@@ -190,7 +191,7 @@ pub(crate) fn get_name(cx: Call, l: &Lib, win: usize, win_name: StrOut, resultle
     Ok(())
 }
 
-pub(crate) fn set_info(_cx: Call, _l: &Lib, win: Arc<WinObj>, info: Vec<(String, String)>) -> Result<()> {
+pub(crate) fn set_info(_cx: Call, _l: &Lib, win: WinRef, info: Vec<(String, String)>) -> Result<()> {
     let mut cur = win.info.lock().unwrap();
     for (k, v) in info {
         match cur.iter_mut().find(|(ck, _)| *ck == k) {
@@ -201,7 +202,7 @@ pub(crate) fn set_info(_cx: Call, _l: &Lib, win: Arc<WinObj>, info: Vec<(String,
     Ok(())
 }
 
-pub(crate) fn get_info(_cx: Call, _l: &Lib, win: Arc<WinObj>, info_used: Out<usize>) -> Result<()> {
+pub(crate) fn get_info(_cx: Call, _l: &Lib, win: WinRef, info_used: Out<usize>) -> Result<()> {
     let mut kv = win.info.lock().unwrap().clone();
     // The hints whose values Baton follows, as it follows them.
     for (k, v) in [("accumulate_ordering", "rar,raw,war,waw"), ("accumulate_ops", "same_op_no_op")] {
@@ -213,7 +214,7 @@ pub(crate) fn get_info(_cx: Call, _l: &Lib, win: Arc<WinObj>, info_used: Out<usi
     Ok(())
 }
 
-pub(crate) fn set_errhandler(_cx: Call, l: &Lib, win: Arc<WinObj>, errhandler: usize) -> Result<()> {
+pub(crate) fn set_errhandler(_cx: Call, l: &Lib, win: WinRef, errhandler: usize) -> Result<()> {
     let mut t = l.t();
     if let Some(u) = t.errhandlers.get_mut(errhandler) {
         u.refs += 1;
@@ -223,7 +224,7 @@ pub(crate) fn set_errhandler(_cx: Call, l: &Lib, win: Arc<WinObj>, errhandler: u
     Ok(())
 }
 
-pub(crate) fn get_errhandler(_cx: Call, l: &Lib, win: Arc<WinObj>, errhandler: Out<usize>) -> Result<()> {
+pub(crate) fn get_errhandler(_cx: Call, l: &Lib, win: WinRef, errhandler: Out<usize>) -> Result<()> {
     let h = win.errhandler.load(Ordering::SeqCst);
     if let Some(u) = l.t().errhandlers.get_mut(h) {
         u.refs += 1;
@@ -250,13 +251,7 @@ fn is_predefined_key(k: c_int) -> bool {
     matches!(k, c::MPI_WIN_BASE | c::MPI_WIN_SIZE | c::MPI_WIN_DISP_UNIT | c::MPI_WIN_CREATE_FLAVOR | c::MPI_WIN_MODEL)
 }
 
-pub(crate) fn set_attr(
-    cx: Call,
-    l: &Lib,
-    win: Arc<WinObj>,
-    win_keyval: c_int,
-    attribute_val: *mut c_void,
-) -> Result<()> {
+pub(crate) fn set_attr(cx: Call, l: &Lib, win: WinRef, win_keyval: c_int, attribute_val: *mut c_void) -> Result<()> {
     let k = win_keyval;
     if is_predefined_key(k) {
         return Err(MpiError::new(c::MPI_ERR_KEYVAL, format!("{}: predefined attribute {k} is read-only", cx.name)));
@@ -280,7 +275,7 @@ pub(crate) fn set_attr(
 pub(crate) fn get_attr(
     cx: Call,
     l: &Lib,
-    win: Arc<WinObj>,
+    win: WinRef,
     win_keyval: c_int,
     attribute_val: *mut c_void,
     flag: Out<c_int>,
@@ -306,7 +301,7 @@ pub(crate) fn get_attr(
     Ok(())
 }
 
-pub(crate) fn delete_attr(cx: Call, l: &Lib, win: Arc<WinObj>, win_keyval: c_int) -> Result<()> {
+pub(crate) fn delete_attr(cx: Call, l: &Lib, win: WinRef, win_keyval: c_int) -> Result<()> {
     let k = win_keyval;
     let kv = attr::keyval(l, cx.name, k)?;
     let Some(v) = win.attrs.lock().unwrap().remove(k) else {
@@ -338,7 +333,7 @@ fn delete_all_attrs(l: &Lib, h: usize, obj: &WinObj) -> Result<()> {
 pub(crate) fn shared_query(
     _cx: Call,
     _l: &Lib,
-    win: Arc<WinObj>,
+    win: WinRef,
     rank: c_int,
     size: Out<isize>,
     disp_unit: CountOut,

@@ -34,6 +34,21 @@ fn with_packed<R>(b: &Buffer, f: impl FnOnce(&[u8]) -> R) -> R {
 }
 
 impl Device {
+    /// `MPI_Win_fence`: the window's operations complete, then its members meet in the
+    /// communicator's barrier (through shared memory where the members share an area).
+    pub fn win_fence(&self, call: &str, win: &Window, assert: i32, thread_multiple: bool) -> Result<()> {
+        win.fence_begin(self, call, assert)?;
+        let at = super::coll::Call {
+            comm: &win.comm,
+            handle: c::MPI_COMM_NULL,
+            form: super::Form::Blocking,
+            thread_multiple,
+        };
+        self.barrier(at)?;
+        win.fence_end(assert);
+        Ok(())
+    }
+
     /// `MPI_Win_create`, `MPI_Win_allocate`, `MPI_Win_create_dynamic` (collective over `comm`).
     pub fn win_create(
         &self,
@@ -97,8 +112,10 @@ impl Device {
         if t.rank == c::MPI_PROC_NULL {
             return Ok(request.then(|| done(self)));
         }
-        let data = if op == Op::NoOp { Vec::new() } else { packed(origin) };
-        win.get_accumulate(self, call, t, op, basic, &data, result.sink(), request)
+        if op == Op::NoOp {
+            return win.get_accumulate(self, call, t, op, basic, &[], result.sink(), request);
+        }
+        with_packed(origin, |data| win.get_accumulate(self, call, t, op, basic, data, result.sink(), request))
     }
 
     /// `MPI_Compare_and_swap`.

@@ -237,6 +237,15 @@ pub fn kind(dt: usize) -> Option<Kind> {
     Some(Kind { group, num, shape, fortran_logical })
 }
 
+/// Whether predefined datatype `dt` is a plain integer (what a hardware fetch-and-add sums).
+pub fn is_integer(dt: usize) -> bool {
+    kind(dt).is_some_and(|k| {
+        matches!(k.group, Group::CInteger | Group::FortranInteger | Group::MultiLanguage)
+            && k.shape == Shape::Scalar
+            && !k.fortran_logical
+    })
+}
+
 fn not_defined(call: &str, op: Op, dt_name: &str) -> MpiError {
     MpiError::new(c::MPI_ERR_OP, format!("{call}: {} is not defined for datatype {dt_name}", op.name()))
 }

@@ -140,6 +140,16 @@ impl Direct {
         }
     }
 
+    /// `MPI_Get` into a contiguous origin buffer `dst`: straight from the target's memory.
+    pub fn get_into(&self, r: i32, off: i64, shape: &Shape, dst: &UserBuf) {
+        let mem = self.part(r);
+        let mut done = 0;
+        for (o, n) in shape.blocks() {
+            dst.write(done, mem.read((off + o) as usize, n));
+            done += n;
+        }
+    }
+
     /// `MPI_Get`: the bytes `shape` lays out at `off` of rank `r`'s memory, packed into `out`.
     pub fn get(&self, r: i32, off: i64, shape: &Shape, out: &mut [u8]) {
         let mem = self.part(r);
@@ -167,6 +177,7 @@ impl Direct {
     ) {
         let mem = self.part(r);
         let width = width.max(1);
+        let integer = crate::op::is_integer(basic);
         let mut done = 0;
         for (o, n) in shape.blocks() {
             let at = (off + o) as usize;
@@ -174,18 +185,32 @@ impl Direct {
                 let e = at + i * width;
                 let src = data.get(done + i * width..done + (i + 1) * width).unwrap_or(&[]);
                 let mut prev = [0u8; 8];
-                let atomic = width <= 8
-                    && mem
-                        .atomic_fetch_update(e, width, |cur| {
-                            if op == Op::NoOp || src.len() != width {
-                                return None;
-                            }
-                            let mut b = cur.to_ne_bytes();
-                            crate::op::apply(op, basic, src, &mut b[..width]);
-                            Some(u64::from_ne_bytes(b))
-                        })
-                        .map(|v| prev = v.to_ne_bytes())
-                        .is_some();
+                let word = |b: &[u8]| {
+                    let mut w = [0u8; 8];
+                    w[..b.len()].copy_from_slice(b);
+                    u64::from_ne_bytes(w)
+                };
+                // The common operations have an instruction of their own.
+                let quick = match op {
+                    _ if width > 8 || src.len() != width && op != Op::NoOp => None,
+                    Op::NoOp => mem.atomic_load(e, width),
+                    Op::Replace => mem.atomic_swap(e, width, word(src)),
+                    Op::Sum if integer => mem.atomic_fetch_add(e, width, word(src)),
+                    _ => None,
+                };
+                let atomic = quick.map(|v| prev = v.to_ne_bytes()).is_some()
+                    || width <= 8
+                        && mem
+                            .atomic_fetch_update(e, width, |cur| {
+                                if op == Op::NoOp || src.len() != width {
+                                    return None;
+                                }
+                                let mut b = cur.to_ne_bytes();
+                                crate::op::apply(op, basic, src, &mut b[..width]);
+                                Some(u64::from_ne_bytes(b))
+                            })
+                            .map(|v| prev = v.to_ne_bytes())
+                            .is_some();
                 let pos = done + i * width;
                 if atomic {
                     if let Some(out) = old.as_deref_mut() {

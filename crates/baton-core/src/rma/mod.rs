@@ -241,6 +241,7 @@ impl Window {
     /// waits until every member is done with it, then stops serving it.
     pub fn free(&self, mpi: &Mpi, call: &str) -> Result<()> {
         self.access().check_closed(call)?;
+        mpi.detach_shm(&self.comm);
         mpi.barrier(&self.comm);
         mpi.remove_service(&self.service);
         Ok(())

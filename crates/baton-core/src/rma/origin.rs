@@ -249,9 +249,14 @@ impl Window {
         let mut a = self.access();
         a.check_epoch(call, t.rank)?;
         if let Some(d) = &self.direct {
-            let mut v = vec![0u8; shape.bytes() as usize];
-            d.get(t.rank, off, &shape, &mut v);
-            sink.write(0, &v);
+            match &sink {
+                Sink::Contig(dst) => d.get_into(t.rank, off, &shape, dst),
+                _ => {
+                    let mut v = vec![0u8; shape.bytes() as usize];
+                    d.get(t.rank, off, &shape, &mut v);
+                    sink.write(0, &v);
+                }
+            }
             return Ok(request.then(|| done(mpi)));
         }
         let rid = self.ask_with_answer(mpi, &mut a, t.rank, sink, |id| Ask::Get { id, off, shape }.encode(&[]));
@@ -310,9 +315,19 @@ impl Window {
         let data = if op == Op::NoOp { &[][..] } else { data };
         if let Some(d) = &self.direct {
             let mut sink = sink;
-            let mut old = vec![0u8; shape.bytes() as usize];
-            d.accumulate(t.rank, off, &shape, op, basic, element_size(basic, t.layout), data, Some(&mut old));
-            sink.write(0, &old);
+            let n = shape.bytes() as usize;
+            let width = element_size(basic, t.layout);
+            // A single element (MPI_Fetch_and_op's case) needs no allocation.
+            let mut small = [0u8; 32];
+            let mut big = Vec::new();
+            let old = if n <= small.len() {
+                &mut small[..n]
+            } else {
+                big.resize(n, 0);
+                &mut big[..]
+            };
+            d.accumulate(t.rank, off, &shape, op, basic, width, data, Some(&mut *old));
+            sink.write(0, old);
             return Ok(request.then(|| done(mpi)));
         }
         let rid = self.ask_with_answer(mpi, &mut a, t.rank, sink, |id| {

@@ -69,8 +69,9 @@ impl Window {
         self.land_fetches(mpi, a, rank as usize);
     }
 
-    /// `MPI_Win_fence`.
-    pub fn fence(&self, mpi: &Mpi, _call: &str, assert: i32) -> Result<()> {
+    /// `MPI_Win_fence`, before the barrier: completes this process's operations of the epoch
+    /// at their targets (unless `MPI_MODE_NOPRECEDE` says there were none).
+    pub fn fence_begin(&self, mpi: &Mpi, _call: &str, assert: i32) -> Result<()> {
         let mut a = self.access();
         if assert & c::MPI_MODE_NOPRECEDE == 0 {
             for r in 0..self.peers.len() as i32 {
@@ -78,10 +79,14 @@ impl Window {
             }
         }
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-        mpi.barrier(&self.comm);
-        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-        a.fence = assert & c::MPI_MODE_NOSUCCEED == 0;
         Ok(())
+    }
+
+    /// `MPI_Win_fence`, after the barrier: every member's operations of the epoch are done; the
+    /// next epoch opens unless `MPI_MODE_NOSUCCEED` says none follows.
+    pub fn fence_end(&self, assert: i32) {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        self.access().fence = assert & c::MPI_MODE_NOSUCCEED == 0;
     }
 
     /// `MPI_Win_start`: an access epoch to `group` (ranks of the window), once each has posted.
@@ -189,7 +194,7 @@ impl Window {
     /// Ends the passive epoch to `rank`: its operations complete there, the lock is released.
     fn release(&self, mpi: &Mpi, a: &mut Access, rank: i32) {
         if let Some(d) = &self.direct {
-            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            // Releasing the lock word publishes this process's stores to the target's memory.
             if let Lock::Asked { exclusive } = a.owed[rank as usize].lock {
                 d.unlock(rank, exclusive);
             }
@@ -278,7 +283,6 @@ impl Window {
     pub fn flush(&self, mpi: &Mpi, call: &str, rank: Option<i32>, remote: bool) -> Result<()> {
         let mut a = self.access();
         self.check_passive(&a, call, rank)?;
-        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         match rank {
             Some(r) => self.complete_to(mpi, &mut a, r, remote),
             None => {

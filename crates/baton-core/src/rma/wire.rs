@@ -21,16 +21,47 @@ pub struct Batch {
     pub stride: i64,
 }
 
-/// Where an operation's bytes lie at the target, in the order of the packed stream.
+/// Where an operation's bytes lie at the target, in the order of the packed stream. The first
+/// batch is kept inline: most operations have one, and then describing them allocates nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Shape {
-    pub batches: Vec<Batch>,
+    first: Option<Batch>,
+    rest: Vec<Batch>,
 }
 
 impl Shape {
+    pub fn from_batches(bs: impl IntoIterator<Item = Batch>) -> Shape {
+        let mut s = Shape::default();
+        bs.into_iter().for_each(|b| s.push(b));
+        s
+    }
+
+    fn push(&mut self, b: Batch) {
+        match self.first {
+            None => self.first = Some(b),
+            Some(_) => self.rest.push(b),
+        }
+    }
+
+    fn last_mut(&mut self) -> Option<&mut Batch> {
+        match self.rest.last_mut() {
+            Some(b) => Some(b),
+            None => self.first.as_mut(),
+        }
+    }
+
+    /// The batches, in packed order.
+    pub fn batches(&self) -> impl Iterator<Item = &Batch> {
+        self.first.iter().chain(self.rest.iter())
+    }
+
+    fn count(&self) -> usize {
+        self.first.is_some() as usize + self.rest.len()
+    }
+
     /// The blocks of `count` elements of `layout`, the first element at offset 0.
     pub fn of(layout: &Layout, count: usize) -> Shape {
-        let mut batches: Vec<Batch> = Vec::new();
+        let mut shape = Shape::default();
         layout.for_each_batch(count, |at, n, k, stride| {
             let mut b = Batch { at: at as i64, len: n as u64, count: k as u64, stride: stride as i64 };
             // Blocks back to back are one block.
@@ -38,36 +69,36 @@ impl Shape {
                 b = Batch { len: b.len * b.count, count: 1, stride: 0, ..b };
             }
             // A block that continues the previous one is one block.
-            if let Some(last) = batches.last_mut() {
+            if let Some(last) = shape.last_mut() {
                 if last.count == 1 && b.count == 1 && last.at + last.len as i64 == b.at {
                     last.len += b.len;
                     return;
                 }
             }
-            batches.push(b);
+            shape.push(b);
         });
-        Shape { batches }
+        shape
     }
 
     /// `len` bytes in one block at offset 0.
     pub fn contiguous(len: usize) -> Shape {
-        Shape { batches: vec![Batch { at: 0, len: len as u64, count: 1, stride: 0 }] }
+        Shape { first: Some(Batch { at: 0, len: len as u64, count: 1, stride: 0 }), rest: Vec::new() }
     }
 
     /// Every block as (offset, length), in packed order.
     pub fn blocks(&self) -> impl Iterator<Item = (i64, usize)> + '_ {
-        self.batches.iter().flat_map(|b| (0..b.count).map(move |i| (b.at + i as i64 * b.stride, b.len as usize)))
+        self.batches().flat_map(|b| (0..b.count).map(move |i| (b.at + i as i64 * b.stride, b.len as usize)))
     }
 
     /// Total bytes.
     pub fn bytes(&self) -> u64 {
-        self.batches.iter().map(|b| b.len * b.count).sum()
+        self.batches().map(|b| b.len * b.count).sum()
     }
 
     /// The byte range `[lo, hi)` the blocks touch, relative to the target address.
     pub fn range(&self) -> Option<(i64, i64)> {
         let mut r: Option<(i64, i64)> = None;
-        for b in &self.batches {
+        for b in self.batches() {
             if b.count == 0 || b.len == 0 {
                 continue;
             }
@@ -136,8 +167,8 @@ impl W {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
     fn shape(&mut self, s: &Shape) {
-        self.u32(s.batches.len() as u32);
-        for b in &s.batches {
+        self.u32(s.count() as u32);
+        for b in s.batches() {
             self.i64(b.at);
             self.u64(b.len);
             self.u64(b.count);
@@ -175,11 +206,11 @@ impl R<'_> {
         if n > self.0.len() / 32 {
             return None;
         }
-        let mut batches = Vec::with_capacity(n);
+        let mut shape = Shape::default();
         for _ in 0..n {
-            batches.push(Batch { at: self.i64()?, len: self.u64()?, count: self.u64()?, stride: self.i64()? });
+            shape.push(Batch { at: self.i64()?, len: self.u64()?, count: self.u64()?, stride: self.i64()? });
         }
-        Some(Shape { batches })
+        Some(shape)
     }
 }
 
@@ -268,9 +299,10 @@ mod tests {
     use baton_abi::consts as c;
 
     fn shape() -> Shape {
-        Shape {
-            batches: vec![Batch { at: 0, len: 8, count: 1, stride: 0 }, Batch { at: 16, len: 4, count: 3, stride: -8 }],
-        }
+        Shape::from_batches([
+            Batch { at: 0, len: 8, count: 1, stride: 0 },
+            Batch { at: 16, len: 4, count: 3, stride: -8 },
+        ])
     }
 
     #[test]
@@ -309,7 +341,7 @@ mod tests {
     fn shapes_follow_the_datatype() {
         let int = predefined(c::MPI_INT).unwrap();
         let s = Shape::of(int, 5);
-        assert_eq!(s.batches, vec![Batch { at: 0, len: 20, count: 1, stride: 0 }]);
+        assert_eq!(s.batches().copied().collect::<Vec<_>>(), vec![Batch { at: 0, len: 20, count: 1, stride: 0 }]);
         assert_eq!(s.bytes(), 20);
         assert_eq!(s.range(), Some((0, 20)));
         let v = Layout::vector(3, 1, 2, int).unwrap();
