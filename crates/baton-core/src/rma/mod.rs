@@ -158,12 +158,19 @@ impl Window {
         let peers: Vec<Peer> = all.iter().map(|b| Peer { size: word(b, 0), disp_unit: word(b, 1) }).collect();
         let host = mpi.proc_host(mpi.me);
         let one_host = comm.group.procs.iter().all(|&p| mpi.proc_host(p) == host);
+        // `BATON_TRANSPORTS=tcp` keeps every byte on sockets, the operations on windows Baton
+        // allocates included; `MPI_Win_allocate_shared` asks for shared memory by name.
+        let shm = crate::runtime::transports_allowed().is_ok_and(|(shm, _)| shm);
         let (flavor, direct, memory, keep) = match provide {
             Provide::User(b) => (Flavor::Create, None, Memory::Span(b), None),
             Provide::Dynamic => (Flavor::Dynamic, None, Memory::Dynamic(Vec::new()), None),
             Provide::Allocate { shared, noncontig } => {
                 let sizes: Vec<usize> = peers.iter().map(|p| p.size).collect();
-                let direct = if one_host { Direct::map(mpi, &wcomm, &sizes, shared && !noncontig) } else { None };
+                let direct = if one_host && (shm || shared) {
+                    Direct::map(mpi, &wcomm, &sizes, shared && !noncontig)
+                } else {
+                    None
+                };
                 let flavor = if shared { Flavor::Shared } else { Flavor::Allocate };
                 match direct {
                     Some(d) => {

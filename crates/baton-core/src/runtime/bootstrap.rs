@@ -25,7 +25,7 @@ pub(super) fn pmi_err(e: baton_pmi::PmiError) -> MpiError {
 
 /// Which transports `BATON_TRANSPORTS` allows: (shm, tcp); default both. (`Mpi::init` has
 /// refused names the build does not have.)
-pub(super) fn transports_allowed() -> Result<(bool, bool)> {
+pub(crate) fn transports_allowed() -> Result<(bool, bool)> {
     let list = baton_settings::TRANSPORTS.get();
     let has = |t: &str| list.split(',').any(|w| w == t);
     Ok((has("shm"), has("tcp")))

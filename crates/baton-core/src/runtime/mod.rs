@@ -28,6 +28,7 @@ mod procs;
 mod shm_areas;
 mod wait;
 
+pub(crate) use bootstrap::transports_allowed;
 pub use bootstrap::LAUNCHER;
 pub use internal::{TAG_ALLGATHER, TAG_BARRIER, TAG_BCAST, TAG_SWAP};
 pub(crate) use peers::{port_err, OpenPort};
