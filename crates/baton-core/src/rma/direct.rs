@@ -1,10 +1,14 @@
-//! Windows in shared memory: when every member runs on this host and Baton allocates the
-//! memory (`MPI_Win_allocate`, `MPI_Win_allocate_shared`), one [`Region`] holds every member's
-//! part, mapped by all, and an origin carries out its operations itself: copies for puts and
-//! gets, hardware atomics for the elements of accumulates. Nothing is left owed to a target
-//! when a call returns, so flushes cost nothing and a fence is a barrier.
+//! Windows whose members all run on this host, reached by the origin itself. Where Baton
+//! allocates the memory (`MPI_Win_allocate`, `MPI_Win_allocate_shared`), one [`Region`] holds
+//! every member's part, mapped by all: an origin copies for puts and gets and runs hardware
+//! atomics for the elements of accumulates. Where the application brought its memory
+//! (`MPI_Win_create`), the region holds only the control lines and an origin reads and writes
+//! the target's memory with single-copy transfers (`process_vm_readv`/`writev`), accumulates
+//! under the target's mutex. Either way nothing is left owed to a target when a call returns,
+//! so flushes cost nothing, a fence is a barrier, and a target computing without calling MPI
+//! does not hold anyone up.
 //!
-//! Important types: [`Direct`] (the mapping, each rank's part and control line).
+//! Important types: [`Direct`] (the region, each rank's [`Part`] and control line).
 //!
 //! Each rank has a control line after the parts: the word of its window lock ([`ShmLock`],
 //! shared or exclusive, `MPI_Win_lock`) and the word of a mutex for the accumulates that no
@@ -17,6 +21,7 @@ use crate::comm::Comm;
 use crate::op::Op;
 use crate::runtime::Mpi;
 use baton_transport::atomic::ShmLock;
+use baton_transport::cma;
 use baton_transport::mem::UserBuf;
 use baton_transport::region::Region;
 use std::sync::Arc;
@@ -26,19 +31,41 @@ const LINE: usize = 64;
 const LOCK: usize = 0;
 const ACC_MUTEX: usize = 8;
 
+/// A single-copy transfer that failed after the window's probe succeeded: the target's memory
+/// went away (the application freed it early) or the kernel changed its mind. Nothing was
+/// written elsewhere; say so once per call.
+fn report(r: std::io::Result<()>, rank: i32) {
+    if let Err(e) = r {
+        eprintln!("baton: a one-sided transfer to rank {rank} of a window failed: {e}");
+    }
+}
+
 fn round_up(n: usize) -> usize {
     n.div_ceil(LINE) * LINE
 }
 
-/// A window's memory shared by all its members on this host.
+/// Where a rank's window memory is, as this process reaches it.
+#[derive(Clone, Copy, Debug)]
+pub enum Part {
+    /// In the region, at this offset, this many bytes.
+    Mapped { off: usize, size: usize },
+    /// This process's own memory.
+    Own(UserBuf),
+    /// Another process's memory, by address.
+    Remote { pid: i32, base: usize, size: usize },
+}
+
+/// A window whose members all run on this host.
 pub struct Direct {
     pub region: Arc<Region>,
     /// The whole mapping, valid while `region` lives.
     buf: UserBuf,
-    /// Each rank's part: (offset in the region, bytes).
-    parts: Vec<(usize, usize)>,
+    parts: Vec<Part>,
     /// Offset of rank 0's control line.
     ctl: usize,
+    /// Accumulates may use hardware atomics: every part is mapped (else all go through the
+    /// target's mutex, since a single-copy transfer is not atomic).
+    atomics: bool,
 }
 
 impl Direct {
@@ -48,12 +75,41 @@ impl Direct {
     pub fn map(mpi: &Mpi, comm: &Comm, sizes: &[usize], contiguous: bool) -> Option<Direct> {
         let mut parts = Vec::with_capacity(sizes.len());
         let mut at = 0usize;
-        for &s in sizes {
-            parts.push((at, s));
-            at = at.checked_add(if contiguous { s } else { round_up(s) })?;
+        for &size in sizes {
+            parts.push(Part::Mapped { off: at, size });
+            at = at.checked_add(if contiguous { size } else { round_up(size) })?;
         }
-        let ctl = round_up(at);
-        let len = ctl.checked_add(LINE * sizes.len())?;
+        Self::with_region(mpi, comm, parts, round_up(at), true)
+    }
+
+    /// A window of the application's memory (`own` here; `others`: each member's process id,
+    /// address and size): control lines in a region, the memory reached by single-copy
+    /// transfers. Collective; None at every member when any cannot reach every other's memory.
+    pub fn reach(mpi: &Mpi, comm: &Comm, own: UserBuf, others: &[(i32, usize, usize)]) -> Option<Direct> {
+        let me = comm.rank as usize;
+        let parts: Vec<Part> = others
+            .iter()
+            .enumerate()
+            .map(|(r, &(pid, base, size))| if r == me { Part::Own(own) } else { Part::Remote { pid, base, size } })
+            .collect();
+        // One byte from every other member with memory: the kernel may forbid single-copy
+        // transfers (a seccomp filter, ptrace rules), and every member must agree before any
+        // uses them.
+        let mut probe = [0u8; 1];
+        let ok = parts.iter().all(|p| match *p {
+            Part::Remote { pid, base, size } if size > 0 => cma::read_into(pid, base, &mut probe).is_ok(),
+            _ => true,
+        });
+        let all = mpi.allgather(comm, vec![ok as u8]);
+        if !all.iter().all(|b| b.first() == Some(&1)) {
+            return None;
+        }
+        Self::with_region(mpi, comm, parts, 0, false)
+    }
+
+    /// Maps a region of `ctl` bytes of parts plus a control line per member (collective).
+    fn with_region(mpi: &Mpi, comm: &Comm, parts: Vec<Part>, ctl: usize, atomics: bool) -> Option<Direct> {
+        let len = ctl.checked_add(LINE * parts.len())?;
         let created = if comm.rank == 0 { Region::create(len).ok() } else { None };
         let announce: Vec<u8> = match &created {
             Some(r) => {
@@ -79,13 +135,39 @@ impl Direct {
         }
         region.close_fd();
         let buf = region.buf();
-        Some(Direct { region: Arc::new(region), buf, parts, ctl })
+        Some(Direct { region: Arc::new(region), buf, parts, ctl, atomics })
     }
 
-    /// Rank `r`'s memory.
+    /// Rank `r`'s memory as a span of this process, if it is mapped here.
+    pub fn mapped(&self, r: i32) -> Option<UserBuf> {
+        match self.parts[r as usize] {
+            Part::Mapped { off, size } => Some(self.buf.sub(off, size)),
+            Part::Own(b) => Some(b),
+            Part::Remote { .. } => None,
+        }
+    }
+
+    /// Rank `r`'s memory mapped here, for `MPI_Win_allocate`'s callers.
     pub fn part(&self, r: i32) -> UserBuf {
-        let (off, n) = self.parts[r as usize];
-        self.buf.sub(off, n)
+        self.mapped(r).unwrap_or(UserBuf::empty())
+    }
+
+    /// Writes `src` at offset `at` of rank `r`'s memory.
+    fn write(&self, r: i32, at: usize, src: &[u8]) {
+        match self.parts[r as usize] {
+            Part::Remote { pid, base, .. } => report(cma::write(pid, base + at, src), r),
+            _ => {
+                self.part(r).write(at, src);
+            }
+        }
+    }
+
+    /// Reads `dst.len()` bytes at offset `at` of rank `r`'s memory.
+    fn read(&self, r: i32, at: usize, dst: &mut [u8]) {
+        match self.parts[r as usize] {
+            Part::Remote { pid, base, .. } => report(cma::read_into(pid, base + at, dst), r),
+            _ => dst.copy_from_slice(self.part(r).read(at, dst.len())),
+        }
     }
 
     fn word(&self, r: i32, which: usize) -> ShmLock<'_> {
@@ -132,16 +214,26 @@ impl Direct {
 
     /// `MPI_Put`: packed `data` into rank `r`'s memory at `off` as `shape` lays it out.
     pub fn put(&self, r: i32, off: i64, shape: &Shape, data: &[u8]) {
-        let mem = self.part(r);
         let mut done = 0;
         for (o, n) in shape.blocks() {
-            mem.write((off + o) as usize, &data[done..done + n]);
+            self.write(r, (off + o) as usize, &data[done..done + n]);
             done += n;
         }
     }
 
     /// `MPI_Get` into a contiguous origin buffer `dst`: straight from the target's memory.
     pub fn get_into(&self, r: i32, off: i64, shape: &Shape, dst: &UserBuf) {
+        if let Part::Remote { pid, base, .. } = self.parts[r as usize] {
+            let mut local = Vec::new();
+            let mut remote = Vec::new();
+            let mut done = 0;
+            for (o, n) in shape.blocks() {
+                local.push((done, n));
+                remote.push((base + (off + o) as usize, n));
+                done += n;
+            }
+            return report(cma::readv(pid, dst, &local, &remote), r);
+        }
         let mem = self.part(r);
         let mut done = 0;
         for (o, n) in shape.blocks() {
@@ -152,10 +244,9 @@ impl Direct {
 
     /// `MPI_Get`: the bytes `shape` lays out at `off` of rank `r`'s memory, packed into `out`.
     pub fn get(&self, r: i32, off: i64, shape: &Shape, out: &mut [u8]) {
-        let mem = self.part(r);
         let mut done = 0;
         for (o, n) in shape.blocks() {
-            out[done..done + n].copy_from_slice(mem.read((off + o) as usize, n));
+            self.read(r, (off + o) as usize, &mut out[done..done + n]);
             done += n;
         }
     }
@@ -175,8 +266,11 @@ impl Direct {
         data: &[u8],
         mut old: Option<&mut [u8]>,
     ) {
-        let mem = self.part(r);
         let width = width.max(1);
+        if !self.atomics {
+            return self.accumulate_locked(r, off, shape, op, basic, data, old);
+        }
+        let mem = self.part(r);
         let integer = crate::op::is_integer(basic);
         let mut done = 0;
         for (o, n) in shape.blocks() {
@@ -233,11 +327,51 @@ impl Direct {
         }
     }
 
+    /// The accumulates on memory reached by single-copy transfers: under the target's mutex,
+    /// block by block, the old bytes read, combined and written back.
+    #[allow(clippy::too_many_arguments)]
+    fn accumulate_locked(
+        &self,
+        r: i32,
+        off: i64,
+        shape: &Shape,
+        op: Op,
+        basic: usize,
+        data: &[u8],
+        mut old: Option<&mut [u8]>,
+    ) {
+        self.with_mutex(r, || {
+            let mut done = 0;
+            let mut cur = Vec::new();
+            for (o, n) in shape.blocks() {
+                let at = (off + o) as usize;
+                cur.resize(n, 0);
+                self.read(r, at, &mut cur);
+                if let Some(out) = old.as_deref_mut() {
+                    out[done..done + n].copy_from_slice(&cur);
+                }
+                if op != Op::NoOp && data.len() >= done + n {
+                    crate::op::apply(op, basic, &data[done..done + n], &mut cur);
+                    self.write(r, at, &cur);
+                }
+                done += n;
+            }
+        })
+    }
+
     /// `MPI_Compare_and_swap` on the element of `width` bytes at `off` of rank `r`: stores
     /// `new` where it equals `compare`; the old element goes to `old`.
     pub fn compare_and_swap(&self, r: i32, off: i64, width: usize, new: &[u8], compare: &[u8], old: &mut [u8]) {
-        let mem = self.part(r);
         let e = off as usize;
+        if !self.atomics {
+            return self.with_mutex(r, || {
+                self.read(r, e, old);
+                if old == compare {
+                    self.write(r, e, new);
+                }
+            });
+        }
+        let mem = self.part(r);
         let word = |b: &[u8]| {
             let mut w = [0u8; 8];
             w[..b.len()].copy_from_slice(b);

@@ -150,7 +150,13 @@ impl Window {
         let ctx = comm.derive_ctx(0x7769_6e64_6f77);
         let wcomm = Arc::new(Comm::new(ctx, comm.group.clone(), comm.rank));
         let reply_ctx = hash_words(&[ctx, 0x0072_6570_6c79]) & !1;
-        let mine: Vec<u8> = [size as u64, disp_unit as u64].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let addr = match provide {
+            Provide::User(b) => b.addr(),
+            _ => 0,
+        };
+        let pid = std::process::id() as u64;
+        let mine: Vec<u8> =
+            [size as u64, disp_unit as u64, addr as u64, pid].iter().flat_map(|v| v.to_le_bytes()).collect();
         let all = mpi.allgather(&wcomm, mine);
         let word = |b: &[u8], i: usize| {
             b.get(8 * i..8 * i + 8).map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap_or_default())) as usize
@@ -162,7 +168,17 @@ impl Window {
         // allocates included; `MPI_Win_allocate_shared` asks for shared memory by name.
         let shm = crate::runtime::transports_allowed().is_ok_and(|(shm, _)| shm);
         let (flavor, direct, memory, keep) = match provide {
-            Provide::User(b) => (Flavor::Create, None, Memory::Span(b), None),
+            Provide::User(b) => {
+                let direct = if one_host && shm {
+                    let others: Vec<(i32, usize, usize)> =
+                        all.iter().map(|w| (word(w, 3) as i32, word(w, 2), word(w, 0))).collect();
+                    Direct::reach(mpi, &wcomm, b, &others)
+                } else {
+                    None
+                };
+                let keep = direct.as_ref().map(|d| d.region.clone());
+                (Flavor::Create, direct, Memory::Span(b), keep)
+            }
             Provide::Dynamic => (Flavor::Dynamic, None, Memory::Dynamic(Vec::new()), None),
             Provide::Allocate { shared, noncontig } => {
                 let sizes: Vec<usize> = peers.iter().map(|p| p.size).collect();
