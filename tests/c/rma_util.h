@@ -3,7 +3,8 @@
    Standard MPI + C11 only.
 
    MPICH 4.0.2 (Debian, ch4:ucx) sends every Put/Get on a window made by
-   MPI_Win_allocate to rank 0's memory instead of the target's: with
+   MPI_Win_allocate to rank 0's memory instead of the target's (its
+   MPI_WIN_BASE attribute is rank 0's segment on every rank): with
    -DSKIP_MPICH_402_BUGS the tests leave the MPI_Win_allocate flavour out.
    Open MPI 4.1.4 (Debian) fails most window creations on a one-process
    communicator with MPI_ERR_WIN (its osc/rdma component is chosen and
