@@ -2,12 +2,13 @@
 /* timeout: 60 */
 /* Active-target synchronisation with MPI_Win_fence, on windows of both
    flavours (MPI_Win_create over MPI_Alloc_mem memory, MPI_Win_allocate):
-   rounds of three epochs in a row, every rank to every rank (itself
+   rounds of four epochs in a row, every rank to every rank (itself
    included): Put into the origin's block of every target, Get of every
    target's block back, Accumulate (MPI_SUM into a shared block, then
    MPI_REPLACE), with the assertions MPI_MODE_NOPRECEDE, NOSTORE, NOPUT and
-   NOSUCCEED where they hold; results checked after each closing fence. Also: an empty
-   epoch, a 64 KiB Put to the right neighbour, displacement units of 8 bytes.
+   NOSUCCEED where they hold; results checked after each closing fence.
+   Also: an empty epoch, a 64 KiB Put to the right neighbour, displacement
+   units of 8 bytes.
    -DSKIP_MPICH_402_BUGS, -DSKIP_OMPI_414_BUGS: see rma_util.h. */
 #include "rma_util.h"
 
