@@ -7,8 +7,7 @@
    stores; MPI_Win_sync + barrier order the stores and loads (inside a
    lock_all epoch). Each rank checks the whole domain against a serial
    computation, reading every segment by loads and once by MPI_Get on the same
-   window. The update is integer arithmetic, so the comparison is exact.
-   -DSKIP_OMPI_414_BUGS: see rma_util.h. */
+   window. The update is integer arithmetic, so the comparison is exact. */
 #include "rma_util.h"
 
 #define M 64
@@ -93,8 +92,6 @@ static void halo(int noncontig, MPI_Comm node, const int *reference)
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
-    if (rma_skip_single_process("rma_shared"))
-        return 0;
     MPI_Comm node;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &rank);
