@@ -55,8 +55,10 @@ static void shared_and_self(int flavor, int *w, MPI_Win win)
     int mine[SLOTS];
     for (int i = 0; i < SLOTS; i++)
         mine[i] = rma_value(rank, rank, i, 2);
-    /* a Put to itself replaces the last SLOTS ints; the loads below see it
-       once the lock is released */
+    /* a Put to itself replaces the last SLOTS ints (after Win_sync: under the
+       separate model the stores must reach the public copy first); the loads
+       below see it once the lock is released */
+    CHECK_MPI(MPI_Win_sync(win));
     CHECK_MPI(MPI_Put(mine, SLOTS, MPI_INT, rank, DATA + SLOTS * (size - 1), SLOTS, MPI_INT, win));
     CHECK_MPI(MPI_Win_unlock(rank, win));
     for (int i = 0; i < SLOTS * size; i++) {

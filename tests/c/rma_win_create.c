@@ -175,12 +175,14 @@ static void dynamic(void)
         }
         CHECK_MPI(MPI_Win_unlock_all(win));
         MPI_Barrier(MPI_COMM_WORLD);
+        CHECK_MPI(MPI_Win_lock(MPI_LOCK_SHARED, rank, 0, win)); /* public to private copy */
         int bad = 0;
         for (int o = 0; o < size; o++)
             for (int i = 0; i < N; i++)
                 if (mem[N * o + i] != rma_value(o, rank, i, 5 + round) && bad++ == 0)
                     CHECK(0, "dynamic round %d: block of %d [%d] = %d, expected %d", round, o, i,
                           mem[N * o + i], rma_value(o, rank, i, 5 + round));
+        CHECK_MPI(MPI_Win_unlock(rank, win));
         MPI_Barrier(MPI_COMM_WORLD);
         CHECK_MPI(MPI_Win_detach(win, mem));
         free(addrs);
