@@ -3,9 +3,10 @@
 /* Window attributes, groups, names and info: the predefined attributes
    MPI_WIN_BASE, MPI_WIN_SIZE, MPI_WIN_DISP_UNIT, MPI_WIN_CREATE_FLAVOR and
    MPI_WIN_MODEL (UNIFIED or SEPARATE, printed) of create, allocate, shared
-   and dynamic windows (MPI_BOTTOM, 0, 1); user keyvals (Win_create_keyval with copy and delete
-   callbacks, set/get/delete_attr, the delete callback called with the value
-   at Win_delete_attr, on a replaced value and at Win_free, Win_free_keyval);
+   and dynamic windows (MPI_BOTTOM, 0, 1); user keyvals (Win_create_keyval
+   with copy and delete callbacks, the copy one never called,
+   set/get/delete_attr, the delete callback called with the value at
+   Win_delete_attr, on a replaced value and at Win_free, Win_free_keyval);
    Win_get_group against the communicator's group; Win_set_name/get_name
    (empty by default); Win_get_info/Win_set_info with no_locks,
    accumulate_ordering, accumulate_ops, same_size, same_disp_unit and
@@ -20,6 +21,21 @@
 static int rank, size;
 static int delete_calls = 0;
 static void *deleted_value = NULL;
+
+static int copy_calls = 0;
+
+/* Windows are never duplicated, so MPI must never call this. */
+static int on_copy(MPI_Win win, int keyval, void *extra, void *in, void *out, int *flag)
+{
+    (void)win;
+    (void)keyval;
+    (void)extra;
+    (void)in;
+    (void)out;
+    copy_calls++;
+    *flag = 0;
+    return MPI_SUCCESS;
+}
 
 static int on_delete(MPI_Win win, int keyval, void *value, void *extra)
 {
@@ -66,7 +82,7 @@ static void user_keyvals(MPI_Win win)
 {
     int kv = MPI_KEYVAL_INVALID;
     static int a = 1, b = 2;
-    CHECK_MPI(MPI_Win_create_keyval(MPI_WIN_DUP_FN, on_delete, &kv, &delete_calls));
+    CHECK_MPI(MPI_Win_create_keyval(on_copy, on_delete, &kv, &delete_calls));
     CHECK(kv != MPI_KEYVAL_INVALID, "Win_create_keyval left MPI_KEYVAL_INVALID");
     void *v = NULL;
     int flag = 1;
@@ -226,6 +242,7 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Win_free(&win));
     CHECK(delete_calls == 1 && deleted_value != NULL,
           "Win_free: delete callback called %d times", delete_calls);
+    CHECK(copy_calls == 0, "the copy callback of a window keyval was called %d times", copy_calls);
     free(mem);
 
     void *base = NULL;
