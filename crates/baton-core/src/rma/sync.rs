@@ -126,14 +126,17 @@ impl Window {
     }
 
     /// `MPI_Win_post`: an exposure epoch to `group` (ranks of the window).
-    pub fn post(&self, mpi: &Mpi, call: &str, group: Vec<i32>, _assert: i32) -> Result<()> {
+    pub fn post(&self, mpi: &Mpi, call: &str, group: Vec<i32>, assert: i32) -> Result<()> {
         let mut a = self.access();
         if a.posted.is_some() {
             return Err(MpiError::new(c::MPI_ERR_RMA_SYNC, format!("{call}: an MPI_Win_post epoch is already open")));
         }
         let reply_ctx = self.exposure.reply_ctx;
         let me = self.comm.rank;
-        for &r in &group {
+        // With MPI_MODE_NOCHECK the matching starts carry it too and wait for no notice: one
+        // sent anyway would be taken by a later epoch's start, too early.
+        let notify = if assert & c::MPI_MODE_NOCHECK == 0 { &group[..] } else { &[] };
+        for &r in notify {
             let to = self.comm.proc_of(r);
             mpi.with_engine(|e, n| {
                 let s = e.send(n, to, reply_ctx, me, TAG_POST, SendData::Packed(Vec::new()), false, Sender::GoesOn);
