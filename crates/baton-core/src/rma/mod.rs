@@ -102,9 +102,24 @@ pub struct Window {
     pub exposure: Arc<Exposure>,
     service: Arc<dyn Service>,
     access: Mutex<Access>,
-    /// The members' memory in one shared mapping, when they all run on this host and Baton
-    /// allocated it: origins then reach targets themselves ([`direct`]).
+    /// The members' memory, when they all run on this host: origins then reach targets
+    /// themselves ([`direct`]).
     pub direct: Option<Direct>,
+    /// The epochs of a direct window, read without `access`'s lock by the operations.
+    pub(crate) fast: Fast,
+}
+
+/// The epoch state a direct window's operations check: lock-free, since every operation reads it
+/// and a lock taken per call would cost as much as the operation. Only this process's own calls
+/// change it (concurrent epochs on one window from several threads are the application's error).
+#[derive(Default)]
+pub(crate) struct Fast {
+    /// Per target: [`origin::HELD_NONE`], shared, exclusive or `MPI_MODE_NOCHECK`.
+    pub locks: Vec<std::sync::atomic::AtomicU8>,
+    pub lock_all: std::sync::atomic::AtomicBool,
+    pub fence: std::sync::atomic::AtomicBool,
+    /// An `MPI_Win_start` epoch is open (its group is in `Access`).
+    pub started: std::sync::atomic::AtomicBool,
 }
 
 /// Operations as one byte on the wire.
@@ -232,6 +247,7 @@ impl Window {
             service,
             access: Mutex::new(Access::new(n)),
             direct,
+            fast: Fast { locks: (0..n).map(|_| Default::default()).collect(), ..Default::default() },
         }))
     }
 
@@ -264,6 +280,7 @@ impl Window {
     /// waits until every member is done with it, then stops serving it.
     pub fn free(&self, mpi: &Mpi, call: &str) -> Result<()> {
         self.access().check_closed(call)?;
+        self.check_closed_direct(call)?;
         mpi.detach_shm(&self.comm);
         mpi.barrier(&self.comm);
         mpi.remove_service(&self.service);

@@ -17,6 +17,12 @@ use crate::progress::EngineAccess;
 use crate::runtime::Mpi;
 use baton_abi::consts as c;
 
+/// A direct window's lock states per target ([`super::Fast`]).
+pub const HELD_NONE: u8 = 0;
+pub const HELD_SHARED: u8 = 1;
+pub const HELD_EXCLUSIVE: u8 = 2;
+pub const HELD_NOCHECK: u8 = 3;
+
 /// A passive-target lock as this origin sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lock {
@@ -80,12 +86,17 @@ impl Access {
 
     /// Fails unless an access epoch to `rank` is open.
     pub(crate) fn check_epoch(&self, call: &str, rank: i32) -> Result<()> {
-        let open = self.owed[rank as usize].lock != Lock::None
+        let open = self.owed.get(rank as usize).is_some_and(|o| o.lock != Lock::None)
             || self.fence
             || self.started.as_ref().is_some_and(|g| g.contains(&rank));
         if open {
             return Ok(());
         }
+        self.check_epoch_none(call, rank)
+    }
+
+    /// The error of an operation to `rank` outside every epoch.
+    pub(crate) fn check_epoch_none(&self, call: &str, rank: i32) -> Result<()> {
         Err(MpiError::new(
             c::MPI_ERR_RMA_SYNC,
             format!(
@@ -135,6 +146,19 @@ pub struct Target<'a> {
 }
 
 impl Window {
+    /// A direct window's [`Access::check_epoch`], from the lock-free state.
+    fn check_epoch_direct(&self, call: &str, rank: i32) -> Result<()> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let f = &self.fast;
+        if f.locks[rank as usize].load(Relaxed) != HELD_NONE || f.fence.load(Relaxed) {
+            return Ok(());
+        }
+        if f.started.load(Relaxed) {
+            return self.access().check_epoch(call, rank);
+        }
+        Access::new(0).check_epoch_none(call, rank)
+    }
+
     /// The byte offset (or, in a dynamic window, the address) and the shape of `t`, checked
     /// against the target's window where the origin knows its size.
     fn locate(&self, call: &str, t: &Target) -> Result<(i64, Shape)> {
@@ -229,12 +253,13 @@ impl Window {
     pub fn put(&self, mpi: &Mpi, call: &str, t: Target, data: &[u8]) -> Result<()> {
         let (off, shape) = self.locate(call, &t)?;
         Self::check_sizes(call, "origin buffer", data.len(), &shape)?;
-        let mut a = self.access();
-        a.check_epoch(call, t.rank)?;
         if let Some(d) = &self.direct {
+            self.check_epoch_direct(call, t.rank)?;
             d.put(t.rank, off, &shape, data);
             return Ok(());
         }
+        let mut a = self.access();
+        a.check_epoch(call, t.rank)?;
         let msg = Ask::Put { off, shape }.encode(data);
         self.send_ask(mpi, &mut a, t.rank, msg);
         a.owed[t.rank as usize].dirty = true;
@@ -246,9 +271,8 @@ impl Window {
     pub fn get(&self, mpi: &Mpi, call: &str, t: Target, mut sink: Sink, request: bool) -> Result<Option<ReqId>> {
         let (off, shape) = self.locate(call, &t)?;
         Self::check_sizes(call, "origin buffer", sink.capacity(), &shape)?;
-        let mut a = self.access();
-        a.check_epoch(call, t.rank)?;
         if let Some(d) = &self.direct {
+            self.check_epoch_direct(call, t.rank)?;
             match &sink {
                 Sink::Contig(dst) => d.get_into(t.rank, off, &shape, dst),
                 _ => {
@@ -259,6 +283,8 @@ impl Window {
             }
             return Ok(request.then(|| done(mpi)));
         }
+        let mut a = self.access();
+        a.check_epoch(call, t.rank)?;
         let rid = self.ask_with_answer(mpi, &mut a, t.rank, sink, |id| Ask::Get { id, off, shape }.encode(&[]));
         Ok(self.owe(&mut a, t.rank, rid, request))
     }
@@ -279,12 +305,13 @@ impl Window {
     pub fn accumulate(&self, mpi: &Mpi, call: &str, t: Target, op: Op, basic: usize, data: &[u8]) -> Result<()> {
         let (off, shape) = self.locate(call, &t)?;
         Self::check_sizes(call, "origin buffer", data.len(), &shape)?;
-        let mut a = self.access();
-        a.check_epoch(call, t.rank)?;
         if let Some(d) = &self.direct {
+            self.check_epoch_direct(call, t.rank)?;
             d.accumulate(t.rank, off, &shape, op, basic, element_size(basic, t.layout), data, None);
             return Ok(());
         }
+        let mut a = self.access();
+        a.check_epoch(call, t.rank)?;
         let msg = Ask::Acc { op: op_code(op), basic: basic as u32, off, shape }.encode(data);
         self.send_ask(mpi, &mut a, t.rank, msg);
         a.owed[t.rank as usize].dirty = true;
@@ -310,10 +337,9 @@ impl Window {
             Self::check_sizes(call, "origin buffer", data.len(), &shape)?;
         }
         Self::check_sizes(call, "result buffer", sink.capacity(), &shape)?;
-        let mut a = self.access();
-        a.check_epoch(call, t.rank)?;
         let data = if op == Op::NoOp { &[][..] } else { data };
         if let Some(d) = &self.direct {
+            self.check_epoch_direct(call, t.rank)?;
             let mut sink = sink;
             let n = shape.bytes() as usize;
             let width = element_size(basic, t.layout);
@@ -330,6 +356,8 @@ impl Window {
             sink.write(0, old);
             return Ok(request.then(|| done(mpi)));
         }
+        let mut a = self.access();
+        a.check_epoch(call, t.rank)?;
         let rid = self.ask_with_answer(mpi, &mut a, t.rank, sink, |id| {
             Ask::GetAcc { id, op: op_code(op), basic: basic as u32, off, shape }.encode(data)
         });
@@ -344,16 +372,17 @@ impl Window {
     pub fn compare_and_swap(&self, mpi: &Mpi, call: &str, t: Target, data: &[u8], sink: Sink) -> Result<()> {
         let (off, shape) = self.locate(call, &t)?;
         let len = t.layout.size;
-        let mut a = self.access();
-        a.check_epoch(call, t.rank)?;
         debug_assert_eq!(shape.bytes() as usize, len);
         if let Some(d) = &self.direct {
+            self.check_epoch_direct(call, t.rank)?;
             let mut sink = sink;
             let mut old = vec![0u8; len];
             d.compare_and_swap(t.rank, off, len, &data[..len], &data[len..], &mut old);
             sink.write(0, &old);
             return Ok(());
         }
+        let mut a = self.access();
+        a.check_epoch(call, t.rank)?;
         let rid =
             self.ask_with_answer(mpi, &mut a, t.rank, sink, |id| Ask::Cas { id, len: len as u32, off }.encode(data));
         a.owed[t.rank as usize].dirty = true;

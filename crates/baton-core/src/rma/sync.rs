@@ -6,7 +6,7 @@
 //! epoch. A fence completes the operations of this process, then meets the others in a barrier:
 //! once every member has passed it, all operations of the epoch are done everywhere.
 
-use super::origin::{Access, Lock};
+use super::origin::{Access, Lock, HELD_EXCLUSIVE, HELD_NOCHECK, HELD_NONE, HELD_SHARED};
 use super::wire::Ask;
 use super::Window;
 use crate::engine::{ReqId, SendData, Sender, Sink};
@@ -14,6 +14,43 @@ use crate::error::{MpiError, Result};
 use crate::progress::{EngineAccess, Progress};
 use crate::runtime::Mpi;
 use baton_abi::consts as c;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Releases what `held` says this process holds of rank `rank`'s lock in a direct window
+/// (releasing the lock word also publishes this process's stores to the target's memory).
+fn release_direct(d: &super::Direct, rank: i32, held: u8) {
+    match held {
+        HELD_SHARED => d.unlock(rank, false),
+        HELD_EXCLUSIVE => d.unlock(rank, true),
+        _ => std::sync::atomic::fence(std::sync::atomic::Ordering::Release),
+    }
+}
+
+fn already_locked(call: &str, rank: i32) -> MpiError {
+    MpiError::new(
+        c::MPI_ERR_RMA_SYNC,
+        format!("{call}: this process already holds a lock on rank {rank} of the window"),
+    )
+}
+
+fn not_locked(call: &str, rank: i32) -> MpiError {
+    MpiError::new(
+        c::MPI_ERR_RMA_SYNC,
+        format!("{call}: this process holds no lock on rank {rank} of the window (MPI_Win_lock first)"),
+    )
+}
+
+fn lock_all_held(call: &str) -> MpiError {
+    MpiError::new(c::MPI_ERR_RMA_SYNC, format!("{call}: this process already holds a lock on the window"))
+}
+
+fn not_passive(call: &str, rank: Option<i32>) -> MpiError {
+    let whom = rank.map_or("any rank".to_string(), |r| format!("rank {r}"));
+    MpiError::new(
+        c::MPI_ERR_RMA_SYNC,
+        format!("{call}: only valid in a passive-target epoch, and this process holds no lock on {whom} of the window"),
+    )
+}
 
 /// Takes rank `rank`'s lock in a shared-memory window, letting communication move meanwhile
 /// (the holder may wait for a message from this process before it unlocks).
@@ -86,7 +123,9 @@ impl Window {
     /// next epoch opens unless `MPI_MODE_NOSUCCEED` says none follows.
     pub fn fence_end(&self, assert: i32) {
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-        self.access().fence = assert & c::MPI_MODE_NOSUCCEED == 0;
+        let open = assert & c::MPI_MODE_NOSUCCEED == 0;
+        self.access().fence = open;
+        self.fast.fence.store(open, Relaxed);
     }
 
     /// `MPI_Win_start`: an access epoch to `group` (ranks of the window), once each has posted.
@@ -102,6 +141,7 @@ impl Window {
             }
         }
         a.started = Some(group);
+        self.fast.started.store(true, Relaxed);
         Ok(())
     }
 
@@ -111,6 +151,7 @@ impl Window {
         let Some(group) = a.started.take() else {
             return Err(MpiError::new(c::MPI_ERR_RMA_SYNC, format!("{call}: no MPI_Win_start epoch is open")));
         };
+        self.fast.started.store(false, Relaxed);
         for &r in &group {
             let to = self.comm.proc_of(r);
             let (ctx, me) = (self.comm.ctx, self.comm.rank);
@@ -171,18 +212,30 @@ impl Window {
 
     /// `MPI_Win_lock`.
     pub fn lock(&self, mpi: &Mpi, call: &str, exclusive: bool, rank: i32, assert: i32) -> Result<()> {
+        if let Some(d) = &self.direct {
+            let f = &self.fast;
+            if f.lock_all.load(Relaxed) || f.locks[rank as usize].load(Relaxed) != HELD_NONE {
+                return Err(already_locked(call, rank));
+            }
+            let held = if assert & c::MPI_MODE_NOCHECK != 0 {
+                HELD_NOCHECK
+            } else {
+                acquire(mpi, d, rank, exclusive);
+                if exclusive {
+                    HELD_EXCLUSIVE
+                } else {
+                    HELD_SHARED
+                }
+            };
+            f.locks[rank as usize].store(held, Relaxed);
+            return Ok(());
+        }
         let mut a = self.access();
         if a.lock_all || a.owed[rank as usize].lock != Lock::None {
-            return Err(MpiError::new(
-                c::MPI_ERR_RMA_SYNC,
-                format!("{call}: this process already holds a lock on rank {rank} of the window"),
-            ));
+            return Err(already_locked(call, rank));
         }
         if assert & c::MPI_MODE_NOCHECK != 0 {
             a.owed[rank as usize].lock = Lock::NoCheck;
-        } else if let Some(d) = &self.direct {
-            acquire(mpi, d, rank, exclusive);
-            a.owed[rank as usize].lock = Lock::Asked { exclusive };
         } else if rank == self.comm.rank {
             // The application may load and store its own window memory once this returns: the
             // lock must be held by then.
@@ -196,14 +249,6 @@ impl Window {
 
     /// Ends the passive epoch to `rank`: its operations complete there, the lock is released.
     fn release(&self, mpi: &Mpi, a: &mut Access, rank: i32) {
-        if let Some(d) = &self.direct {
-            // Releasing the lock word publishes this process's stores to the target's memory.
-            if let Lock::Asked { exclusive } = a.owed[rank as usize].lock {
-                d.unlock(rank, exclusive);
-            }
-            a.owed[rank as usize].lock = Lock::None;
-            return;
-        }
         match a.owed[rank as usize].lock {
             Lock::Asked { .. } => {
                 self.round_trip(mpi, a, rank, |id| Ask::Unlock { id });
@@ -217,12 +262,19 @@ impl Window {
 
     /// `MPI_Win_unlock`.
     pub fn unlock(&self, mpi: &Mpi, call: &str, rank: i32) -> Result<()> {
+        if let Some(d) = &self.direct {
+            let f = &self.fast;
+            let held = f.locks[rank as usize].load(Relaxed);
+            if f.lock_all.load(Relaxed) || held == HELD_NONE {
+                return Err(not_locked(call, rank));
+            }
+            release_direct(d, rank, held);
+            f.locks[rank as usize].store(HELD_NONE, Relaxed);
+            return Ok(());
+        }
         let mut a = self.access();
         if a.lock_all || a.owed[rank as usize].lock == Lock::None {
-            return Err(MpiError::new(
-                c::MPI_ERR_RMA_SYNC,
-                format!("{call}: this process holds no lock on rank {rank} of the window (MPI_Win_lock first)"),
-            ));
+            return Err(not_locked(call, rank));
         }
         self.release(mpi, &mut a, rank);
         Ok(())
@@ -230,23 +282,26 @@ impl Window {
 
     /// `MPI_Win_lock_all`: a shared lock on every member, each asked for at the first operation.
     pub fn lock_all(&self, mpi: &Mpi, call: &str, assert: i32) -> Result<()> {
+        let nocheck = assert & c::MPI_MODE_NOCHECK != 0;
+        if let Some(d) = &self.direct {
+            let f = &self.fast;
+            if f.lock_all.load(Relaxed) || f.locks.iter().any(|l| l.load(Relaxed) != HELD_NONE) {
+                return Err(lock_all_held(call));
+            }
+            for (r, l) in f.locks.iter().enumerate() {
+                if !nocheck {
+                    acquire(mpi, d, r as i32, false);
+                }
+                l.store(if nocheck { HELD_NOCHECK } else { HELD_SHARED }, Relaxed);
+            }
+            f.lock_all.store(true, Relaxed);
+            return Ok(());
+        }
         let mut a = self.access();
         if a.lock_all || a.owed.iter().any(|o| o.lock != Lock::None) {
-            return Err(MpiError::new(
-                c::MPI_ERR_RMA_SYNC,
-                format!("{call}: this process already holds a lock on the window"),
-            ));
+            return Err(lock_all_held(call));
         }
-        let lock = match (&self.direct, assert & c::MPI_MODE_NOCHECK != 0) {
-            (_, true) => Lock::NoCheck,
-            (Some(d), false) => {
-                for r in 0..self.peers.len() as i32 {
-                    acquire(mpi, d, r, false);
-                }
-                Lock::Asked { exclusive: false }
-            }
-            (None, false) => Lock::Wanted { exclusive: false },
-        };
+        let lock = if nocheck { Lock::NoCheck } else { Lock::Wanted { exclusive: false } };
         a.owed.iter_mut().for_each(|o| o.lock = lock);
         a.lock_all = true;
         Ok(())
@@ -254,6 +309,18 @@ impl Window {
 
     /// `MPI_Win_unlock_all`.
     pub fn unlock_all(&self, mpi: &Mpi, call: &str) -> Result<()> {
+        if let Some(d) = &self.direct {
+            let f = &self.fast;
+            if !f.lock_all.load(Relaxed) {
+                return Err(MpiError::new(c::MPI_ERR_RMA_SYNC, format!("{call}: no MPI_Win_lock_all epoch is open")));
+            }
+            for (r, l) in f.locks.iter().enumerate() {
+                release_direct(d, r as i32, l.load(Relaxed));
+                l.store(HELD_NONE, Relaxed);
+            }
+            f.lock_all.store(false, Relaxed);
+            return Ok(());
+        }
         let mut a = self.access();
         if !a.lock_all {
             return Err(MpiError::new(c::MPI_ERR_RMA_SYNC, format!("{call}: no MPI_Win_lock_all epoch is open")));
@@ -273,17 +340,35 @@ impl Window {
         if ok {
             return Ok(());
         }
-        let whom = rank.map_or("any rank".to_string(), |r| format!("rank {r}"));
-        Err(MpiError::new(
-            c::MPI_ERR_RMA_SYNC,
-            format!(
-                "{call}: only valid in a passive-target epoch, and this process holds no lock on {whom} of the window"
-            ),
-        ))
+        Err(not_passive(call, rank))
+    }
+
+    /// Fails while a direct window still has a passive epoch open (`MPI_Win_free`).
+    pub(crate) fn check_closed_direct(&self, call: &str) -> Result<()> {
+        let f = &self.fast;
+        let what = if f.lock_all.load(Relaxed) {
+            Some("an MPI_Win_lock_all epoch".to_string())
+        } else {
+            f.locks.iter().position(|l| l.load(Relaxed) != HELD_NONE).map(|r| format!("a lock on rank {r}"))
+        };
+        match what {
+            Some(w) => Err(MpiError::new(c::MPI_ERR_RMA_SYNC, format!("{call}: the window still has {w} open"))),
+            None => Ok(()),
+        }
     }
 
     /// `MPI_Win_flush` and `MPI_Win_flush_local` (`remote` false): one target, or all (`None`).
     pub fn flush(&self, mpi: &Mpi, call: &str, rank: Option<i32>, remote: bool) -> Result<()> {
+        if self.direct.is_some() {
+            // Every operation was carried out in its call: only the epoch is checked.
+            let f = &self.fast;
+            let held = |r: usize| f.locks[r].load(Relaxed) != HELD_NONE;
+            let ok = match rank {
+                Some(r) => held(r as usize),
+                None => (0..f.locks.len()).any(held),
+            };
+            return if ok { Ok(()) } else { Err(not_passive(call, rank)) };
+        }
         let mut a = self.access();
         self.check_passive(&a, call, rank)?;
         match rank {

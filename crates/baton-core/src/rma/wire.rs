@@ -61,6 +61,9 @@ impl Shape {
 
     /// The blocks of `count` elements of `layout`, the first element at offset 0.
     pub fn of(layout: &Layout, count: usize) -> Shape {
+        if layout.is_contiguous() {
+            return Shape::contiguous(layout.size * count);
+        }
         let mut shape = Shape::default();
         layout.for_each_batch(count, |at, n, k, stride| {
             let mut b = Batch { at: at as i64, len: n as u64, count: k as u64, stride: stride as i64 };
