@@ -3,21 +3,13 @@
 
 use super::{Buffer, Device};
 use crate::comm::Comm;
-use crate::engine::{ReqId, Status};
+use crate::engine::ReqId;
 use crate::error::Result;
 use crate::op::Op;
-use crate::progress::EngineAccess;
-use crate::rma::origin::Target;
+use crate::rma::origin::{done, Target};
 use crate::rma::{Provide, Window};
 use baton_abi::consts as c;
 use std::sync::Arc;
-
-/// An operation's request when it has nothing to wait for (`MPI_PROC_NULL`, or a put whose
-/// data was packed when the call returned).
-fn done(dev: &Device) -> ReqId {
-    let st = Status { source: c::MPI_ANY_SOURCE, tag: c::MPI_ANY_TAG, ..Default::default() };
-    dev.with_engine(|e, _| e.completed(st))
-}
 
 fn packed(b: &Buffer) -> Vec<u8> {
     let mut v = Vec::with_capacity(b.bytes());

@@ -92,18 +92,7 @@ impl Access {
         if open {
             return Ok(());
         }
-        self.check_epoch_none(call, rank)
-    }
-
-    /// The error of an operation to `rank` outside every epoch.
-    pub(crate) fn check_epoch_none(&self, call: &str, rank: i32) -> Result<()> {
-        Err(MpiError::new(
-            c::MPI_ERR_RMA_SYNC,
-            format!(
-                "{call}: no access epoch to target rank {rank} of the window is open (call MPI_Win_fence, \
-                 MPI_Win_start with a group holding it, MPI_Win_lock or MPI_Win_lock_all first)"
-            ),
-        ))
+        Err(no_epoch(call, rank))
     }
 
     /// Fails while an epoch is open (`MPI_Win_free`).
@@ -131,9 +120,20 @@ fn element_size(basic: usize, layout: &Layout) -> usize {
 }
 
 /// A request that is complete from the start (an operation carried out in the call).
-fn done(mpi: &Mpi) -> ReqId {
+pub(crate) fn done(mpi: &Mpi) -> ReqId {
     let st = crate::engine::Status { source: c::MPI_ANY_SOURCE, tag: c::MPI_ANY_TAG, ..Default::default() };
     mpi.with_engine(|e, _| e.completed(st))
+}
+
+/// The error of an operation to `rank` outside every epoch.
+fn no_epoch(call: &str, rank: i32) -> MpiError {
+    MpiError::new(
+        c::MPI_ERR_RMA_SYNC,
+        format!(
+            "{call}: no access epoch to target rank {rank} of the window is open (call MPI_Win_fence, \
+                 MPI_Win_start with a group holding it, MPI_Win_lock or MPI_Win_lock_all first)"
+        ),
+    )
 }
 
 /// Where an operation lands: `count` elements of `layout` at displacement `disp` of rank `rank`.
@@ -156,7 +156,7 @@ impl Window {
         if f.started.load(Relaxed) {
             return self.access().check_epoch(call, rank);
         }
-        Access::new(0).check_epoch_none(call, rank)
+        Err(no_epoch(call, rank))
     }
 
     /// The byte offset (or, in a dynamic window, the address) and the shape of `t`, checked
