@@ -46,6 +46,20 @@ static char rma_ctx[256]; /* the case being run, printed with every failure */
         }                                                                     \
     } while (0)
 
+/* Open MPI 4.1.4 serves MPI_Win_create on one host with osc/rdma, which fails
+   on one process, gives wrong accumulate results (LAND) and wrong get data
+   now and then, and corrupts its heap on accumulates with derived datatypes:
+   -DSKIP_OMPI_414_BUGS runs the Win_allocate flavor only. */
+static inline int rma_flavor_skipped(int f)
+{
+#ifdef SKIP_OMPI_414_BUGS
+    return f == RMA_CREATE;
+#else
+    (void)f;
+    return 0;
+#endif
+}
+
 static inline const char *rma_flavor_name(int f)
 {
     return f == RMA_ALLOCATE ? "Win_allocate" : "Win_create";
