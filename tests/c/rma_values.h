@@ -39,7 +39,7 @@ typedef struct { double v; int l; } rv_double_int;
 
 static rv_info RV[B_NTYPES];
 
-static void rv_init(void)
+static inline void rv_init(void)
 {
     const rv_info t[B_NTYPES] = {
         {"signed char", MPI_SIGNED_CHAR, C_INT, 1, 0},
@@ -63,7 +63,7 @@ static void rv_init(void)
     memcpy(RV, t, sizeof t);
 }
 
-static rv_val rv_load(int bt, const unsigned char *p)
+static inline rv_val rv_load(int bt, const unsigned char *p)
 {
     rv_val v = {0, 0, 0, 0};
     switch (bt) {
@@ -86,7 +86,7 @@ static rv_val rv_load(int bt, const unsigned char *p)
 }
 
 /* Writes the value's fields only: padding of the pair types is left as is. */
-static void rv_store(int bt, unsigned char *p, rv_val v)
+static inline void rv_store(int bt, unsigned char *p, rv_val v)
 {
     switch (bt) {
     case B_SCHAR: { signed char x = (signed char)v.i; memcpy(p, &x, 1); break; }
@@ -106,7 +106,7 @@ static void rv_store(int bt, unsigned char *p, rv_val v)
 }
 
 /* The stored form of a value (wrapped to the type's width). */
-static rv_val rv_norm(int bt, rv_val v)
+static inline rv_val rv_norm(int bt, rv_val v)
 {
     unsigned char tmp[32];
     memset(tmp, 0, sizeof tmp);
@@ -114,7 +114,7 @@ static rv_val rv_norm(int bt, rv_val v)
     return rv_load(bt, tmp);
 }
 
-static int rv_op_valid(int bt, MPI_Op op)
+static inline int rv_op_valid(int bt, MPI_Op op)
 {
     int c = RV[bt].cls;
     if (op == MPI_REPLACE || op == MPI_NO_OP)
@@ -130,7 +130,7 @@ static int rv_op_valid(int bt, MPI_Op op)
     return c == C_INT || c == C_UINT || c == C_BYTE; /* BAND, BOR, BXOR */
 }
 
-static const char *rv_op_name(MPI_Op op)
+static inline const char *rv_op_name(MPI_Op op)
 {
     if (op == MPI_SUM) return "SUM";
     if (op == MPI_PROD) return "PROD";
@@ -151,7 +151,7 @@ static const char *rv_op_name(MPI_Op op)
 
 /* `old op x` as the standard defines it for the target's current value
    `old` and the origin's `x`. */
-static rv_val rv_apply(int bt, MPI_Op op, rv_val old, rv_val x)
+static inline rv_val rv_apply(int bt, MPI_Op op, rv_val old, rv_val x)
 {
     int c = RV[bt].cls;
     int real = c == C_REAL || c == C_PAIR_REAL;
@@ -196,7 +196,7 @@ static rv_val rv_apply(int bt, MPI_Op op, rv_val old, rv_val x)
     return rv_norm(bt, r);
 }
 
-static void rv_format(int bt, rv_val v, char *out, size_t n)
+static inline void rv_format(int bt, rv_val v, char *out, size_t n)
 {
     switch (RV[bt].cls) {
     case C_REAL: snprintf(out, n, "%g", v.re); break;
