@@ -6,7 +6,7 @@
 #ifndef BATON_TESTS_RMA_VALUES_H
 #define BATON_TESTS_RMA_VALUES_H
 
-#include <mpi.h>
+#include "check.h"
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,7 +29,6 @@ typedef struct {
     const char *name;
     MPI_Datatype type;
     int cls, size; /* size: extent of one element in bytes */
-    int loc_off;   /* offset of a pair's index */
 } rv_info;
 
 typedef struct { short v; int l; } rv_short_int;
@@ -42,25 +41,43 @@ static rv_info RV[B_NTYPES];
 static inline void rv_init(void)
 {
     const rv_info t[B_NTYPES] = {
-        {"signed char", MPI_SIGNED_CHAR, C_INT, 1, 0},
-        {"short", MPI_SHORT, C_INT, sizeof(short), 0},
-        {"int", MPI_INT, C_INT, sizeof(int), 0},
-        {"long", MPI_LONG, C_INT, sizeof(long), 0},
-        {"long long", MPI_LONG_LONG, C_INT, sizeof(long long), 0},
-        {"unsigned", MPI_UNSIGNED, C_UINT, sizeof(unsigned), 0},
-        {"unsigned long", MPI_UNSIGNED_LONG, C_UINT, sizeof(unsigned long), 0},
-        {"byte", MPI_BYTE, C_BYTE, 1, 0},
-        {"float", MPI_FLOAT, C_REAL, sizeof(float), 0},
-        {"double", MPI_DOUBLE, C_REAL, sizeof(double), 0},
-        {"double complex", MPI_C_DOUBLE_COMPLEX, C_COMPLEX, 2 * sizeof(double), 0},
-        {"2int", MPI_2INT, C_PAIR_INT, 2 * sizeof(int), sizeof(int)},
-        {"short_int", MPI_SHORT_INT, C_PAIR_INT, sizeof(rv_short_int), offsetof(rv_short_int, l)},
-        {"long_int", MPI_LONG_INT, C_PAIR_INT, sizeof(rv_long_int), offsetof(rv_long_int, l)},
-        {"float_int", MPI_FLOAT_INT, C_PAIR_REAL, sizeof(rv_float_int), offsetof(rv_float_int, l)},
-        {"double_int", MPI_DOUBLE_INT, C_PAIR_REAL, sizeof(rv_double_int),
-         offsetof(rv_double_int, l)},
+        {"signed char", MPI_SIGNED_CHAR, C_INT, 1},
+        {"short", MPI_SHORT, C_INT, sizeof(short)},
+        {"int", MPI_INT, C_INT, sizeof(int)},
+        {"long", MPI_LONG, C_INT, sizeof(long)},
+        {"long long", MPI_LONG_LONG, C_INT, sizeof(long long)},
+        {"unsigned", MPI_UNSIGNED, C_UINT, sizeof(unsigned)},
+        {"unsigned long", MPI_UNSIGNED_LONG, C_UINT, sizeof(unsigned long)},
+        {"byte", MPI_BYTE, C_BYTE, 1},
+        {"float", MPI_FLOAT, C_REAL, sizeof(float)},
+        {"double", MPI_DOUBLE, C_REAL, sizeof(double)},
+        {"double complex", MPI_C_DOUBLE_COMPLEX, C_COMPLEX, 2 * sizeof(double)},
+        {"2int", MPI_2INT, C_PAIR_INT, 2 * sizeof(int)},
+        {"short_int", MPI_SHORT_INT, C_PAIR_INT, sizeof(rv_short_int)},
+        {"long_int", MPI_LONG_INT, C_PAIR_INT, sizeof(rv_long_int)},
+        {"float_int", MPI_FLOAT_INT, C_PAIR_REAL, sizeof(rv_float_int)},
+        {"double_int", MPI_DOUBLE_INT, C_PAIR_REAL, sizeof(rv_double_int)},
     };
     memcpy(RV, t, sizeof t);
+    for (int i = 0; i < B_NTYPES; i++) {
+        MPI_Aint lb = 0, extent = 0;
+        MPI_Type_get_extent(RV[i].type, &lb, &extent);
+        CHECK(lb == 0 && extent == RV[i].size, "%s: lb %ld extent %ld, expected 0 %d", RV[i].name,
+              (long)lb, (long)extent, RV[i].size);
+    }
+}
+
+/* Offset of a pair type's index, -1 for the other types. */
+static inline int rv_loc_off(int bt)
+{
+    switch (bt) {
+    case B_2INT: return (int)sizeof(int);
+    case B_SHORT_INT: return (int)offsetof(rv_short_int, l);
+    case B_LONG_INT: return (int)offsetof(rv_long_int, l);
+    case B_FLOAT_INT: return (int)offsetof(rv_float_int, l);
+    case B_DOUBLE_INT: return (int)offsetof(rv_double_int, l);
+    default: return -1;
+    }
 }
 
 static inline rv_val rv_load(int bt, const unsigned char *p)
@@ -80,8 +97,8 @@ static inline rv_val rv_load(int bt, const unsigned char *p)
     case B_CDC: memcpy(&v.re, p, 8); memcpy(&v.im, p + 8, 8); break;
     case B_SHORT_INT: { short x; memcpy(&x, p, sizeof x); v.i = x; break; }
     }
-    if (RV[bt].cls == C_PAIR_INT || RV[bt].cls == C_PAIR_REAL)
-        memcpy(&v.loc, p + RV[bt].loc_off, sizeof v.loc);
+    if (rv_loc_off(bt) >= 0)
+        memcpy(&v.loc, p + rv_loc_off(bt), sizeof v.loc);
     return v;
 }
 
@@ -101,8 +118,8 @@ static inline void rv_store(int bt, unsigned char *p, rv_val v)
     case B_DOUBLE: case B_DOUBLE_INT: memcpy(p, &v.re, sizeof v.re); break;
     case B_CDC: memcpy(p, &v.re, 8); memcpy(p + 8, &v.im, 8); break;
     }
-    if (RV[bt].cls == C_PAIR_INT || RV[bt].cls == C_PAIR_REAL)
-        memcpy(p + RV[bt].loc_off, &v.loc, sizeof v.loc);
+    if (rv_loc_off(bt) >= 0)
+        memcpy(p + rv_loc_off(bt), &v.loc, sizeof v.loc);
 }
 
 /* The stored form of a value (wrapped to the type's width). */
