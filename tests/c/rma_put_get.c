@@ -12,8 +12,8 @@
    and in a second window 1 MiB + 3 and 4 MiB of bytes and 1 MiB of ints in
    a resized type with holes. Epochs are opened by fence, exclusive and shared
    lock of the target and lock_all (+ flush); request-based operations are
-   completed by MPI_Waitall or by polling MPI_Test inside the lock epoch, and
-   a get's data is checked right after its request completes, before the
+   completed by MPI_Waitall, MPI_Wait or by polling MPI_Test inside the lock
+   epoch, and a get's data is checked right after its request completes, before the
    epoch ends. The target window and the origin buffer start as a background
    pattern that never equals the data, and afterwards the whole of both must
    equal the image computed here from the type maps: every payload byte moved,
@@ -228,7 +228,7 @@ static void pg_scatter(unsigned char *buf, size_t addr, const pg_type *t, MPI_Co
 enum { PG_PUT, PG_GET, PG_RPUT, PG_RGET, PG_PUT_C, PG_GET_C, PG_RPUT_C, PG_RGET_C };
 static const char *pg_op_names[] = {"Put", "Get", "Rput", "Rget", "Put_c", "Get_c", "Rput_c",
                                     "Rget_c"};
-enum { DONE_EPOCH, DONE_WAITALL, DONE_TEST };
+enum { DONE_EPOCH, DONE_WAITALL, DONE_WAIT, DONE_TEST };
 
 typedef struct {
     int op, sync, done;
@@ -239,11 +239,11 @@ static const pg_mode pg_modes[] = {
     {PG_PUT, RMA_FENCE, DONE_EPOCH, 1},        {PG_GET, RMA_FENCE, DONE_EPOCH, 0},
     {PG_PUT, RMA_LOCK_EXCL, DONE_EPOCH, 0},    {PG_GET, RMA_LOCK_SHARED, DONE_EPOCH, 1},
     {PG_PUT, RMA_LOCK_ALL, DONE_EPOCH, 0},     {PG_GET, RMA_LOCK_ALL, DONE_EPOCH, 0},
-    {PG_RPUT, RMA_LOCK_EXCL, DONE_WAITALL, 1}, {PG_RGET, RMA_LOCK_SHARED, DONE_WAITALL, 0},
+    {PG_RPUT, RMA_LOCK_EXCL, DONE_WAITALL, 1}, {PG_RGET, RMA_LOCK_SHARED, DONE_WAIT, 0},
     {PG_RPUT, RMA_LOCK_ALL, DONE_TEST, 0},     {PG_RGET, RMA_LOCK_EXCL, DONE_TEST, 1},
 #if MPI_VERSION >= 4
     {PG_PUT_C, RMA_FENCE, DONE_EPOCH, 0},      {PG_GET_C, RMA_LOCK_EXCL, DONE_EPOCH, 1},
-    {PG_RPUT_C, RMA_LOCK_SHARED, DONE_WAITALL, 0}, {PG_RGET_C, RMA_LOCK_ALL, DONE_TEST, 0},
+    {PG_RPUT_C, RMA_LOCK_SHARED, DONE_WAIT, 0}, {PG_RGET_C, RMA_LOCK_ALL, DONE_TEST, 0},
 #endif
 };
 #define PG_NMODES ((int)(sizeof pg_modes / sizeof pg_modes[0]))
@@ -340,7 +340,8 @@ static void pg_epoch(const pg_plan *p, const rma_win *w, const pg_mode *m, int t
     snprintf(rma_ctx, sizeof rma_ctx, "%s disp_unit %d, %s to %s, %s%s%s",
              rma_flavor_name(w->flavor), w->disp_unit, pg_op_names[m->op],
              to_self ? "self" : "next rank", rma_sync_name(m->sync),
-             m->done == DONE_WAITALL ? ", Waitall" : "", m->done == DONE_TEST ? ", Test" : "");
+             m->done == DONE_WAITALL ? ", Waitall" : m->done == DONE_WAIT ? ", Wait" : "",
+             m->done == DONE_TEST ? ", Test" : "");
 
     rma_local_begin(w, m->sync, 1);
     if (is_get)
@@ -363,6 +364,9 @@ static void pg_epoch(const pg_plan *p, const rma_win *w, const pg_mode *m, int t
     }
     if (m->done == DONE_WAITALL) {
         RMA_MPI(MPI_Waitall(p->n, req, MPI_STATUSES_IGNORE));
+    } else if (m->done == DONE_WAIT) {
+        for (int j = p->n - 1; j >= 0; j--) /* in reverse, for good measure */
+            RMA_MPI(MPI_Wait(&req[j], MPI_STATUS_IGNORE));
     } else if (m->done == DONE_TEST) {
         for (int j = 0; j < p->n; j++) {
             int flag = 0;
