@@ -1,8 +1,8 @@
 /* ranks: 1 2 3 4 8 */
 /* timeout: 120 */
 /* MPI_Accumulate, MPI_Raccumulate, MPI_Get_accumulate and
-   MPI_Rget_accumulate on windows from MPI_Win_allocate (disp_unit 8) and
-   MPI_Win_create (disp_unit 1).
+   MPI_Rget_accumulate (and their _c forms, MPI 4.0 and later) on windows
+   from MPI_Win_allocate (disp_unit 8) and MPI_Win_create (disp_unit 1).
 
    Every predefined operation on every type it is defined for (signed char,
    short, int, long, long long, unsigned, unsigned long, byte, float, double,
@@ -74,7 +74,8 @@ static unsigned char *ac_obuf, *ac_rbuf, *ac_init, *ac_expect, *ac_rexpect;
 
 static size_t ac_slot(int lay, int s) /* element offset of signature element s */
 {
-    return (size_t)(s / LAY[lay].n) * (size_t)LAY[lay].extent + (size_t)LAY[lay].pos[s % LAY[lay].n];
+    return (size_t)(s / LAY[lay].n) * (size_t)LAY[lay].extent +
+           (size_t)LAY[lay].pos[s % LAY[lay].n];
 }
 
 static int ac_nsig(const ac_kind *k) { return k->oc * LAY[k->ol].n; }
@@ -203,14 +204,45 @@ static void ac_build_init(void)
 }
 
 enum { P_ALL, P_RING };
-enum { A_ACC, A_RACC, A_GACC, A_RGACC };
-static const char *ac_call_names[] = {"Accumulate", "Raccumulate", "Get_accumulate",
-                                      "Rget_accumulate"};
+/* A_C marks the _c (MPI_Count) form of a call. */
+enum { A_ACC, A_RACC, A_GACC, A_RGACC, A_C = 4 };
+static const char *ac_call_names[] = {"Accumulate",   "Raccumulate",   "Get_accumulate",
+                                      "Rget_accumulate", "Accumulate_c", "Raccumulate_c",
+                                      "Get_accumulate_c", "Rget_accumulate_c"};
+
+static int ac_issue(const ac_kind *k, int call, int target, const rma_win *w, MPI_Request *rq)
+{
+    void *o = ac_obuf + k->oreg, *res = ac_rbuf + k->oreg;
+    MPI_Aint d = (MPI_Aint)(k->treg / (size_t)w->disp_unit);
+    MPI_Datatype ot = k->otype, tt = k->ttype;
+    switch (call) {
+    case A_ACC: return MPI_Accumulate(o, k->oc, ot, target, d, k->tc, tt, k->op, w->win);
+    case A_RACC: return MPI_Raccumulate(o, k->oc, ot, target, d, k->tc, tt, k->op, w->win, rq);
+    case A_GACC:
+        return MPI_Get_accumulate(o, k->oc, ot, res, k->oc, ot, target, d, k->tc, tt, k->op,
+                                  w->win);
+    case A_RGACC:
+        return MPI_Rget_accumulate(o, k->oc, ot, res, k->oc, ot, target, d, k->tc, tt, k->op,
+                                   w->win, rq);
+#if MPI_VERSION >= 4
+    case A_C + A_ACC: return MPI_Accumulate_c(o, k->oc, ot, target, d, k->tc, tt, k->op, w->win);
+    case A_C + A_RACC:
+        return MPI_Raccumulate_c(o, k->oc, ot, target, d, k->tc, tt, k->op, w->win, rq);
+    case A_C + A_GACC:
+        return MPI_Get_accumulate_c(o, k->oc, ot, res, k->oc, ot, target, d, k->tc, tt, k->op,
+                                    w->win);
+    case A_C + A_RGACC:
+        return MPI_Rget_accumulate_c(o, k->oc, ot, res, k->oc, ot, target, d, k->tc, tt, k->op,
+                                     w->win, rq);
+#endif
+    default: return MPI_ERR_OTHER;
+    }
+}
 
 static int ac_included(const ac_kind *k, int pat, int call)
 {
     if (k->op == MPI_NO_OP)
-        return call == A_GACC || call == A_RGACC;
+        return (call & 3) == A_GACC || (call & 3) == A_RGACC;
     if (k->op == MPI_REPLACE)
         return pat == P_RING;
     return 1;
@@ -282,17 +314,9 @@ static void ac_epoch(const rma_win *w, int pat, int call, int sync, int done, in
         const ac_kind *k = &K[j];
         if (!ac_included(k, pat, call))
             continue;
-        void *o = ac_obuf + k->oreg, *res = ac_rbuf + k->oreg;
-        MPI_Aint disp = (MPI_Aint)(k->treg / (size_t)w->disp_unit);
         MPI_Request *rq = &req[nreq];
         *rq = MPI_REQUEST_NULL;
-        int rc;
-        switch (call) {
-        case A_ACC: rc = MPI_Accumulate(o, k->oc, k->otype, target, disp, k->tc, k->ttype, k->op, w->win); break;
-        case A_RACC: rc = MPI_Raccumulate(o, k->oc, k->otype, target, disp, k->tc, k->ttype, k->op, w->win, rq); break;
-        case A_GACC: rc = MPI_Get_accumulate(o, k->oc, k->otype, res, k->oc, k->otype, target, disp, k->tc, k->ttype, k->op, w->win); break;
-        default: rc = MPI_Rget_accumulate(o, k->oc, k->otype, res, k->oc, k->otype, target, disp, k->tc, k->ttype, k->op, w->win, rq); break;
-        }
+        int rc = ac_issue(k, call, target, w, rq);
         RMA_CHECK(rc == MPI_SUCCESS, "%s %s: returned %d", RV[k->bt].name, rv_op_name(k->op), rc);
         nreq++;
     }
@@ -303,7 +327,7 @@ static void ac_epoch(const rma_win *w, int pat, int call, int sync, int done, in
             for (int flag = 0; !flag;)
                 RMA_MPI(MPI_Test(&req[j], &flag, MPI_STATUS_IGNORE));
     }
-    int fetch = call == A_GACC || call == A_RGACC;
+    int fetch = (call & 3) == A_GACC || (call & 3) == A_RGACC;
     if (fetch && done)
         ac_compare(ac_rbuf, ac_rexpect, ac_osize, 1, "result buffer (old values)");
     rma_epoch_close(w, sync, target);
@@ -351,6 +375,10 @@ int main(int argc, char **argv)
         {P_RING, A_GACC, RMA_FENCE, 0},       {P_RING, A_GACC, RMA_LOCK_EXCL, 0},
         {P_RING, A_GACC, RMA_LOCK_ALL, 0},    {P_RING, A_RGACC, RMA_LOCK_SHARED, 1},
         {P_RING, A_RGACC, RMA_LOCK_EXCL, 2},
+#if MPI_VERSION >= 4
+        {P_ALL, A_C + A_ACC, RMA_LOCK_SHARED, 0}, {P_ALL, A_C + A_RACC, RMA_LOCK_EXCL, 1},
+        {P_RING, A_C + A_GACC, RMA_FENCE, 0},     {P_RING, A_C + A_RGACC, RMA_LOCK_ALL, 2},
+#endif
     };
     int e = 0;
     for (int f = 0; f < RMA_NFLAVORS; f++) {

@@ -34,13 +34,15 @@ static void ac_stress(int flavor)
     RMA_MPI(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, w.win));
     for (int it = 0; it < REPS; it++) {
         RMA_MPI(MPI_Accumulate(iv, N, MPI_INT, 0, 0, N, MPI_INT, MPI_SUM, w.win));
-        RMA_MPI(MPI_Accumulate(dv, N, MPI_DOUBLE, 0, N * sizeof(int), N, MPI_DOUBLE, MPI_SUM, w.win));
+        RMA_MPI(MPI_Accumulate(dv, N, MPI_DOUBLE, 0, N * sizeof(int), N, MPI_DOUBLE, MPI_SUM,
+                               w.win));
     }
     RMA_MPI(MPI_Win_unlock(0, w.win));
     RMA_MPI(MPI_Win_lock_all(0, w.win));
     for (int it = 0; it < REPS; it++) {
         RMA_MPI(MPI_Accumulate(iv, N, MPI_INT, 0, 0, N, MPI_INT, MPI_SUM, w.win));
-        RMA_MPI(MPI_Accumulate(dv, N, MPI_DOUBLE, 0, N * sizeof(int), N, MPI_DOUBLE, MPI_SUM, w.win));
+        RMA_MPI(MPI_Accumulate(dv, N, MPI_DOUBLE, 0, N * sizeof(int), N, MPI_DOUBLE, MPI_SUM,
+                               w.win));
         RMA_MPI(MPI_Win_flush(0, w.win));
     }
     RMA_MPI(MPI_Win_unlock_all(w.win));

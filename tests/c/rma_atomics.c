@@ -156,7 +156,8 @@ static void at_counter(int flavor, int reps)
     long long *expect = malloc((size_t)total * sizeof *expect);
     for (int t = 0; t < 3; t++) {
         int bt = AT_TYPES[t];
-        RMA_CHECK(at_get(bt, res[t]) == total, "%s: NO_OP fetch read %lld at the end, expected %lld",
+        RMA_CHECK(at_get(bt, res[t]) == total,
+                  "%s: NO_OP fetch read %lld at the end, expected %lld",
                   RV[bt].name, at_get(bt, res[t]), total);
         for (long long i = 0; i < total; i++)
             expect[i] = i;

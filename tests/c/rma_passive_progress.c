@@ -94,7 +94,8 @@ static void rp_run(int flavor)
             int v;
             memcpy(&v, w.base + (size_t)i * sizeof v, sizeof v);
             if (v != rp_new(i)) {
-                RMA_CHECK(0, "window: element %d is %d after the put, expected %d", i, v, rp_new(i));
+                RMA_CHECK(0, "window: element %d is %d after the put, expected %d", i, v,
+                          rp_new(i));
                 break;
             }
         }
