@@ -267,7 +267,9 @@ impl Direct {
         mut old: Option<&mut [u8]>,
     ) {
         let width = width.max(1);
-        if !self.atomics {
+        // An element split over blocks (MPI_SHORT_INT's gap) is combined packed, as is all memory
+        // no atomic reaches.
+        if !self.atomics || shape.blocks().any(|(_, n)| n % width != 0) {
             return self.accumulate_locked(r, off, shape, op, basic, data, old);
         }
         let mem = self.part(r);
@@ -327,8 +329,8 @@ impl Direct {
         }
     }
 
-    /// The accumulates on memory reached by single-copy transfers: under the target's mutex,
-    /// block by block, the old bytes read, combined and written back.
+    /// The accumulates no hardware atomic serves: under the target's mutex, the target's bytes
+    /// gathered, combined as a packed stream (the reduction kernels' form) and written back.
     #[allow(clippy::too_many_arguments)]
     fn accumulate_locked(
         &self,
@@ -338,23 +340,17 @@ impl Direct {
         op: Op,
         basic: usize,
         data: &[u8],
-        mut old: Option<&mut [u8]>,
+        old: Option<&mut [u8]>,
     ) {
         self.with_mutex(r, || {
-            let mut done = 0;
-            let mut cur = Vec::new();
-            for (o, n) in shape.blocks() {
-                let at = (off + o) as usize;
-                cur.resize(n, 0);
-                self.read(r, at, &mut cur);
-                if let Some(out) = old.as_deref_mut() {
-                    out[done..done + n].copy_from_slice(&cur);
-                }
-                if op != Op::NoOp && data.len() >= done + n {
-                    crate::op::apply(op, basic, &data[done..done + n], &mut cur);
-                    self.write(r, at, &cur);
-                }
-                done += n;
+            let mut cur = vec![0u8; shape.bytes() as usize];
+            self.get(r, off, shape, &mut cur);
+            if let Some(out) = old {
+                out.copy_from_slice(&cur);
+            }
+            if op != Op::NoOp && data.len() == cur.len() {
+                crate::op::apply(op, basic, data, &mut cur);
+                self.put(r, off, shape, &cur);
             }
         })
     }

@@ -243,19 +243,19 @@ fn gather(mem: &UserBuf, at: i64, shape: &Shape, out: &mut [u8]) {
     }
 }
 
-/// `target = data op target` over the bytes `shape` describes at `at` in `mem`.
+/// `target = data op target` over the bytes `shape` describes at `at` in `mem`, combined as a
+/// packed stream (an element may span blocks: `MPI_SHORT_INT` has a gap).
 fn combine(mem: &UserBuf, at: i64, shape: &Shape, op: u8, basic: u32, data: &[u8]) {
     let Some(op) = op_from_code(op) else { return };
+    let mut cur = vec![0u8; shape.bytes() as usize];
+    if data.len() != cur.len() {
+        return;
+    }
+    gather(mem, at, shape, &mut cur);
+    crate::op::apply(op, basic as usize, data, &mut cur);
     let mut done = 0;
     for (o, n) in shape.blocks() {
-        if done + n > data.len() {
-            break;
-        }
-        mem.modify((at + o) as usize, n, |cur| {
-            if cur.len() == n {
-                crate::op::apply(op, basic as usize, &data[done..done + n], cur);
-            }
-        });
+        mem.write((at + o) as usize, &cur[done..done + n]);
         done += n;
     }
 }
