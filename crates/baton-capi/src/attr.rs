@@ -9,7 +9,7 @@
 //!
 //! Callbacks are application code that may call MPI, so they run with no lock held.
 
-use crate::state::{lib, CommObj, CommRef, Keyval, Lib};
+use crate::state::{lib, Attrs, CommObj, CommRef, Keyval, Lib};
 use crate::validate::{Call, Out, TAG_UB as TAG_UB_VALUE};
 use baton_abi::consts as c;
 use baton_core::error::{MpiError, Result};
@@ -169,11 +169,17 @@ pub fn copy_attrs_on_dup(old_h: usize, old: &CommObj, new_h: usize, new: &CommOb
 /// `MPI_Finalize`), running delete callbacks in the reverse order of setting. Every attribute
 /// goes even when a callback fails; the first failure is returned.
 pub fn delete_all_attrs(l: &Lib, h: usize, obj: &CommObj) -> Result<()> {
-    let attrs = obj.attrs.lock().unwrap().take_newest_first();
+    delete_all_in(l, &obj.attrs, h, "communicator", "MPI_Comm_free")
+}
+
+/// Deletes every attribute among `attrs`, those of object `h` (a `kind`) that `call` frees,
+/// newest first; every one goes even when a callback fails, and the first failure is returned.
+pub(crate) fn delete_all_in(l: &Lib, attrs: &std::sync::Mutex<Attrs>, h: usize, kind: &str, call: &str) -> Result<()> {
+    let attrs = attrs.lock().unwrap().take_newest_first();
     let mut first_err = None;
     for (k, v) in attrs {
-        if let Ok(kv) = keyval(l, "MPI_Comm_free", k) {
-            if let Err(e) = run_delete("communicator", h, k, &kv, v) {
+        if let Ok(kv) = keyval(l, call, k) {
+            if let Err(e) = run_delete(kind, h, k, &kv, v) {
                 first_err.get_or_insert(e);
             }
             release_keyval(l, k);
@@ -221,13 +227,27 @@ pub(crate) fn set_attr(cx: Call, l: &Lib, comm: CommRef, comm_keyval: c_int, att
     if is_predefined_key(k) {
         return Err(MpiError::new(c::MPI_ERR_KEYVAL, format!("{}: predefined attribute {k} is read-only", cx.name)));
     }
+    set_in(cx, l, &comm.attrs, handle_of(&comm), "communicator", k, attribute_val)
+}
+
+/// Sets attribute `k` to `v` among `attrs`, those of object `h` (a `kind`: "communicator",
+/// "window"), running the delete callback of the value it replaces.
+pub(crate) fn set_in(
+    cx: Call,
+    l: &Lib,
+    attrs: &std::sync::Mutex<Attrs>,
+    h: usize,
+    kind: &str,
+    k: c_int,
+    v: *mut c_void,
+) -> Result<()> {
     let kv = keyval(l, cx.name, k)?;
     if kv.freed {
-        return Err(MpiError::invalid_keyval(cx.name, k, "communicator"));
+        return Err(MpiError::invalid_keyval(cx.name, k, kind));
     }
-    let old = comm.attrs.lock().unwrap().insert(k, attribute_val as usize);
+    let old = attrs.lock().unwrap().insert(k, v as usize);
     match old {
-        Some(v) => run_delete("communicator", handle_of(&comm), k, &kv, v)?,
+        Some(v) => run_delete(kind, h, k, &kv, v)?,
         None => {
             if let Some(kv) = l.t().keyvals.get_mut(&k) {
                 kv.uses += 1;
@@ -266,12 +286,24 @@ pub(crate) fn get_attr(
 }
 
 pub(crate) fn delete_attr(cx: Call, l: &Lib, comm: CommRef, comm_keyval: c_int) -> Result<()> {
-    let k = comm_keyval;
+    delete_in(cx, l, &comm.attrs, handle_of(&comm), "communicator", comm_keyval)
+}
+
+/// Deletes attribute `k` among `attrs`, those of object `h` (a `kind`), running its delete
+/// callback.
+pub(crate) fn delete_in(
+    cx: Call,
+    l: &Lib,
+    attrs: &std::sync::Mutex<Attrs>,
+    h: usize,
+    kind: &str,
+    k: c_int,
+) -> Result<()> {
     let kv = keyval(l, cx.name, k)?;
-    let Some(v) = comm.attrs.lock().unwrap().remove(k) else {
+    let Some(v) = attrs.lock().unwrap().remove(k) else {
         return Err(MpiError::new(c::MPI_ERR_KEYVAL, format!("{}: no attribute is set for keyval {k}", cx.name)));
     };
-    run_delete("communicator", handle_of(&comm), k, &kv, v)?;
+    run_delete(kind, h, k, &kv, v)?;
     release_keyval(l, k);
     Ok(())
 }

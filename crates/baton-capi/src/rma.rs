@@ -23,6 +23,31 @@ fn give(request: Option<Out<usize>>, id: Option<baton_core::engine::ReqId>) {
     }
 }
 
+/// The plain form and the request form (`MPI_R…`) of an operation, both calling `$any` with
+/// the request the application wants (None for the plain form).
+macro_rules! plain_and_request {
+    ($plain:ident, $req:ident, $any:ident, $($p:ident: $t:ty),*) => {
+        #[allow(clippy::too_many_arguments)]
+        pub(crate) fn $plain(cx: Call, l: &Lib, $($p: $t),*) -> Result<()> {
+            $any(cx, l, $($p),*, None)
+        }
+
+        #[allow(clippy::too_many_arguments)]
+        pub(crate) fn $req(cx: Call, l: &Lib, $($p: $t),*, request: Out<usize>) -> Result<()> {
+            $any(cx, l, $($p),*, Some(request))
+        }
+    };
+}
+
+plain_and_request!(put, rput, put_any, origin: Data, target_rank: c_int, target_disp: isize,
+    target_count: usize, target_datatype: Dt, win: WinRef);
+plain_and_request!(get, rget, get_any, origin: Data, target_rank: c_int, target_disp: isize,
+    target_count: usize, target_datatype: Dt, win: WinRef);
+plain_and_request!(accumulate, raccumulate, acc_any, origin: Data, target_rank: c_int, target_disp: isize,
+    target_count: usize, target_datatype: Dt, op: usize, win: WinRef);
+plain_and_request!(get_accumulate, rget_accumulate, get_acc_any, origin: Data, result: Data, target_rank: c_int,
+    target_disp: isize, target_count: usize, target_datatype: Dt, op: usize, win: WinRef);
+
 #[allow(clippy::too_many_arguments)]
 fn put_any(
     cx: Call,
@@ -43,35 +68,6 @@ fn put_any(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn put(
-    cx: Call,
-    l: &Lib,
-    origin: Data,
-    target_rank: c_int,
-    target_disp: isize,
-    target_count: usize,
-    target_datatype: Dt,
-    win: WinRef,
-) -> Result<()> {
-    put_any(cx, l, origin, target_rank, target_disp, target_count, target_datatype, win, None)
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn rput(
-    cx: Call,
-    l: &Lib,
-    origin: Data,
-    target_rank: c_int,
-    target_disp: isize,
-    target_count: usize,
-    target_datatype: Dt,
-    win: WinRef,
-    request: Out<usize>,
-) -> Result<()> {
-    put_any(cx, l, origin, target_rank, target_disp, target_count, target_datatype, win, Some(request))
-}
-
-#[allow(clippy::too_many_arguments)]
 fn get_any(
     cx: Call,
     l: &Lib,
@@ -88,35 +84,6 @@ fn get_any(
     let want = request.is_some();
     give(request, l.mpi.get(cx.name, &win.core, &b, t, want)?);
     Ok(())
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn get(
-    cx: Call,
-    l: &Lib,
-    origin: Data,
-    target_rank: c_int,
-    target_disp: isize,
-    target_count: usize,
-    target_datatype: Dt,
-    win: WinRef,
-) -> Result<()> {
-    get_any(cx, l, origin, target_rank, target_disp, target_count, target_datatype, win, None)
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn rget(
-    cx: Call,
-    l: &Lib,
-    origin: Data,
-    target_rank: c_int,
-    target_disp: isize,
-    target_count: usize,
-    target_datatype: Dt,
-    win: WinRef,
-    request: Out<usize>,
-) -> Result<()> {
-    get_any(cx, l, origin, target_rank, target_disp, target_count, target_datatype, win, Some(request))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -141,37 +108,6 @@ fn acc_any(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn accumulate(
-    cx: Call,
-    l: &Lib,
-    origin: Data,
-    target_rank: c_int,
-    target_disp: isize,
-    target_count: usize,
-    target_datatype: Dt,
-    op: usize,
-    win: WinRef,
-) -> Result<()> {
-    acc_any(cx, l, origin, target_rank, target_disp, target_count, target_datatype, op, win, None)
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn raccumulate(
-    cx: Call,
-    l: &Lib,
-    origin: Data,
-    target_rank: c_int,
-    target_disp: isize,
-    target_count: usize,
-    target_datatype: Dt,
-    op: usize,
-    win: WinRef,
-    request: Out<usize>,
-) -> Result<()> {
-    acc_any(cx, l, origin, target_rank, target_disp, target_count, target_datatype, op, win, Some(request))
-}
-
-#[allow(clippy::too_many_arguments)]
 fn get_acc_any(
     cx: Call,
     l: &Lib,
@@ -193,40 +129,6 @@ fn get_acc_any(
     let want = request.is_some();
     give(request, l.mpi.get_accumulate(cx.name, &win.core, &ob, &rb, t, o, basic, want)?);
     Ok(())
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn get_accumulate(
-    cx: Call,
-    l: &Lib,
-    origin: Data,
-    result: Data,
-    target_rank: c_int,
-    target_disp: isize,
-    target_count: usize,
-    target_datatype: Dt,
-    op: usize,
-    win: WinRef,
-) -> Result<()> {
-    get_acc_any(cx, l, origin, result, target_rank, target_disp, target_count, target_datatype, op, win, None)
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn rget_accumulate(
-    cx: Call,
-    l: &Lib,
-    origin: Data,
-    result: Data,
-    target_rank: c_int,
-    target_disp: isize,
-    target_count: usize,
-    target_datatype: Dt,
-    op: usize,
-    win: WinRef,
-    request: Out<usize>,
-) -> Result<()> {
-    let r = Some(request);
-    get_acc_any(cx, l, origin, result, target_rank, target_disp, target_count, target_datatype, op, win, r)
 }
 
 /// The operation and basic datatype of an accumulate whose elements are `data`'s. An operation

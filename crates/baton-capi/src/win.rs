@@ -69,11 +69,11 @@ pub(crate) fn create(
     Ok(())
 }
 
+/// `MPI_Win_allocate` and (`SHARED`) `MPI_Win_allocate_shared`.
 #[allow(clippy::too_many_arguments)]
-fn allocate_any(
+pub(crate) fn allocate<const SHARED: bool>(
     cx: Call,
     l: &Lib,
-    shared: bool,
     size: usize,
     disp_unit: usize,
     info: Vec<(String, String)>,
@@ -83,39 +83,12 @@ fn allocate_any(
 ) -> Result<()> {
     let du = disp_unit_of(cx.name, disp_unit)?;
     let noncontig = info.iter().any(|(k, v)| k == "alloc_shared_noncontig" && v == "true");
-    let core = l.mpi.win_create(cx.name, &comm.core, Provide::Allocate { shared, noncontig }, size, du)?;
+    let provide = Provide::Allocate { shared: SHARED, noncontig };
+    let core = l.mpi.win_create(cx.name, &comm.core, provide, size, du)?;
     // SAFETY: `baseptr` is really a `void **` (the standard's C binding), checked non-null.
     unsafe { *(baseptr as *mut usize) = core.base };
     win.put(register(l, comm.errhandler.load(Ordering::SeqCst), core, info));
     Ok(())
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn allocate(
-    cx: Call,
-    l: &Lib,
-    size: usize,
-    disp_unit: usize,
-    info: Vec<(String, String)>,
-    comm: crate::state::CommRef,
-    baseptr: *mut c_void,
-    win: Out<usize>,
-) -> Result<()> {
-    allocate_any(cx, l, false, size, disp_unit, info, comm, baseptr, win)
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn allocate_shared(
-    cx: Call,
-    l: &Lib,
-    size: usize,
-    disp_unit: usize,
-    info: Vec<(String, String)>,
-    comm: crate::state::CommRef,
-    baseptr: *mut c_void,
-    win: Out<usize>,
-) -> Result<()> {
-    allocate_any(cx, l, true, size, disp_unit, info, comm, baseptr, win)
 }
 
 pub(crate) fn create_dynamic(
@@ -142,7 +115,7 @@ pub unsafe extern "C" fn PMPI_Win_free(win: *mut usize) -> c_int {
         let l = lib(CALL)?;
         let obj = l.win(CALL, "win", h)?;
         obj.core.free(&l.mpi, CALL)?;
-        let deleted = delete_all_attrs(l, h, &obj);
+        let deleted = attr::delete_all_in(l, &obj.attrs, h, "window", CALL);
         let mut t = l.t();
         t.wins.remove(h);
         crate::state::WIN_EPOCH.fetch_add(1, Ordering::AcqRel);
@@ -256,20 +229,7 @@ pub(crate) fn set_attr(cx: Call, l: &Lib, win: WinRef, win_keyval: c_int, attrib
     if is_predefined_key(k) {
         return Err(MpiError::new(c::MPI_ERR_KEYVAL, format!("{}: predefined attribute {k} is read-only", cx.name)));
     }
-    let kv = attr::keyval(l, cx.name, k)?;
-    if kv.freed {
-        return Err(MpiError::invalid_keyval(cx.name, k, "window"));
-    }
-    let old = win.attrs.lock().unwrap().insert(k, attribute_val as usize);
-    match old {
-        Some(v) => attr::run_delete("window", win.handle.load(Ordering::Relaxed), k, &kv, v)?,
-        None => {
-            if let Some(kv) = l.t().keyvals.get_mut(&k) {
-                kv.uses += 1;
-            }
-        }
-    }
-    Ok(())
+    attr::set_in(cx, l, &win.attrs, win.handle.load(Ordering::Relaxed), "window", k, attribute_val)
 }
 
 pub(crate) fn get_attr(
@@ -302,30 +262,7 @@ pub(crate) fn get_attr(
 }
 
 pub(crate) fn delete_attr(cx: Call, l: &Lib, win: WinRef, win_keyval: c_int) -> Result<()> {
-    let k = win_keyval;
-    let kv = attr::keyval(l, cx.name, k)?;
-    let Some(v) = win.attrs.lock().unwrap().remove(k) else {
-        return Err(MpiError::new(c::MPI_ERR_KEYVAL, format!("{}: no attribute is set for keyval {k}", cx.name)));
-    };
-    attr::run_delete("window", win.handle.load(Ordering::Relaxed), k, &kv, v)?;
-    attr::release_keyval(l, k);
-    Ok(())
-}
-
-/// Deletes every attribute of window `h` (before it is freed), newest first; the first failure
-/// of a delete callback is returned, after all have run.
-fn delete_all_attrs(l: &Lib, h: usize, obj: &WinObj) -> Result<()> {
-    let attrs = obj.attrs.lock().unwrap().take_newest_first();
-    let mut first_err = None;
-    for (k, v) in attrs {
-        if let Ok(kv) = attr::keyval(l, "MPI_Win_free", k) {
-            if let Err(e) = attr::run_delete("window", h, k, &kv, v) {
-                first_err.get_or_insert(e);
-            }
-            attr::release_keyval(l, k);
-        }
-    }
-    first_err.map_or(Ok(()), Err)
+    attr::delete_in(cx, l, &win.attrs, win.handle.load(Ordering::Relaxed), "window", win_keyval)
 }
 
 // ----- shared memory -----
