@@ -156,6 +156,7 @@ const BUNDLES: &[(&str, &str, &[&str])] = &[
     ("message", "crate::validate::Message", &["buf", "count", "datatype", "peer", "tag"]),
     ("requests", "crate::validate::Requests", &["count", "handles"]),
     ("matching", "crate::validate::Matching", &["source", "tag"]),
+    ("remote", "crate::validate::Remote", &["rank", "disp", "count", "datatype"]),
 ];
 
 /// The bundle entries of `fam`: (name, type, the parameters it is made of).

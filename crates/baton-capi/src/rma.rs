@@ -5,17 +5,13 @@
 use crate::p2p::user_buffer;
 use crate::request::handle_of;
 use crate::state::{Lib, WinObj, WinRef};
-use crate::validate::{Call, Data, Dt, Out};
+use crate::validate::{Call, Data, Dt, Out, Remote};
 use baton_abi::consts as c;
 use baton_core::error::{MpiError, Result};
 use baton_core::group::Group;
 use baton_core::rma::origin::Target;
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
-
-fn target(rank: c_int, disp: isize, count: usize, dt: &Dt) -> Target<'_> {
-    Target { rank, disp: disp as i64, count, layout: dt.layout() }
-}
 
 fn give(request: Option<Out<usize>>, id: Option<baton_core::engine::ReqId>) {
     if let (Some(r), Some(id)) = (request, id) {
@@ -39,71 +35,39 @@ macro_rules! plain_and_request {
     };
 }
 
-plain_and_request!(put, rput, put_any, origin: Data, target_rank: c_int, target_disp: isize,
-    target_count: usize, target_datatype: Dt, win: WinRef);
-plain_and_request!(get, rget, get_any, origin: Data, target_rank: c_int, target_disp: isize,
-    target_count: usize, target_datatype: Dt, win: WinRef);
-plain_and_request!(accumulate, raccumulate, acc_any, origin: Data, target_rank: c_int, target_disp: isize,
-    target_count: usize, target_datatype: Dt, op: usize, win: WinRef);
-plain_and_request!(get_accumulate, rget_accumulate, get_acc_any, origin: Data, result: Data, target_rank: c_int,
-    target_disp: isize, target_count: usize, target_datatype: Dt, op: usize, win: WinRef);
+plain_and_request!(put, rput, put_any, origin: Data, at: Remote, win: WinRef);
+plain_and_request!(get, rget, get_any, origin: Data, at: Remote, win: WinRef);
+plain_and_request!(accumulate, raccumulate, acc_any, origin: Data, at: Remote, op: usize, win: WinRef);
+plain_and_request!(get_accumulate, rget_accumulate, get_acc_any, origin: Data, result: Data, at: Remote, op: usize,
+    win: WinRef);
 
-#[allow(clippy::too_many_arguments)]
-fn put_any(
-    cx: Call,
-    l: &Lib,
-    origin: Data,
-    target_rank: c_int,
-    target_disp: isize,
-    target_count: usize,
-    target_datatype: Dt,
-    win: WinRef,
-    request: Option<Out<usize>>,
-) -> Result<()> {
+fn put_any(cx: Call, l: &Lib, origin: Data, at: Remote, win: WinRef, request: Option<Out<usize>>) -> Result<()> {
     let b = user_buffer(cx.name, origin)?;
-    let t = target(target_rank, target_disp, target_count, &target_datatype);
     let want = request.is_some();
-    give(request, l.mpi.put(cx.name, &win.core, &b, t, want)?);
+    give(request, l.mpi.put(cx.name, &win.core, &b, at.target(), want)?);
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn get_any(
-    cx: Call,
-    l: &Lib,
-    origin: Data,
-    target_rank: c_int,
-    target_disp: isize,
-    target_count: usize,
-    target_datatype: Dt,
-    win: WinRef,
-    request: Option<Out<usize>>,
-) -> Result<()> {
+fn get_any(cx: Call, l: &Lib, origin: Data, at: Remote, win: WinRef, request: Option<Out<usize>>) -> Result<()> {
     let b = user_buffer(cx.name, origin)?;
-    let t = target(target_rank, target_disp, target_count, &target_datatype);
     let want = request.is_some();
-    give(request, l.mpi.get(cx.name, &win.core, &b, t, want)?);
+    give(request, l.mpi.get(cx.name, &win.core, &b, at.target(), want)?);
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
 fn acc_any(
     cx: Call,
     l: &Lib,
     origin: Data,
-    target_rank: c_int,
-    target_disp: isize,
-    target_count: usize,
-    target_datatype: Dt,
+    at: Remote,
     op: usize,
     win: WinRef,
     request: Option<Out<usize>>,
 ) -> Result<()> {
-    let (o, basic) = rma_op(cx, op, &origin, target_count)?;
+    let (o, basic) = rma_op(cx, op, &origin, at.count)?;
     let b = user_buffer(cx.name, origin)?;
-    let t = target(target_rank, target_disp, target_count, &target_datatype);
     let want = request.is_some();
-    give(request, l.mpi.accumulate(cx.name, &win.core, &b, t, o, basic, want)?);
+    give(request, l.mpi.accumulate(cx.name, &win.core, &b, at.target(), o, basic, want)?);
     Ok(())
 }
 
@@ -113,21 +77,17 @@ fn get_acc_any(
     l: &Lib,
     origin: Data,
     result: Data,
-    target_rank: c_int,
-    target_disp: isize,
-    target_count: usize,
-    target_datatype: Dt,
+    at: Remote,
     op: usize,
     win: WinRef,
     request: Option<Out<usize>>,
 ) -> Result<()> {
     // With MPI_NO_OP the origin buffer is ignored: its datatype may be anything.
-    let (o, basic) = rma_op(cx, op, if op == c::MPI_NO_OP { &result } else { &origin }, target_count)?;
+    let (o, basic) = rma_op(cx, op, if op == c::MPI_NO_OP { &result } else { &origin }, at.count)?;
     let ob = user_buffer(cx.name, origin)?;
     let rb = user_buffer(cx.name, result)?;
-    let t = target(target_rank, target_disp, target_count, &target_datatype);
     let want = request.is_some();
-    give(request, l.mpi.get_accumulate(cx.name, &win.core, &ob, &rb, t, o, basic, want)?);
+    give(request, l.mpi.get_accumulate(cx.name, &win.core, &ob, &rb, at.target(), o, basic, want)?);
     Ok(())
 }
 
@@ -178,7 +138,7 @@ pub(crate) fn fetch_and_op(
     }
     let ob = user_buffer(cx.name, Data::new(origin_addr, (op != c::MPI_NO_OP) as usize, datatype.clone()))?;
     let rb = user_buffer(cx.name, Data::new(result_addr, 1, datatype.clone()))?;
-    let t = target(target_rank, target_disp, 1, &datatype);
+    let t = Target { rank: target_rank, disp: target_disp as i64, count: 1, layout: datatype.layout() };
     l.mpi.get_accumulate(cx.name, &win.core, &ob, &rb, t, o, basic, false)?;
     Ok(())
 }
@@ -203,7 +163,7 @@ pub(crate) fn compare_and_swap(
     }
     let buf = |p| user_buffer(cx.name, Data::new(p, 1, datatype.clone()));
     let (ob, cb, rb) = (buf(origin_addr)?, buf(compare_addr)?, buf(result_addr)?);
-    let t = target(target_rank, target_disp, 1, &datatype);
+    let t = Target { rank: target_rank, disp: target_disp as i64, count: 1, layout: datatype.layout() };
     l.mpi.compare_and_swap(cx.name, &win.core, &ob, &cb, &rb, t)
 }
 

@@ -509,6 +509,32 @@ impl Matching {
     }
 }
 
+/// Bundle `remote(rank=R,disp=D,count=N,datatype=T)`: where a one-sided operation lands, each
+/// part checked by its own role.
+pub struct Remote {
+    pub rank: c_int,
+    pub disp: isize,
+    pub count: usize,
+    pub datatype: Dt,
+}
+
+impl Remote {
+    #[inline]
+    pub fn new(rank: c_int, disp: isize, count: usize, datatype: Dt) -> Remote {
+        Remote { rank, disp, count, datatype }
+    }
+
+    /// As the device takes it.
+    pub fn target(&self) -> baton_core::rma::origin::Target<'_> {
+        baton_core::rma::origin::Target {
+            rank: self.rank,
+            disp: self.disp as i64,
+            count: self.count,
+            layout: self.datatype.layout(),
+        }
+    }
+}
+
 /// Bundle `requests(count=N,handles=A)`: an array of `N` request handles (role `array_out`)
 /// that a completion call reads and updates.
 pub struct Requests<'a> {
