@@ -169,12 +169,13 @@ pub fn copy_attrs_on_dup(old_h: usize, old: &CommObj, new_h: usize, new: &CommOb
 /// `MPI_Finalize`), running delete callbacks in the reverse order of setting. Every attribute
 /// goes even when a callback fails; the first failure is returned.
 pub fn delete_all_attrs(l: &Lib, h: usize, obj: &CommObj) -> Result<()> {
-    delete_all_in(l, &obj.attrs, h, "communicator", "MPI_Comm_free")
+    delete_all_in(l, Holder { attrs: &obj.attrs, handle: h, kind: "communicator" }, "MPI_Comm_free")
 }
 
-/// Deletes every attribute among `attrs`, those of object `h` (a `kind`) that `call` frees,
-/// newest first; every one goes even when a callback fails, and the first failure is returned.
-pub(crate) fn delete_all_in(l: &Lib, attrs: &std::sync::Mutex<Attrs>, h: usize, kind: &str, call: &str) -> Result<()> {
+/// Deletes every attribute of `o`, which `call` frees, newest first; every one goes even when a
+/// callback fails, and the first failure is returned.
+pub(crate) fn delete_all_in(l: &Lib, o: Holder, call: &str) -> Result<()> {
+    let Holder { attrs, handle: h, kind } = o;
     let attrs = attrs.lock().unwrap().take_newest_first();
     let mut first_err = None;
     for (k, v) in attrs {
@@ -218,6 +219,10 @@ pub(crate) fn free_keyval(cx: Call, l: &Lib, comm_keyval: Out<c_int>) -> Result<
     Ok(())
 }
 
+fn holder(cm: &CommObj) -> Holder<'_> {
+    Holder { attrs: &cm.attrs, handle: handle_of(cm), kind: "communicator" }
+}
+
 fn handle_of(cm: &CommObj) -> usize {
     cm.handle.load(Ordering::Relaxed)
 }
@@ -227,20 +232,20 @@ pub(crate) fn set_attr(cx: Call, l: &Lib, comm: CommRef, comm_keyval: c_int, att
     if is_predefined_key(k) {
         return Err(MpiError::new(c::MPI_ERR_KEYVAL, format!("{}: predefined attribute {k} is read-only", cx.name)));
     }
-    set_in(cx, l, &comm.attrs, handle_of(&comm), "communicator", k, attribute_val)
+    set_in(cx, l, holder(&comm), k, attribute_val)
 }
 
-/// Sets attribute `k` to `v` among `attrs`, those of object `h` (a `kind`: "communicator",
-/// "window"), running the delete callback of the value it replaces.
-pub(crate) fn set_in(
-    cx: Call,
-    l: &Lib,
-    attrs: &std::sync::Mutex<Attrs>,
-    h: usize,
-    kind: &str,
-    k: c_int,
-    v: *mut c_void,
-) -> Result<()> {
+/// An object that carries attributes: its attributes, its handle and its kind ("communicator",
+/// "window"), which messages and callbacks name.
+pub(crate) struct Holder<'a> {
+    pub attrs: &'a std::sync::Mutex<Attrs>,
+    pub handle: usize,
+    pub kind: &'static str,
+}
+
+/// Sets attribute `k` of `o` to `v`, running the delete callback of the value it replaces.
+pub(crate) fn set_in(cx: Call, l: &Lib, o: Holder, k: c_int, v: *mut c_void) -> Result<()> {
+    let Holder { attrs, handle: h, kind } = o;
     let kv = keyval(l, cx.name, k)?;
     if kv.freed {
         return Err(MpiError::invalid_keyval(cx.name, k, kind));
@@ -286,19 +291,12 @@ pub(crate) fn get_attr(
 }
 
 pub(crate) fn delete_attr(cx: Call, l: &Lib, comm: CommRef, comm_keyval: c_int) -> Result<()> {
-    delete_in(cx, l, &comm.attrs, handle_of(&comm), "communicator", comm_keyval)
+    delete_in(cx, l, holder(&comm), comm_keyval)
 }
 
-/// Deletes attribute `k` among `attrs`, those of object `h` (a `kind`), running its delete
-/// callback.
-pub(crate) fn delete_in(
-    cx: Call,
-    l: &Lib,
-    attrs: &std::sync::Mutex<Attrs>,
-    h: usize,
-    kind: &str,
-    k: c_int,
-) -> Result<()> {
+/// Deletes attribute `k` of `o`, running its delete callback.
+pub(crate) fn delete_in(cx: Call, l: &Lib, o: Holder, k: c_int) -> Result<()> {
+    let Holder { attrs, handle: h, kind } = o;
     let kv = keyval(l, cx.name, k)?;
     let Some(v) = attrs.lock().unwrap().remove(k) else {
         return Err(MpiError::new(c::MPI_ERR_KEYVAL, format!("{}: no attribute is set for keyval {k}", cx.name)));

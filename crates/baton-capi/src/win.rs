@@ -11,7 +11,7 @@ use crate::state::{lib, Lib, WinObj, WinRef};
 use crate::validate::{Call, CountOut, Out, StrOut};
 use baton_abi::consts as c;
 use baton_core::error::{MpiError, Result};
-use baton_core::rma::{Provide, Window};
+use baton_core::rma::{Provide, Spec, Window};
 use baton_transport::mem::UserBuf;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -64,7 +64,7 @@ pub(crate) fn create(
     // SAFETY: MPI_Win_create's contract: `size` bytes at `base` stay valid until MPI_Win_free,
     // and the application accesses them only as the window's synchronization allows.
     let span = unsafe { UserBuf::new(base as usize, size) };
-    let core = l.mpi.win_create(cx.name, &comm.core, Provide::User(span), size, du)?;
+    let core = l.mpi.win_create(cx.name, &comm.core, Spec { provide: Provide::User(span), size, disp_unit: du })?;
     win.put(register(l, comm.errhandler.load(Ordering::SeqCst), core, info));
     Ok(())
 }
@@ -84,7 +84,7 @@ pub(crate) fn allocate<const SHARED: bool>(
     let du = disp_unit_of(cx.name, disp_unit)?;
     let noncontig = info.iter().any(|(k, v)| k == "alloc_shared_noncontig" && v == "true");
     let provide = Provide::Allocate { shared: SHARED, noncontig };
-    let core = l.mpi.win_create(cx.name, &comm.core, provide, size, du)?;
+    let core = l.mpi.win_create(cx.name, &comm.core, Spec { provide, size, disp_unit: du })?;
     // SAFETY: `baseptr` is really a `void **` (the standard's C binding), checked non-null.
     unsafe { *(baseptr as *mut usize) = core.base };
     win.put(register(l, comm.errhandler.load(Ordering::SeqCst), core, info));
@@ -98,7 +98,7 @@ pub(crate) fn create_dynamic(
     comm: crate::state::CommRef,
     win: Out<usize>,
 ) -> Result<()> {
-    let core = l.mpi.win_create(cx.name, &comm.core, Provide::Dynamic, 0, 1)?;
+    let core = l.mpi.win_create(cx.name, &comm.core, Spec { provide: Provide::Dynamic, size: 0, disp_unit: 1 })?;
     win.put(register(l, comm.errhandler.load(Ordering::SeqCst), core, info));
     Ok(())
 }
@@ -115,7 +115,7 @@ pub unsafe extern "C" fn PMPI_Win_free(win: *mut usize) -> c_int {
         let l = lib(CALL)?;
         let obj = l.win(CALL, "win", h)?;
         obj.core.free(&l.mpi, CALL)?;
-        let deleted = attr::delete_all_in(l, &obj.attrs, h, "window", CALL);
+        let deleted = attr::delete_all_in(l, holder(&obj), CALL);
         let mut t = l.t();
         t.wins.remove(h);
         crate::state::WIN_EPOCH.fetch_add(1, Ordering::AcqRel);
@@ -220,6 +220,10 @@ pub unsafe extern "C" fn PMPI_Win_call_errhandler(win: usize, code: c_int) -> c_
 
 // ----- attributes -----
 
+fn holder(w: &WinObj) -> attr::Holder<'_> {
+    attr::Holder { attrs: &w.attrs, handle: w.handle.load(Ordering::Relaxed), kind: "window" }
+}
+
 fn is_predefined_key(k: c_int) -> bool {
     matches!(k, c::MPI_WIN_BASE | c::MPI_WIN_SIZE | c::MPI_WIN_DISP_UNIT | c::MPI_WIN_CREATE_FLAVOR | c::MPI_WIN_MODEL)
 }
@@ -229,7 +233,7 @@ pub(crate) fn set_attr(cx: Call, l: &Lib, win: WinRef, win_keyval: c_int, attrib
     if is_predefined_key(k) {
         return Err(MpiError::new(c::MPI_ERR_KEYVAL, format!("{}: predefined attribute {k} is read-only", cx.name)));
     }
-    attr::set_in(cx, l, &win.attrs, win.handle.load(Ordering::Relaxed), "window", k, attribute_val)
+    attr::set_in(cx, l, holder(&win), k, attribute_val)
 }
 
 pub(crate) fn get_attr(
@@ -262,7 +266,7 @@ pub(crate) fn get_attr(
 }
 
 pub(crate) fn delete_attr(cx: Call, l: &Lib, win: WinRef, win_keyval: c_int) -> Result<()> {
-    attr::delete_in(cx, l, &win.attrs, win.handle.load(Ordering::Relaxed), "window", win_keyval)
+    attr::delete_in(cx, l, holder(&win), win_keyval)
 }
 
 // ----- shared memory -----

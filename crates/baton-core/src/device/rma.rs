@@ -7,7 +7,7 @@ use crate::engine::ReqId;
 use crate::error::Result;
 use crate::op::Op;
 use crate::rma::origin::{done, Target};
-use crate::rma::{Provide, Window};
+use crate::rma::{Spec, Window};
 use baton_abi::consts as c;
 use std::sync::Arc;
 
@@ -42,15 +42,8 @@ impl Device {
     }
 
     /// `MPI_Win_create`, `MPI_Win_allocate`, `MPI_Win_create_dynamic` (collective over `comm`).
-    pub fn win_create(
-        &self,
-        call: &str,
-        comm: &Comm,
-        provide: Provide,
-        size: usize,
-        disp_unit: usize,
-    ) -> Result<Arc<Window>> {
-        Window::create(self, call, comm, provide, size, disp_unit)
+    pub fn win_create(&self, call: &str, comm: &Comm, spec: Spec) -> Result<Arc<Window>> {
+        Window::create(self, call, comm, spec)
     }
 
     /// `MPI_Put` and `MPI_Rput` (`request`: the request, complete at once, since the data is

@@ -44,6 +44,16 @@ fn round_up(n: usize) -> usize {
     n.div_ceil(LINE) * LINE
 }
 
+/// What an accumulate combines: `data` (packed; empty for `MPI_NO_OP`) with operation `op` over
+/// elements of `width` bytes of predefined datatype `basic`.
+#[derive(Clone, Copy)]
+pub struct Combine<'a> {
+    pub op: Op,
+    pub basic: usize,
+    pub width: usize,
+    pub data: &'a [u8],
+}
+
 /// Where a rank's window memory is, as this process reaches it.
 #[derive(Clone, Copy, Debug)]
 pub enum Part {
@@ -251,26 +261,15 @@ impl Direct {
         }
     }
 
-    /// The accumulates: `target = data op target` per element of `width` bytes (predefined
-    /// datatype `basic`), the old elements packed into `old` when given. `data` is empty for
-    /// `MPI_NO_OP`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn accumulate(
-        &self,
-        r: i32,
-        off: i64,
-        shape: &Shape,
-        op: Op,
-        basic: usize,
-        width: usize,
-        data: &[u8],
-        mut old: Option<&mut [u8]>,
-    ) {
+    /// The accumulates: `target = data op target` at `off` of rank `r`'s memory as `shape`
+    /// lays it out, the old elements packed into `old` when given.
+    pub fn accumulate(&self, r: i32, off: i64, shape: &Shape, c: Combine, mut old: Option<&mut [u8]>) {
+        let Combine { op, basic, width, data } = c;
         let width = width.max(1);
         // An element split over blocks (MPI_SHORT_INT's gap) is combined packed, as is all memory
         // no atomic reaches.
         if !self.atomics || shape.blocks().any(|(_, n)| n % width != 0) {
-            return self.accumulate_locked(r, off, shape, op, basic, data, old);
+            return self.accumulate_locked(r, off, shape, c, old);
         }
         let mem = self.part(r);
         let integer = crate::op::is_integer(basic);
@@ -331,17 +330,8 @@ impl Direct {
 
     /// The accumulates no hardware atomic serves: under the target's mutex, the target's bytes
     /// gathered, combined as a packed stream (the reduction kernels' form) and written back.
-    #[allow(clippy::too_many_arguments)]
-    fn accumulate_locked(
-        &self,
-        r: i32,
-        off: i64,
-        shape: &Shape,
-        op: Op,
-        basic: usize,
-        data: &[u8],
-        old: Option<&mut [u8]>,
-    ) {
+    fn accumulate_locked(&self, r: i32, off: i64, shape: &Shape, c: Combine, old: Option<&mut [u8]>) {
+        let Combine { op, basic, data, .. } = c;
         self.with_mutex(r, || {
             let mut cur = vec![0u8; shape.bytes() as usize];
             self.get(r, off, shape, &mut cur);

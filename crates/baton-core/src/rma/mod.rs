@@ -81,6 +81,15 @@ pub enum Provide {
     Dynamic,
 }
 
+/// What a member brings to a new window.
+#[derive(Clone, Copy, Debug)]
+pub struct Spec {
+    pub provide: Provide,
+    /// Bytes of memory and the displacement unit.
+    pub size: usize,
+    pub disp_unit: usize,
+}
+
 /// What every member knows of another's window memory.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Peer {
@@ -151,14 +160,8 @@ pub fn op_from_code(b: u8) -> Option<Op> {
 impl Window {
     /// Creates a window over `comm` (collective): every member brings its memory (or has it
     /// allocated), size and displacement unit; all learn each other's.
-    pub fn create(
-        mpi: &Mpi,
-        call: &str,
-        comm: &Comm,
-        provide: Provide,
-        size: usize,
-        disp_unit: usize,
-    ) -> Result<Arc<Window>> {
+    pub fn create(mpi: &Mpi, call: &str, comm: &Comm, spec: Spec) -> Result<Arc<Window>> {
+        let Spec { provide, size, disp_unit } = spec;
         if comm.is_inter() {
             return Err(MpiError::not_intracomm(call, "comm"));
         }

@@ -7,6 +7,7 @@
 //! operation to that target, in the same queue at the target, which holds that origin's later
 //! requests until the lock is granted. An epoch without operations costs no message.
 
+use super::direct::Combine;
 use super::wire::{Ask, Shape};
 use super::{op_code, Flavor, Window};
 use crate::datatype::Layout;
@@ -307,7 +308,8 @@ impl Window {
         Self::check_sizes(call, "origin buffer", data.len(), &shape)?;
         if let Some(d) = &self.direct {
             self.check_epoch_direct(call, t.rank)?;
-            d.accumulate(t.rank, off, &shape, op, basic, element_size(basic, t.layout), data, None);
+            let width = element_size(basic, t.layout);
+            d.accumulate(t.rank, off, &shape, Combine { op, basic, width, data }, None);
             return Ok(());
         }
         let mut a = self.access();
@@ -352,7 +354,7 @@ impl Window {
                 big.resize(n, 0);
                 &mut big[..]
             };
-            d.accumulate(t.rank, off, &shape, op, basic, width, data, Some(&mut *old));
+            d.accumulate(t.rank, off, &shape, Combine { op, basic, width, data }, Some(&mut *old));
             sink.write(0, old);
             return Ok(request.then(|| done(mpi)));
         }
