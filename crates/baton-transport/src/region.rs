@@ -190,7 +190,7 @@ mod tests {
 
     /// Environment variable through which `opened_by_another_process` hands its region's
     /// handle to the copy of this test binary it starts.
-    const CHILD_ENV: &str = "BATON_REGION_TEST_HANDLE";
+    const CHILD_ENV: &str = "REGION_TEST_CHILD_HANDLE";
 
     #[test]
     fn two_mappings_of_one_region_see_each_others_stores() {
