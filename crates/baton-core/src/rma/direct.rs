@@ -167,7 +167,7 @@ impl Direct {
         match self.parts[r as usize] {
             Part::Remote { pid, base, .. } => report(cma::write(pid, base + at, src), r),
             _ => {
-                self.part(r).write(at, src);
+                self.part(r).write_bulk(at, src);
             }
         }
     }
@@ -247,7 +247,7 @@ impl Direct {
         let mem = self.part(r);
         let mut done = 0;
         for (o, n) in shape.blocks() {
-            dst.write(done, mem.read((off + o) as usize, n));
+            dst.write_bulk(done, mem.read((off + o) as usize, n));
             done += n;
         }
     }
