@@ -30,6 +30,12 @@ const LINE: usize = 64;
 /// Word offsets within a control line.
 const LOCK: usize = 0;
 const ACC_MUTEX: usize = 8;
+/// Post notices this rank has received as an origin, and `Complete`s as a target, not yet
+/// taken by `MPI_Win_start` / `MPI_Win_wait`. Counting suffices: a target posts again only after
+/// its wait, which needs this origin's complete, so a notice never belongs to a later epoch than
+/// the start that takes it.
+const POSTS: usize = 16;
+const COMPLETES: usize = 24;
 
 /// A single-copy transfer that failed after the window's probe succeeded: the target's memory
 /// went away (the application freed it early) or the kernel changed its mind. Nothing was
@@ -180,9 +186,28 @@ impl Direct {
         }
     }
 
+    fn counter(&self, r: i32, which: usize) -> &std::sync::atomic::AtomicU64 {
+        self.buf
+            .atomic_u64(self.ctl + LINE * r as usize + which)
+            .expect("control lines are aligned and inside the region")
+    }
+
     fn word(&self, r: i32, which: usize) -> ShmLock<'_> {
-        let w = self.buf.atomic_u64(self.ctl + LINE * r as usize + which);
-        ShmLock::new(w.expect("control lines are aligned and inside the region"))
+        ShmLock::new(self.counter(r, which))
+    }
+
+    /// `MPI_Win_post` to origin `r`, or `MPI_Win_complete` to target `r` (`complete`).
+    pub fn notify(&self, r: i32, complete: bool) {
+        let which = if complete { COMPLETES } else { POSTS };
+        self.counter(r, which).fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Takes `n` notices addressed to rank `me` if that many have come (posts, or completes).
+    pub fn take(&self, me: i32, n: usize, complete: bool) -> bool {
+        use std::sync::atomic::Ordering::{AcqRel, Acquire};
+        let c = self.counter(me, if complete { COMPLETES } else { POSTS });
+        let n = n as u64;
+        c.fetch_update(AcqRel, Acquire, |v| (v >= n).then(|| v - n)).is_ok()
     }
 
     /// Tries to take rank `r`'s window lock.

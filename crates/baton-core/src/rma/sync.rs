@@ -52,12 +52,22 @@ fn not_passive(call: &str, rank: Option<i32>) -> MpiError {
     )
 }
 
-/// Takes rank `rank`'s lock in a shared-memory window, letting communication move meanwhile
-/// (the holder may wait for a message from this process before it unlocks).
+/// Takes rank `rank`'s lock in a shared-memory window.
 fn acquire(mpi: &Mpi, d: &super::Direct, rank: i32, exclusive: bool) {
+    spin_until(mpi, || d.try_lock(rank, exclusive));
+}
+
+/// Waits for what another process of a direct window does in shared memory, letting
+/// communication move meanwhile (that process may wait for a message from this one first):
+/// spinning briefly, then yielding the core between tries.
+fn spin_until(mpi: &Mpi, mut ready: impl FnMut() -> bool) {
     let mut tries = 0u32;
-    while !d.try_lock(rank, exclusive) {
+    while !ready() {
         tries += 1;
+        if tries < 64 {
+            std::hint::spin_loop();
+            continue;
+        }
         if tries.is_multiple_of(16) {
             mpi.poll();
         }
@@ -143,9 +153,14 @@ impl Window {
             return Err(MpiError::new(c::MPI_ERR_RMA_SYNC, format!("{call}: an MPI_Win_start epoch is already open")));
         }
         if assert & c::MPI_MODE_NOCHECK == 0 {
-            for &r in &group {
-                let reply_ctx = self.exposure.reply_ctx;
-                mpi.recv_ctx(reply_ctx, r, TAG_POST);
+            if let Some(d) = &self.direct {
+                let me = self.comm.rank;
+                spin_until(mpi, || d.take(me, group.len(), false));
+            } else {
+                for &r in &group {
+                    let reply_ctx = self.exposure.reply_ctx;
+                    mpi.recv_ctx(reply_ctx, r, TAG_POST);
+                }
             }
         }
         a.started = Some(group);
@@ -160,6 +175,11 @@ impl Window {
             return Err(MpiError::new(c::MPI_ERR_RMA_SYNC, format!("{call}: no MPI_Win_start epoch is open")));
         };
         self.fast.started.store(false, Relaxed);
+        if let Some(d) = &self.direct {
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            group.iter().for_each(|&r| d.notify(r, true));
+            return Ok(());
+        }
         for &r in &group {
             let to = self.comm.proc_of(r);
             let (ctx, me) = (self.comm.ctx, self.comm.rank);
@@ -185,6 +205,12 @@ impl Window {
         // With MPI_MODE_NOCHECK the matching starts carry it too and wait for no notice: one
         // sent anyway would be taken by a later epoch's start, too early.
         let notify = if assert & c::MPI_MODE_NOCHECK == 0 { &group[..] } else { &[] };
+        if let Some(d) = &self.direct {
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            notify.iter().for_each(|&r| d.notify(r, false));
+            a.posted = Some(group.len());
+            return Ok(());
+        }
         for &r in notify {
             let to = self.comm.proc_of(r);
             mpi.with_engine(|e, n| {
@@ -203,6 +229,21 @@ impl Window {
         let Some(n) = a.posted else {
             return Err(MpiError::new(c::MPI_ERR_RMA_SYNC, format!("{call}: no MPI_Win_post epoch is open")));
         };
+        if let Some(d) = &self.direct {
+            let me = self.comm.rank;
+            let done = if block {
+                spin_until(mpi, || d.take(me, n, true));
+                true
+            } else {
+                mpi.poll();
+                d.take(me, n, true)
+            };
+            if done {
+                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+                a.posted = None;
+            }
+            return Ok(done);
+        }
         let exp = &self.exposure;
         let done = if block {
             mpi.block_until(|_| (exp.served().completes >= n).then_some(()));
