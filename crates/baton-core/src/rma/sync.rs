@@ -434,10 +434,14 @@ impl Window {
     }
 
     /// `MPI_Win_sync`: orders this process's loads and stores to its window memory with the
-    /// operations of others, and lets requests waiting for this process be served.
+    /// operations of others, and (a window served by requests) lets those waiting for this
+    /// process be served, so a target that polls its memory with `MPI_Win_sync` sees the puts.
     pub fn sync(&self, mpi: &Mpi) {
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-        mpi.poll();
-        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        // A direct window's operations need no service from this process.
+        if self.direct.is_none() {
+            mpi.poll();
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        }
     }
 }
