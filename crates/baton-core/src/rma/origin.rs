@@ -363,9 +363,8 @@ impl Window {
         let rid = self.ask_with_answer(mpi, &mut a, t.rank, sink, |id| {
             Ask::GetAcc { id, op: op_code(op), basic: basic as u32, off, shape }.encode(data)
         });
-        if op != Op::NoOp {
-            a.owed[t.rank as usize].dirty = true;
-        }
+        // The answer leaves the target after the update: once it has landed, the operation is
+        // complete there, and a flush needs no round trip of its own for it.
         Ok(self.owe(&mut a, t.rank, rid, request))
     }
 
@@ -387,7 +386,6 @@ impl Window {
         a.check_epoch(call, t.rank)?;
         let rid =
             self.ask_with_answer(mpi, &mut a, t.rank, sink, |id| Ask::Cas { id, len: len as u32, off }.encode(data));
-        a.owed[t.rank as usize].dirty = true;
         self.owe(&mut a, t.rank, rid, false);
         Ok(())
     }
