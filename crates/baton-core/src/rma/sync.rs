@@ -59,7 +59,9 @@ fn acquire(mpi: &Mpi, d: &super::Direct, rank: i32, exclusive: bool) {
 
 /// Waits for what another process of a direct window does in shared memory, letting
 /// communication move meanwhile (that process may wait for a message from this one first):
-/// spinning briefly, then yielding the core between tries.
+/// spinning briefly, then yielding the core between tries, and once the wait is long, sleeping
+/// between them (up to 100 µs), so that a rank waiting for a slow peer leaves the cores to the
+/// ranks that work, and never loops on `sched_yield` alone (which starves under load).
 fn spin_until(mpi: &Mpi, mut ready: impl FnMut() -> bool) {
     let mut tries = 0u32;
     while !ready() {
@@ -71,7 +73,12 @@ fn spin_until(mpi: &Mpi, mut ready: impl FnMut() -> bool) {
         if tries.is_multiple_of(16) {
             mpi.poll();
         }
-        std::thread::yield_now();
+        if tries < 4096 {
+            std::thread::yield_now();
+        } else {
+            let us = ((tries - 4096) / 64).clamp(1, 100) as u64;
+            std::thread::sleep(std::time::Duration::from_micros(us));
+        }
     }
 }
 
