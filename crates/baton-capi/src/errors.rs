@@ -169,6 +169,15 @@ pub fn raise_code(comm: usize, code: c_int, e: MpiError) -> c_int {
 /// Reports `e` through the error handler of window handle `win` (MPI_COMM_WORLD's when `win`
 /// is not a window) and returns the code the call should return.
 pub fn raise_win(win: usize, e: MpiError) -> c_int {
+    // The message names the window when the application named it (`MPI_Win_set_name`).
+    let named =
+        lib_any().and_then(|l| l.t().wins.get(win).map(|w| w.name.lock().unwrap_or_else(|p| p.into_inner()).clone()));
+    let e = match named {
+        Some(n) if !n.is_empty() && !is_user_code(e.class) => {
+            MpiError::new(e.class, format!("{} (window \"{n}\")", e.msg))
+        }
+        _ => e,
+    };
     let code = code_for(&e);
     raise_win_code(win, code, e)
 }
