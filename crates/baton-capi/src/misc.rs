@@ -76,6 +76,13 @@ pub(crate) fn alloc_mem(cx: Call, _l: &Lib, size: isize, _info: usize, baseptr: 
     if size < 0 {
         return Err(MpiError::new(c::MPI_ERR_SIZE, format!("{}: size {size} is negative", cx.name)));
     }
+    // Large allocations in memory peers on this host can map (a window created over it is then
+    // reached by loads, stores and atomics, see baton_core::rma::direct).
+    if let Some(b) = baton_core::rma::direct::alloc_mem(size as usize) {
+        // SAFETY: `baseptr` is really a `void **` (standard C binding), checked non-null by its role.
+        unsafe { *(baseptr as *mut *mut c_void) = b.addr() as *mut c_void };
+        return Ok(());
+    }
     let mut p: *mut c_void = std::ptr::null_mut();
     // SAFETY: plain allocation; 64-byte alignment suits every datatype and the transports.
     let rc = unsafe { libc::posix_memalign(&mut p, 64, size.max(1) as usize) };
@@ -88,6 +95,9 @@ pub(crate) fn alloc_mem(cx: Call, _l: &Lib, size: isize, _info: usize, baseptr: 
 }
 
 pub(crate) fn free_mem(_cx: Call, _l: &Lib, base: *mut c_void) -> Result<()> {
+    if baton_core::rma::direct::free_mem(base as usize) {
+        return Ok(());
+    }
     // SAFETY: `base` came from MPI_Alloc_mem (posix_memalign) or is NULL.
     unsafe { libc::free(base) };
     Ok(())

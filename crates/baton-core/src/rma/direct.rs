@@ -61,7 +61,7 @@ pub struct Combine<'a> {
 }
 
 /// Where a rank's window memory is, as this process reaches it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone)]
 pub enum Part {
     /// In the region, at this offset, this many bytes.
     Mapped { off: usize, size: usize },
@@ -69,6 +69,59 @@ pub enum Part {
     Own(UserBuf),
     /// Another process's memory, by address.
     Remote { pid: i32, base: usize, size: usize },
+    /// Another process's `MPI_Alloc_mem` memory, mapped here too.
+    Shared(Arc<Region>, UserBuf),
+}
+
+/// What a member of an `MPI_Win_create` window tells the others of its memory: where it is in
+/// its process, and, when it lies in `MPI_Alloc_mem` memory, how to map that ([`Region::handle`]
+/// and the offset in it).
+#[derive(Clone, Copy, Debug)]
+pub struct Member {
+    pub pid: i32,
+    pub base: usize,
+    pub size: usize,
+    pub region: Option<(i32, usize, usize)>,
+}
+
+/// `MPI_Alloc_mem` memory of at least [`ALLOC_SHARED_MIN`] bytes: regions peers on this host can
+/// map, so that a window created over it is reached by loads, stores and atomics like one Baton
+/// allocated. Each keeps its descriptor until `MPI_Free_mem` (peers open it through it).
+static ALLOCATED: std::sync::Mutex<Vec<Arc<Region>>> = std::sync::Mutex::new(Vec::new());
+
+/// Smaller allocations come from the heap: a region costs a page and a descriptor.
+pub const ALLOC_SHARED_MIN: usize = 4096;
+
+/// `MPI_Alloc_mem`: memory peers can map, or None (then the caller takes the heap's).
+pub fn alloc_mem(size: usize) -> Option<UserBuf> {
+    if size < ALLOC_SHARED_MIN {
+        return None;
+    }
+    let r = Arc::new(Region::create(size).ok()?);
+    let b = r.buf().prefix(size);
+    ALLOCATED.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+    Some(b)
+}
+
+/// `MPI_Free_mem`: whether `addr` was such memory (now unmapped here; peers' mappings of a
+/// window over it stay valid until they drop them).
+pub fn free_mem(addr: usize) -> bool {
+    let mut a = ALLOCATED.lock().unwrap_or_else(|e| e.into_inner());
+    match a.iter().position(|r| r.addr() == addr) {
+        Some(i) => {
+            a.remove(i);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The `MPI_Alloc_mem` region holding all of `span`, and where `span` starts in it.
+pub fn allocated_holding(span: &UserBuf) -> Option<(Arc<Region>, usize)> {
+    let a = ALLOCATED.lock().unwrap_or_else(|e| e.into_inner());
+    a.iter()
+        .find(|r| span.addr() >= r.addr() && span.addr() + span.len() <= r.addr() + r.len())
+        .map(|r| (r.clone(), span.addr() - r.addr()))
 }
 
 /// A window whose members all run on this host.
@@ -98,15 +151,41 @@ impl Direct {
         Self::with_region(mpi, comm, parts, round_up(at), true)
     }
 
-    /// A window of the application's memory (`own` here; `others`: each member's process id,
-    /// address and size): control lines in a region, the memory reached by single-copy
-    /// transfers. Collective; None at every member when any cannot reach every other's memory.
-    pub fn reach(mpi: &Mpi, comm: &Comm, own: UserBuf, others: &[(i32, usize, usize)]) -> Option<Direct> {
+    /// A window of the application's memory (`own` here; `members`: what each told the others):
+    /// control lines in a region; the memory mapped where every member's lies in `MPI_Alloc_mem`
+    /// memory, else reached by single-copy transfers. Collective; None at every member when any
+    /// can reach neither way.
+    pub fn reach(mpi: &Mpi, comm: &Comm, own: UserBuf, members: &[Member]) -> Option<Direct> {
         let me = comm.rank as usize;
-        let parts: Vec<Part> = others
+        // Mapping first: every member with memory must have it in a region, and every member
+        // must map every other's.
+        if members.iter().all(|m| m.size == 0 || m.region.is_some()) {
+            let parts: Vec<Option<Part>> = members
+                .iter()
+                .enumerate()
+                .map(|(r, m)| match m.region {
+                    _ if r == me => Some(Part::Own(own)),
+                    _ if m.size == 0 => Some(Part::Own(UserBuf::empty())),
+                    Some((fd, len, off)) => {
+                        let region = Arc::new(Region::open(m.pid, fd, len).ok()?);
+                        let buf = region.buf().sub(off, m.size);
+                        (buf.len() == m.size).then_some(Part::Shared(region, buf))
+                    }
+                    None => None,
+                })
+                .collect();
+            let ok = parts.iter().all(Option::is_some);
+            let all = mpi.allgather(comm, vec![ok as u8]);
+            if all.iter().all(|b| b.first() == Some(&1)) {
+                return Self::with_region(mpi, comm, parts.into_iter().flatten().collect(), 0, true);
+            }
+        }
+        let parts: Vec<Part> = members
             .iter()
             .enumerate()
-            .map(|(r, &(pid, base, size))| if r == me { Part::Own(own) } else { Part::Remote { pid, base, size } })
+            .map(
+                |(r, m)| if r == me { Part::Own(own) } else { Part::Remote { pid: m.pid, base: m.base, size: m.size } },
+            )
             .collect();
         // One byte from every other member with memory: the kernel may forbid single-copy
         // transfers (a seccomp filter, ptrace rules), and every member must agree before any
@@ -156,9 +235,10 @@ impl Direct {
 
     /// Rank `r`'s memory as a span of this process, if it is mapped here.
     pub fn mapped(&self, r: i32) -> Option<UserBuf> {
-        match self.parts[r as usize] {
-            Part::Mapped { off, size } => Some(self.buf.sub(off, size)),
-            Part::Own(b) => Some(b),
+        match &self.parts[r as usize] {
+            &Part::Mapped { off, size } => Some(self.buf.sub(off, size)),
+            &Part::Own(b) => Some(b),
+            &Part::Shared(_, b) => Some(b),
             Part::Remote { .. } => None,
         }
     }

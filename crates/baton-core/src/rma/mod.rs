@@ -173,8 +173,22 @@ impl Window {
             _ => 0,
         };
         let pid = std::process::id() as u64;
-        let mine: Vec<u8> =
-            [size as u64, disp_unit as u64, addr as u64, pid].iter().flat_map(|v| v.to_le_bytes()).collect();
+        // Memory of MPI_Alloc_mem can be mapped by peers: how (descriptor, region size, offset).
+        let region = match provide {
+            Provide::User(b) if !b.is_empty() => direct::allocated_holding(&b),
+            _ => None,
+        };
+        let (fd, rlen, roff) = match &region {
+            Some((r, off)) => {
+                let (_, fd, len) = r.handle();
+                (fd as i64 as u64, len as u64, *off as u64)
+            }
+            None => (u64::MAX, 0, 0),
+        };
+        let mine: Vec<u8> = [size as u64, disp_unit as u64, addr as u64, pid, fd, rlen, roff]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
         let all = mpi.allgather(&wcomm, mine);
         let word = |b: &[u8], i: usize| {
             b.get(8 * i..8 * i + 8).map_or(0, |w| u64::from_le_bytes(w.try_into().unwrap_or_default())) as usize
@@ -188,9 +202,17 @@ impl Window {
         let (flavor, direct, memory, keep) = match provide {
             Provide::User(b) => {
                 let direct = if one_host && shm {
-                    let others: Vec<(i32, usize, usize)> =
-                        all.iter().map(|w| (word(w, 3) as i32, word(w, 2), word(w, 0))).collect();
-                    Direct::reach(mpi, &wcomm, b, &others)
+                    let members: Vec<direct::Member> = all
+                        .iter()
+                        .map(|w| direct::Member {
+                            pid: word(w, 3) as i32,
+                            base: word(w, 2),
+                            size: word(w, 0),
+                            region: (word(w, 4) as u64 != u64::MAX)
+                                .then(|| (word(w, 4) as i32, word(w, 5), word(w, 6))),
+                        })
+                        .collect();
+                    Direct::reach(mpi, &wcomm, b, &members)
                 } else {
                     None
                 };
