@@ -1,19 +1,26 @@
 //! One-sided communication: windows, the operations that reach into them and the epochs that
 //! order those operations.
 //!
-//! Every operation travels as a request message to its target ([`wire`]), carried out there by
-//! the window's [`Exposure`] ([`target`]), a service the runtime runs at every progress pass of
-//! the target process: inside a call of any MPI function, and meanwhile by nothing else. Answers
-//! (fetched bytes, acknowledgements) come back on a context of their own, into receives the
-//! origin posted before asking, so fetched data lands straight in the origin's buffer.
+//! Two paths carry the operations, chosen per window when it is created, alike at every member:
+//! - **Direct** ([`direct`]): every member runs on this host. The origin reaches the target's
+//!   memory itself, mapped (memory Baton or `MPI_Alloc_mem` allocated) or by single-copy
+//!   transfers (other application memory); locks and notices are words in shared memory.
+//! - **Requests**: otherwise. An operation travels as a request message to its target
+//!   ([`wire`]), carried out there by the window's [`Exposure`] ([`target`]), a service the
+//!   runtime runs at every progress pass of the target process (inside any MPI call). Answers
+//!   (fetched bytes, acknowledgements) come back on a context of their own, into receives the
+//!   origin posted before asking, so fetched data lands straight in the origin's buffer.
 //!
 //! Important types:
 //! - [`Window`]: one window in this process: its communicator, the size and displacement unit
-//!   of every member's memory, the target side ([`Exposure`]) and the origin side ([`Access`]).
+//!   of every member's memory, the target side ([`Exposure`]), the origin side ([`Access`]) and,
+//!   on the direct path, [`Direct`].
+//! - [`Spec`] and [`Provide`]: what a member brings to a new window.
 //! - [`Memory`]: this process's memory in the window (one span, or the regions attached to a
 //!   dynamic window).
 //! - [`Access`] ([`origin`]): the origin's epochs (fence, post/start/complete/wait, locks) and
-//!   the operations each target still owes an answer for.
+//!   the operations each target still owes an answer for; `Fast`, the same epochs of a direct
+//!   window, read without a lock.
 //!
 //! Origins check what they can before anything is sent (ranks, epochs, displacements against the
 //! target's window size), so a bad call fails at the call with a message naming it; the target
