@@ -130,7 +130,7 @@ pub struct Window {
 /// change it (concurrent epochs on one window from several threads are the application's error).
 #[derive(Default)]
 pub(crate) struct Fast {
-    /// Per target: [`origin::HELD_NONE`], shared, exclusive or `MPI_MODE_NOCHECK`.
+    /// Per target: [`origin::HELD_NONE`] or what is held (shared, exclusive, `MPI_MODE_NOCHECK`).
     pub locks: Vec<std::sync::atomic::AtomicU8>,
     pub lock_all: std::sync::atomic::AtomicBool,
     pub fence: std::sync::atomic::AtomicBool,

@@ -18,7 +18,7 @@ use crate::progress::EngineAccess;
 use crate::runtime::Mpi;
 use baton_abi::consts as c;
 
-/// A direct window's lock states per target ([`super::Fast`]).
+/// A direct window's lock states per target (the epoch state `Fast` keeps).
 pub const HELD_NONE: u8 = 0;
 pub const HELD_SHARED: u8 = 1;
 pub const HELD_EXCLUSIVE: u8 = 2;
