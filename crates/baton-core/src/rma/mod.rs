@@ -30,6 +30,8 @@ pub mod direct;
 pub mod origin;
 pub mod sync;
 pub mod target;
+#[cfg(test)]
+mod tests;
 pub mod wire;
 
 pub use direct::Direct;
