@@ -97,21 +97,12 @@ fn transfer_vectored(
                 }
             }
         };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("{call}: the kernel copied 0 bytes")));
-        }
+        let Some(n) = copied(n, call)? else { continue };
         // The kernel may stop short (at most IOV_MAX iovecs a side, or a fault part way): both
         // sides resume from the byte after the last one copied.
-        here.advance(n as usize);
-        there.advance(n as usize);
-        done += n as usize;
+        here.advance(n);
+        there.advance(n);
+        done += n;
     }
     Ok(())
 }
@@ -163,6 +154,19 @@ impl<'a> Spans<'a> {
     }
 }
 
+/// What a `process_vm_*` call's return value `n` says: bytes copied, `None` to retry (a signal
+/// interrupted it), or the error (`what` names the call for a copy of nothing).
+fn copied(n: isize, what: &str) -> io::Result<Option<usize>> {
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted { Ok(None) } else { Err(e) };
+    }
+    if n == 0 {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("{what}: the kernel copied 0 bytes")));
+    }
+    Ok(Some(n as usize))
+}
+
 #[derive(Clone, Copy)]
 enum Dir {
     Read,
@@ -191,17 +195,8 @@ unsafe fn transfer(dir: Dir, pid: i32, remote_addr: usize, base: *mut u8, len: u
                 Dir::Write => libc::process_vm_writev(pid, &local, 1, &remote, 1, 0),
             }
         };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "process_vm_readv/writev copied 0 bytes"));
-        }
-        done += n as usize;
+        let Some(n) = copied(n, "process_vm_readv/writev")? else { continue };
+        done += n;
     }
     Ok(())
 }
