@@ -136,4 +136,24 @@ static inline int check_finish(const char *name)
     return 1;
 }
 
+/* The name of predefined operation `op`, for messages. */
+static inline const char *check_op_name(MPI_Op op)
+{
+    if (op == MPI_SUM) return "SUM";
+    if (op == MPI_PROD) return "PROD";
+    if (op == MPI_MAX) return "MAX";
+    if (op == MPI_MIN) return "MIN";
+    if (op == MPI_LAND) return "LAND";
+    if (op == MPI_LOR) return "LOR";
+    if (op == MPI_LXOR) return "LXOR";
+    if (op == MPI_BAND) return "BAND";
+    if (op == MPI_BOR) return "BOR";
+    if (op == MPI_BXOR) return "BXOR";
+    if (op == MPI_MAXLOC) return "MAXLOC";
+    if (op == MPI_MINLOC) return "MINLOC";
+    if (op == MPI_REPLACE) return "REPLACE";
+    if (op == MPI_NO_OP) return "NO_OP";
+    return "?";
+}
+
 #endif

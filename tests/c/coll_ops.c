@@ -33,23 +33,6 @@
 
 static int rank, size;
 
-static const char *op_name(MPI_Op op)
-{
-    if (op == MPI_SUM) return "SUM";
-    if (op == MPI_PROD) return "PROD";
-    if (op == MPI_MAX) return "MAX";
-    if (op == MPI_MIN) return "MIN";
-    if (op == MPI_LAND) return "LAND";
-    if (op == MPI_LOR) return "LOR";
-    if (op == MPI_LXOR) return "LXOR";
-    if (op == MPI_BAND) return "BAND";
-    if (op == MPI_BOR) return "BOR";
-    if (op == MPI_BXOR) return "BXOR";
-    if (op == MPI_MAXLOC) return "MAXLOC";
-    if (op == MPI_MINLOC) return "MINLOC";
-    return "?";
-}
-
 /* ---- SUM / PROD / MAX / MIN on integer and floating types ---- */
 
 /* input of (virtual) rank r of nr, element j, for op */
@@ -109,7 +92,7 @@ static long long arith_val(MPI_Op op, int r, int nr, int j, int is_signed)
             CHECK_MPI(MPI_Allreduce(in, out, N, MT, op, MPI_COMM_WORLD));                \
             for (int j = 0; j < N; j++)                                                  \
                 if (out[j] != exp[j]) {                                                  \
-                    CHECK(0, "Allreduce %s on %s: element %d wrong", op_name(op), #MT, j); \
+                    CHECK(0, "Allreduce %s on %s: element %d wrong", check_op_name(op), #MT, j); \
                     break;                                                               \
                 }                                                                        \
             /* Reduce_local: acc = v(r) op acc for r = 1 .. NV-1 */                      \
@@ -126,7 +109,7 @@ static long long arith_val(MPI_Op op, int r, int nr, int j, int is_signed)
             }                                                                            \
             for (int j = 0; j < N; j++)                                                  \
                 if (acc[j] != lexp[j]) {                                                 \
-                    CHECK(0, "Reduce_local %s on %s: element %d wrong", op_name(op), #MT,  \
+                    CHECK(0, "Reduce_local %s on %s: element %d wrong", check_op_name(op), #MT,  \
                           j);                                                            \
                     break;                                                               \
                 }                                                                        \
@@ -185,7 +168,7 @@ static double complex cval(int r, int j)
             for (int j = 0; j < N; j++)                                                  \
                 if (out[j] != exp[j]) {                                                  \
                     CHECK(0, "Allreduce %s on %s: element %d is %g%+gi, expected %g%+gi", \
-                          op_name(op), #MT, j, (double)creal(out[j]), (double)cimag(out[j]), \
+                          check_op_name(op), #MT, j, (double)creal(out[j]), (double)cimag(out[j]), \
                           (double)creal(exp[j]), (double)cimag(exp[j]));                 \
                     break;                                                               \
                 }                                                                        \
@@ -196,7 +179,7 @@ static double complex cval(int r, int j)
             }                                                                            \
             for (int j = 0; j < N; j++)                                                  \
                 if (acc[j] != lexp[j]) {                                                 \
-                    CHECK(0, "Reduce_local %s on %s: element %d wrong", op_name(op), #MT,  \
+                    CHECK(0, "Reduce_local %s on %s: element %d wrong", check_op_name(op), #MT,  \
                           j);                                                            \
                     break;                                                               \
                 }                                                                        \
@@ -263,7 +246,7 @@ static void test_logical(void)
             CHECK_MPI(MPI_Allreduce(in, out, N, MPI_INT, op, MPI_COMM_WORLD));
             for (int j = 0; j < N; j++)
                 if ((out[j] != 0) != exp[j]) {
-                    CHECK(0, "Allreduce %s on MPI_INT: element %d is %d, expected %s", op_name(op),
+                    CHECK(0, "Allreduce %s on MPI_INT: element %d is %d, expected %s", check_op_name(op),
                           j, out[j], exp[j] ? "true" : "false");
                     break;
                 }
@@ -275,7 +258,7 @@ static void test_logical(void)
             for (int j = 0; j < N; j++)
                 if ((acc[j] != 0) != lexp[j]) {
                     CHECK(0, "Reduce_local %s on MPI_INT: element %d is %d, expected %s",
-                          op_name(op), j, acc[j], lexp[j] ? "true" : "false");
+                          check_op_name(op), j, acc[j], lexp[j] ? "true" : "false");
                     break;
                 }
         }
@@ -291,7 +274,7 @@ static void test_logical(void)
             for (int j = 0; j < N; j++)
                 if (out[j] != (bool)exp[j]) {
                     CHECK(0, "Allreduce %s on MPI_C_BOOL: element %d is %d, expected %d",
-                          op_name(op), j, (int)out[j], exp[j]);
+                          check_op_name(op), j, (int)out[j], exp[j]);
                     break;
                 }
             for (int r = 1; r < NV; r++) {
@@ -302,7 +285,7 @@ static void test_logical(void)
             for (int j = 0; j < N; j++)
                 if (acc[j] != (bool)lexp[j]) {
                     CHECK(0, "Reduce_local %s on MPI_C_BOOL: element %d is %d, expected %d",
-                          op_name(op), j, (int)acc[j], lexp[j]);
+                          check_op_name(op), j, (int)acc[j], lexp[j]);
                     break;
                 }
         }
@@ -363,7 +346,7 @@ static unsigned bits(int r, int j)
             for (int j = 0; j < N; j++)                                                  \
                 if (out[j] != exp[j]) {                                                  \
                     CHECK(0, "Allreduce %s on %s: element %d is %#x, expected %#x",      \
-                          op_name(op), #MT, j, (unsigned)out[j], (unsigned)exp[j]);      \
+                          check_op_name(op), #MT, j, (unsigned)out[j], (unsigned)exp[j]);      \
                     break;                                                               \
                 }                                                                        \
             for (int r = 1; r < NV; r++) {                                               \
@@ -376,7 +359,7 @@ static unsigned bits(int r, int j)
             for (int j = 0; j < N; j++)                                                  \
                 if (acc[j] != lexp[j]) {                                                 \
                     CHECK(0, "Reduce_local %s on %s: element %d is %#x, expected %#x",   \
-                          op_name(op), #MT, j, (unsigned)acc[j], (unsigned)lexp[j]);     \
+                          check_op_name(op), #MT, j, (unsigned)acc[j], (unsigned)lexp[j]);     \
                     break;                                                               \
                 }                                                                        \
         }                                                                                \
@@ -443,7 +426,7 @@ static int loc_idx(int r, int nr, int j)
             for (int j = 0; j < N; j++)                                                  \
                 if (out[j].v != exp[j].v || out[j].i != exp[j].i) {                      \
                     CHECK(0, "Allreduce %s on %s: element %d is (%g, %d), expected (%g, %d)", \
-                          op_name(op), #MT, j, (double)out[j].v, out[j].i,              \
+                          check_op_name(op), #MT, j, (double)out[j].v, out[j].i,              \
                           (double)exp[j].v, exp[j].i);                                   \
                     break;                                                               \
                 }                                                                        \
@@ -455,7 +438,7 @@ static int loc_idx(int r, int nr, int j)
             for (int j = 0; j < N; j++)                                                  \
                 if (acc[j].v != lexp[j].v || acc[j].i != lexp[j].i) {                    \
                     CHECK(0, "Reduce_local %s on %s: element %d is (%g, %d), expected (%g, %d)", \
-                          op_name(op), #MT, j, (double)acc[j].v, acc[j].i,              \
+                          check_op_name(op), #MT, j, (double)acc[j].v, acc[j].i,              \
                           (double)lexp[j].v, lexp[j].i);                                 \
                     break;                                                               \
                 }                                                                        \

@@ -39,19 +39,6 @@ typedef _Complex _Float16 chalf_t;
 
 static int rank, size;
 
-static const char *op_name(MPI_Op op)
-{
-    static const struct { MPI_Op op; const char *name; } t[] = {
-        {MPI_SUM, "SUM"},   {MPI_PROD, "PROD"}, {MPI_MAX, "MAX"},       {MPI_MIN, "MIN"},
-        {MPI_LAND, "LAND"}, {MPI_LOR, "LOR"},   {MPI_LXOR, "LXOR"},     {MPI_BAND, "BAND"},
-        {MPI_BOR, "BOR"},   {MPI_BXOR, "BXOR"}, {MPI_MAXLOC, "MAXLOC"}, {MPI_MINLOC, "MINLOC"},
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (t[i].op == op)
-            return t[i].name;
-    return "?";
-}
-
 /* ---- 1. the op/type table ---- */
 
 enum group { CINT, FINT, MULTI, FLT, CPLX, LOGIC, BYTE, PAIR, NONE };
@@ -137,15 +124,15 @@ static void test_table(void)
             if (rc2 != MPI_SUCCESS)
                 MPI_Error_class(rc2, &cls2);
             if (ok) {
-                CHECK(rc == MPI_SUCCESS, "Reduce_local %s on %s failed (class %d)", op_name(ops[o]),
+                CHECK(rc == MPI_SUCCESS, "Reduce_local %s on %s failed (class %d)", check_op_name(ops[o]),
                       types[t].name, cls);
-                CHECK(rc2 == MPI_SUCCESS, "Allreduce %s on %s failed (class %d)", op_name(ops[o]),
+                CHECK(rc2 == MPI_SUCCESS, "Allreduce %s on %s failed (class %d)", check_op_name(ops[o]),
                       types[t].name, cls2);
             } else {
                 CHECK(cls == MPI_ERR_OP, "Reduce_local %s on %s: class %d, expected MPI_ERR_OP",
-                      op_name(ops[o]), types[t].name, cls);
+                      check_op_name(ops[o]), types[t].name, cls);
                 CHECK(cls2 == MPI_ERR_OP, "Allreduce %s on %s: class %d, expected MPI_ERR_OP",
-                      op_name(ops[o]), types[t].name, cls2);
+                      check_op_name(ops[o]), types[t].name, cls2);
             }
         }
     }
@@ -219,7 +206,7 @@ enum { ARITH = 1, BITS = 2, LOGICAL = 4 };
             CHECK_MPI(MPI_Allreduce(in, out, N, MT, op, MPI_COMM_WORLD));                \
             for (int j = 0; j < N; j++)                                                  \
                 if (out[j] != exp[j]) {                                                  \
-                    CHECK(0, "Allreduce %s on %s: element %d wrong", op_name(op), #MT, j); \
+                    CHECK(0, "Allreduce %s on %s: element %d wrong", check_op_name(op), #MT, j); \
                     break;                                                               \
                 }                                                                        \
             for (int r = 1; r < NV; r++) {                                               \
@@ -228,13 +215,13 @@ enum { ARITH = 1, BITS = 2, LOGICAL = 4 };
                 CHECK_MPI(MPI_Reduce_local(in, acc, N, MT, op));                         \
                 for (int j = 0; j < N; j++)                                              \
                     if (in[j] != NAME##_v(op, r, j)) {                                   \
-                        CHECK(0, "Reduce_local %s on %s changed inbuf", op_name(op), #MT); \
+                        CHECK(0, "Reduce_local %s on %s changed inbuf", check_op_name(op), #MT); \
                         break;                                                           \
                     }                                                                    \
             }                                                                            \
             for (int j = 0; j < N; j++)                                                  \
                 if (acc[j] != lexp[j]) {                                                 \
-                    CHECK(0, "Reduce_local %s on %s: element %d wrong", op_name(op), #MT, j); \
+                    CHECK(0, "Reduce_local %s on %s: element %d wrong", check_op_name(op), #MT, j); \
                     break;                                                               \
                 }                                                                        \
         }                                                                                \
@@ -326,7 +313,7 @@ DEF_INT(byte, unsigned char, unsigned char, MPI_BYTE, BITS)
             for (int j = 0; j < N; j++)                                                  \
                 if (out[j] != exp[j]) {                                                  \
                     CHECK(0, "Allreduce %s on %s: element %d is %.17g, expected %.17g",  \
-                          op_name(op), #MT, j, (double)out[j], (double)exp[j]);          \
+                          check_op_name(op), #MT, j, (double)out[j], (double)exp[j]);          \
                     break;                                                               \
                 }                                                                        \
             for (int r = 1; r < NV; r++) {                                               \
@@ -337,7 +324,7 @@ DEF_INT(byte, unsigned char, unsigned char, MPI_BYTE, BITS)
             for (int j = 0; j < N; j++)                                                  \
                 if (acc[j] != lexp[j]) {                                                 \
                     CHECK(0, "Reduce_local %s on %s: element %d is %.17g, expected %.17g", \
-                          op_name(op), #MT, j, (double)acc[j], (double)lexp[j]);         \
+                          check_op_name(op), #MT, j, (double)acc[j], (double)lexp[j]);         \
                     break;                                                               \
                 }                                                                        \
         }                                                                                \
@@ -401,7 +388,7 @@ DEF_FLOAT(real2, half_t, MPI_REAL2)
             for (int j = 0; j < N; j++)                                                  \
                 if (out[j] != exp[j]) {                                                  \
                     CHECK(0, "Allreduce %s on %s: element %d is (%g, %g), expected (%g, %g)", \
-                          op_name(op), #MT, j, (double)__real__ out[j],                  \
+                          check_op_name(op), #MT, j, (double)__real__ out[j],                  \
                           (double)__imag__ out[j], (double)__real__ exp[j],              \
                           (double)__imag__ exp[j]);                                      \
                     break;                                                               \
@@ -415,7 +402,7 @@ DEF_FLOAT(real2, half_t, MPI_REAL2)
                 if (acc[j] != lexp[j]) {                                                 \
                     CHECK(0, "Reduce_local %s on %s: element %d is (%.17g, %.17g), expected " \
                              "(%.17g, %.17g)",                                           \
-                          op_name(op), #MT, j, (double)__real__ acc[j],                  \
+                          check_op_name(op), #MT, j, (double)__real__ acc[j],                  \
                           (double)__imag__ acc[j], (double)__real__ lexp[j],             \
                           (double)__imag__ lexp[j]);                                     \
                     break;                                                               \
@@ -482,7 +469,7 @@ DEF_COMPLEX(complex4, half_t, chalf_t, MPI_COMPLEX4, 0)
             for (int j = 0; j < N; j++)                                                  \
                 if (out[j].v != exp[j].v || out[j].i != exp[j].i) {                      \
                     CHECK(0, "Allreduce %s on %s: element %d is (%g, %g), expected (%g, %g)", \
-                          op_name(op), #MT, j, (double)out[j].v, (double)out[j].i,       \
+                          check_op_name(op), #MT, j, (double)out[j].v, (double)out[j].i,       \
                           (double)exp[j].v, (double)exp[j].i);                           \
                     break;                                                               \
                 }                                                                        \
@@ -494,7 +481,7 @@ DEF_COMPLEX(complex4, half_t, chalf_t, MPI_COMPLEX4, 0)
             for (int j = 0; j < N; j++)                                                  \
                 if (acc[j].v != lexp[j].v || acc[j].i != lexp[j].i) {                    \
                     CHECK(0, "Reduce_local %s on %s: element %d is (%g, %g), expected (%g, %g)", \
-                          op_name(op), #MT, j, (double)acc[j].v, (double)acc[j].i,       \
+                          check_op_name(op), #MT, j, (double)acc[j].v, (double)acc[j].i,       \
                           (double)lexp[j].v, (double)lexp[j].i);                         \
                     break;                                                               \
                 }                                                                        \

@@ -279,7 +279,7 @@ static void ac_compare(const unsigned char *got, const unsigned char *exp, size_
         rv_format(k->bt, g, gs, sizeof gs);
         rv_format(k->bt, e, es_, sizeof es_);
         RMA_CHECK(0, "%s: %s %s (%s -> %s): byte %zu of region (element %zu%s): %s, expected %s",
-                  what, RV[k->bt].name, rv_op_name(k->op), LAY[k->ol].n > 1 ? "derived" : "basic",
+                  what, RV[k->bt].name, check_op_name(k->op), LAY[k->ol].n > 1 ? "derived" : "basic",
                   LAY[k->tl].n > 1 ? "derived" : "basic", i - start, (i - start) / es,
                   i - start < AC_GUARD ? ", guard" : "", gs, es_);
         return;
@@ -317,7 +317,7 @@ static void ac_epoch(const rma_win *w, int pat, int call, int sync, int done, in
         MPI_Request *rq = &req[nreq];
         *rq = MPI_REQUEST_NULL;
         int rc = ac_issue(k, call, target, w, rq);
-        RMA_CHECK(rc == MPI_SUCCESS, "%s %s: returned %d", RV[k->bt].name, rv_op_name(k->op), rc);
+        RMA_CHECK(rc == MPI_SUCCESS, "%s %s: returned %d", RV[k->bt].name, check_op_name(k->op), rc);
         nreq++;
     }
     if (done == 1) {

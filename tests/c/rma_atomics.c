@@ -249,9 +249,9 @@ static void at_fop_ops(int flavor, int reps)
         for (int it = 1; it < reps; it++) {
             long long a = got[s * reps + it - 1], b = got[s * reps + it];
             RMA_CHECK(s < 3 ? b >= a : b <= a, "%s %s: fetched %lld after %lld",
-                      RV[AT_TYPES[s % 3]].name, rv_op_name(ops[s / 3]), b, a);
+                      RV[AT_TYPES[s % 3]].name, check_op_name(ops[s / 3]), b, a);
             RMA_CHECK(b == init[s / 3] || (b >= 1 && b <= n), "%s %s: fetched %lld, never stored",
-                      RV[AT_TYPES[s % 3]].name, rv_op_name(ops[s / 3]), b);
+                      RV[AT_TYPES[s % 3]].name, check_op_name(ops[s / 3]), b);
         }
     MPI_Barrier(MPI_COMM_WORLD);
     long long fin[9];
@@ -266,7 +266,7 @@ static void at_fop_ops(int flavor, int reps)
         if (s < 6) {
             long long e = s < 3 ? n : 1;
             RMA_CHECK(fin[s] == e, "%s %s: ends at %lld, expected %lld", RV[AT_TYPES[s % 3]].name,
-                      rv_op_name(ops[s / 3]), fin[s], e);
+                      check_op_name(ops[s / 3]), fin[s], e);
         }
     }
     long long *expect = malloc((size_t)(n + 1) * sizeof *expect);

@@ -147,25 +147,6 @@ static inline int rv_op_valid(int bt, MPI_Op op)
     return c == C_INT || c == C_UINT || c == C_BYTE; /* BAND, BOR, BXOR */
 }
 
-static inline const char *rv_op_name(MPI_Op op)
-{
-    if (op == MPI_SUM) return "SUM";
-    if (op == MPI_PROD) return "PROD";
-    if (op == MPI_MAX) return "MAX";
-    if (op == MPI_MIN) return "MIN";
-    if (op == MPI_LAND) return "LAND";
-    if (op == MPI_LOR) return "LOR";
-    if (op == MPI_LXOR) return "LXOR";
-    if (op == MPI_BAND) return "BAND";
-    if (op == MPI_BOR) return "BOR";
-    if (op == MPI_BXOR) return "BXOR";
-    if (op == MPI_MAXLOC) return "MAXLOC";
-    if (op == MPI_MINLOC) return "MINLOC";
-    if (op == MPI_REPLACE) return "REPLACE";
-    if (op == MPI_NO_OP) return "NO_OP";
-    return "?";
-}
-
 /* `old op x` as the standard defines it for the target's current value
    `old` and the origin's `x`. */
 static inline rv_val rv_apply(int bt, MPI_Op op, rv_val old, rv_val x)
