@@ -11,6 +11,7 @@ use super::wire::{Ask, Shape};
 use super::{op_from_code, Memory};
 use crate::engine::{Engine, Net, ProcIdx, ReqId, SendData, Sender, Sink, ANY_SOURCE, ANY_TAG};
 use crate::progress::Service;
+use baton_transport::frame::Kind;
 use baton_transport::mem::UserBuf;
 use baton_transport::region::Region;
 use std::collections::VecDeque;
@@ -38,13 +39,20 @@ pub struct Served {
     /// The mapping `memory` lies in, when Baton allocated it: kept as long as anything may
     /// still serve a request into it.
     _keep: Option<Arc<Region>>,
-    /// Requests of each origin rank, oldest first: still arriving, or whole.
-    queues: Vec<VecDeque<ReqId>>,
+    /// Requests of each origin rank, oldest first.
+    queues: Vec<VecDeque<Incoming>>,
     /// Requests queued over all origins (a pass with none returns at once).
     queued: usize,
     pub lock: LockTable,
     /// `Complete` requests carried out so far and not yet counted by `MPI_Win_wait`.
     pub completes: usize,
+}
+
+/// A request as it reaches the target: whole (an eager message's bytes, or a rendezvous one's
+/// once arrived), or still arriving (its receive).
+enum Incoming {
+    Whole(Vec<u8>),
+    Arriving(ReqId),
 }
 
 /// Who holds this window's lock (passive target).
@@ -107,7 +115,7 @@ impl Exposure {
             served: Mutex::new(Served {
                 memory,
                 _keep: keep,
-                queues: vec![VecDeque::new(); n],
+                queues: (0..n).map(|_| VecDeque::new()).collect(),
                 queued: 0,
                 lock: LockTable { held: vec![0; n], ..Default::default() },
                 completes: 0,
@@ -269,36 +277,44 @@ impl Service for Exposure {
         let mut s = self.served();
         while let Some(u) = engine.mprobe(self.ctx, ANY_SOURCE, ANY_TAG) {
             let from = u.h.src as usize;
-            let len = u.h.len as usize;
-            let id = engine.mrecv(net, u, Sink::Owned(vec![0; len]));
-            if let Some(q) = s.queues.get_mut(from) {
-                q.push_back(id);
-                s.queued += 1;
+            if from >= s.queues.len() {
+                // Not a member's request: receive it to let the sender go on, and drop it.
+                let id = engine.mrecv(net, u, Sink::Owned(Vec::new()));
+                engine.release(id);
+                continue;
             }
+            // An eager message is whole already: its bytes are taken as they are.
+            let item = if u.h.kind == Kind::Eager {
+                Incoming::Whole(u.data)
+            } else {
+                let len = u.h.len as usize;
+                Incoming::Arriving(engine.mrecv(net, u, Sink::Owned(vec![0; len])))
+            };
+            s.queues[from].push_back(item);
+            s.queued += 1;
         }
         if s.queued == 0 {
             return;
         }
         for origin in 0..s.queues.len() {
-            while let Some(&id) = s.queues[origin].front() {
-                let msg = match engine.get_mut(id) {
-                    Some(r) if !r.complete => break,
-                    Some(r) => r.owned.take().unwrap_or_default(),
-                    None => Vec::new(),
-                };
-                match self.execute(&mut s, engine, net, origin, &msg) {
-                    Outcome::Done => {
-                        engine.release(id);
-                        s.queues[origin].pop_front();
-                        s.queued -= 1;
-                    }
-                    Outcome::Blocked => {
-                        if let Some(r) = engine.get_mut(id) {
-                            r.owned = Some(msg);
+            while let Some(front) = s.queues[origin].front_mut() {
+                if let Incoming::Arriving(id) = *front {
+                    match engine.get_mut(id) {
+                        Some(r) if !r.complete => break,
+                        Some(r) => {
+                            let msg = r.owned.take().unwrap_or_default();
+                            engine.release(id);
+                            *front = Incoming::Whole(msg);
                         }
-                        break;
+                        None => *front = Incoming::Whole(Vec::new()),
                     }
                 }
+                let Some(Incoming::Whole(msg)) = s.queues[origin].pop_front() else { break };
+                if let Outcome::Blocked = self.execute(&mut s, engine, net, origin, &msg) {
+                    s.queues[origin].push_front(Incoming::Whole(msg));
+                    break;
+                }
+                s.queued -= 1;
             }
         }
         self.queued.store(s.queued, Relaxed);
