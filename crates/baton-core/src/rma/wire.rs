@@ -30,7 +30,8 @@ pub struct Shape {
 }
 
 impl Shape {
-    pub fn from_batches(bs: impl IntoIterator<Item = Batch>) -> Shape {
+    #[cfg(test)]
+    pub(crate) fn from_batches(bs: impl IntoIterator<Item = Batch>) -> Shape {
         let mut s = Shape::default();
         bs.into_iter().for_each(|b| s.push(b));
         s
