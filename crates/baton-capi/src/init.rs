@@ -63,8 +63,10 @@ fn do_init(required: c_int, call: &str) -> baton_core::error::Result<c_int> {
         main_thread: std::thread::current().id(),
         parent: std::sync::atomic::AtomicUsize::new(c::MPI_COMM_NULL),
     });
+    let l = lib(call)?;
+    l.mpi.runtime().start_progress_thread();
     // A spawned process meets its parents before MPI_Init returns.
-    crate::dpm::connect_parent(lib(call)?)?;
+    crate::dpm::connect_parent(l)?;
     Ok(required)
 }
 

@@ -35,4 +35,9 @@ pub trait Progress {
 /// window's target side is one ([`crate::rma`]). `serve` must not block or call the application.
 pub trait Service: Send + Sync {
     fn serve(&self, engine: &mut Engine, net: &mut dyn Net);
+    /// Whether requests may arrive that only this process can carry out (a progress thread
+    /// then watches for them while the application computes).
+    fn needs_progress(&self) -> bool {
+        true
+    }
 }

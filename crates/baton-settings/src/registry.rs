@@ -14,6 +14,7 @@ const SHM: Option<&str> = Some("docs/ARCHITECTURE.md, Shared memory");
 const WAITING: Option<&str> = Some("docs/ARCHITECTURE.md, Waiting");
 const COLLECTIVES: Option<&str> = Some("docs/ARCHITECTURE.md, Collectives");
 const MULTI_HOST: Option<&str> = Some("docs/LAUNCHER.md, Multi-host jobs");
+const PROGRESS_DOC: Option<&str> = Some("docs/ARCHITECTURE.md, Progress while the application computes");
 
 /// A congestion control setting: `system`, `unpaced` or a kernel algorithm's name (at most 15
 /// characters, as the kernel's `TCP_CA_NAME_MAX` allows).
@@ -243,6 +244,20 @@ registry! {
               changes its mask, is left alone. Being a hint, a bad value is a warning and means `cyclic`",
         details: WAITING,
         on_bad: OnBad::Warn,
+    }
+
+    PROGRESS: Setting<&'static str> = "auto" {
+        name: "BATON_PROGRESS",
+        kind: Kind::Choice {
+            choices: &["auto", "thread", "off"],
+            aliases: &[("on", "thread"), ("1", "thread"), ("none", "off"), ("0", "off")],
+        },
+        doc: "who moves messages while the application computes outside MPI: `thread`, a progress thread per \
+              process that sleeps on the same doorbells and sockets as a waiting call and takes over large \
+              transfers, nonblocking collectives and one-sided requests; `off`, only the application's own MPI \
+              calls; `auto`, the thread where the host has more cores than ranks (it then costs the application \
+              no core)",
+        details: PROGRESS_DOC,
     }
 
     // ---- Collectives ------------------------------------------------------------------------------

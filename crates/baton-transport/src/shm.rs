@@ -65,6 +65,20 @@ pub struct ProcCtl {
     pub bell: AtomicU32,
     /// Threads of this process sleeping (or about to) on `bell`.
     pub sleepers: AtomicU32,
+    /// Keeps `waiting` off the line every sender reads.
+    _line: [u32; 14],
+    /// Threads of this process inside a blocking MPI wait, kept where progress threads run:
+    /// one that borrows a computing core leaves a copy to a peer that waits for it.
+    pub waiting: AtomicU32,
+}
+
+const _: () = assert!(std::mem::size_of::<ProcCtl>() <= CTL_BYTES);
+
+/// A control block of the process's own (no shared segment).
+impl Default for ProcCtl {
+    fn default() -> ProcCtl {
+        ProcCtl { bell: AtomicU32::new(0), sleepers: AtomicU32::new(0), _line: [0; 14], waiting: AtomicU32::new(0) }
+    }
 }
 
 impl ProcCtl {

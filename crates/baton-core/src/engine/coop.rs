@@ -29,6 +29,8 @@ impl Engine {
             expect: 1,
             run: 1,
             joined: false,
+            helped_seen: 0,
+            idle_looks: 0,
         };
         if coop.chunks > 1 {
             if let Some(slot) = net.coop_slot(from, false) {
@@ -62,7 +64,7 @@ impl Engine {
         // A read refused midway (the sender's memory gone) fails the receive, once every chunk
         // is settled: the sender may still be writing one.
         let mut ok = true;
-        loop {
+        while !self.leave_to_sender(net, from, &mut coop) {
             let want = if coop.joined { 1 } else { coop.run };
             let Some(slot) = net.coop_slot(from, false) else { break };
             let (c, k) = match slot.claim_run(coop.seq, coop.chunks, want) {
@@ -98,10 +100,31 @@ impl Engine {
         true
     }
 
+    /// On a borrowed core, whether to leave the chunks to the sender for now: while it waits
+    /// in MPI (on a core of its own) and makes headway. A sender that computes too is not
+    /// waited for: the two progress threads then share the copy.
+    fn leave_to_sender(&mut self, net: &mut dyn Net, from: ProcIdx, coop: &mut Coop) -> bool {
+        const PATIENCE: u8 = 2;
+        if !self.borrowed_core || !net.peer_waits(from) {
+            return false;
+        }
+        let helped = net.coop_slot(from, false).map_or(0, |s| s.helped(coop.seq));
+        if helped != coop.helped_seen {
+            coop.helped_seen = helped;
+            coop.idle_looks = 0;
+            return true;
+        }
+        coop.idle_looks = coop.idle_looks.saturating_add(1);
+        coop.idle_looks <= PATIENCE
+    }
+
     /// The sender's side of a cooperative copy: writes chunks of send `h.id` into the
     /// receiver's buffer until none is left.
     pub(super) fn help(&mut self, net: &mut dyn Net, from: ProcIdx, h: &Header) {
-        if !self.coop.is_empty() {
+        // A progress thread on a borrowed core leaves the copy to a receiver that waits for it
+        // in MPI; and a core that copies a message of its own (both sides of an exchange
+        // receive) would only add chunk overhead: the receiver is faster alone.
+        if (self.borrowed_core && net.peer_waits(from)) || !self.coop.is_empty() {
             // This core copies a message of its own (both sides of an exchange receive): helping
             // would only add chunk overhead, the receiver copies faster alone.
             return;
@@ -115,6 +138,7 @@ impl Engine {
             return;
         }
         let chunks = n.div_ceil(chunk) as u32;
+        let mut wrote_any = false;
         while let Some(c) = net.coop_slot(from, true).and_then(|s| s.claim(seq, chunks)) {
             let off = c as usize * chunk;
             let len = chunk.min(n - off);
@@ -125,6 +149,12 @@ impl Engine {
                 return;
             }
             slot.helped_one(seq);
+            wrote_any = true;
+        }
+        // The receiver may have left its chunks to this side and gone to sleep (a progress
+        // thread on a borrowed core): it finishes the receive once it sees the counters.
+        if wrote_any {
+            net.wake_peer(from);
         }
     }
 

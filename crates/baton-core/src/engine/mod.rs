@@ -112,6 +112,10 @@ struct Coop {
     expect: u32,
     run: u32,
     joined: bool,
+    /// On a borrowed core ([`Engine::borrowed_core`]): the sender's finished chunks at the last
+    /// look, and how many looks in a row found it idle.
+    helped_seen: u32,
+    idle_looks: u8,
 }
 
 pub struct Request {
@@ -152,7 +156,13 @@ struct Posted {
     ctx: u64,
     src: i32,
     tag: i32,
+    /// Counted in [`Engine::posted_large`].
+    large: bool,
 }
+
+/// Receives of at least this many bytes may be matched by a rendezvous, whose transfer moves
+/// only while this process acts: they count in [`Engine::needs_progress`].
+pub const PROGRESS_RECV_MIN: usize = 16 * 1024;
 
 /// A message that arrived before its receive (or was taken by `Mprobe`).
 pub struct Unexpected {
@@ -197,6 +207,14 @@ pub struct Engine {
     /// The outbox: copies between processes that matching decided on, carried out after the
     /// frame that asked for them ([`Engine::run_actions`]). Reused: no allocation per message.
     actions: Vec<Action>,
+    /// Rendezvous sends still waiting for the receiver (`Cts`, `Fin`).
+    rdv_sends: usize,
+    /// Posted receives of at least [`PROGRESS_RECV_MIN`] bytes.
+    posted_large: usize,
+    /// Set while the progress thread runs a pass on a core the application may be computing
+    /// on (no core to spare): copies are then left to the other side, which is probably
+    /// waiting for them in MPI, as long as it makes headway (see [`coop`]).
+    pub borrowed_core: bool,
 }
 
 /// A blocking receive into a contiguous buffer, waited for without a request slot: posting,
@@ -345,15 +363,18 @@ impl Engine {
         // is (a completed request's protocol state is never read again).
         let plain = matches!(r.proto, Proto::RecvPosted { sink: Sink::Contig(_) } | Proto::SendWaitAck | Proto::Idle);
         let mut streamed = false;
+        let mut rdv_done = false;
         if !plain {
             let proto = std::mem::replace(&mut r.proto, Proto::Idle);
             streamed = matches!(proto, Proto::RecvStream { .. });
+            rdv_done = matches!(proto, Proto::SendRdv { .. });
             if let Proto::RecvPosted { sink: Sink::Owned(v) } | Proto::RecvStream { sink: Sink::Owned(v), .. } = proto {
                 r.owned = Some(v)
             }
         }
         let detached = r.detached;
         self.streams_in -= streamed as usize;
+        self.rdv_sends -= rdv_done as usize;
         self.completed_any = true;
         if detached {
             self.release(id);
@@ -415,6 +436,7 @@ impl Engine {
         let id = self.alloc(to, Proto::Idle);
         let h = Header { kind, ctx, src, tag, len: len as u64, id: id.wire(), aux: data.addr() };
         let proto = if eager { Proto::SendQueued { data, sync } } else { Proto::SendRdv { data } };
+        self.rdv_sends += !eager as usize;
         self.get_mut(id).unwrap().proto = proto;
         if self.has_queue(to) || !self.push_send(net, id, &h) {
             self.queue(to).push_back(Pending::Send(id, h));
@@ -481,7 +503,12 @@ impl Engine {
             let u = self.unexpected.remove(pos).unwrap();
             self.deliver(net, id, u.from, &u.h, &u.data);
         } else {
-            self.posted.push_back(Posted { req: id, ctx, src, tag });
+            let large = self.get(id).is_some_and(|r| match &r.proto {
+                Proto::RecvPosted { sink } => sink.capacity() >= PROGRESS_RECV_MIN,
+                _ => false,
+            });
+            self.posted_large += large as usize;
+            self.posted.push_back(Posted { req: id, ctx, src, tag, large });
         }
         id
     }
@@ -501,7 +528,7 @@ impl Engine {
                 let u = self.unexpected.remove(pos).expect("found above");
                 self.deliver_direct(net, u.from, &u.h, &u.data);
             }
-            None => self.posted.push_back(Posted { req: DIRECT, ctx, src, tag }),
+            None => self.posted.push_back(Posted { req: DIRECT, ctx, src, tag, large: false }),
         }
         true
     }
@@ -571,7 +598,8 @@ impl Engine {
     /// Cancels a receive that has not matched yet; returns whether it was cancelled.
     pub fn cancel_recv(&mut self, id: ReqId) -> bool {
         if let Some(pos) = self.posted.iter().position(|p| p.req == id) {
-            self.posted.remove(pos);
+            let p = self.posted.remove(pos).expect("found above");
+            self.posted_large -= p.large as usize;
             let r = self.get_mut(id).unwrap();
             r.status.cancelled = true;
             r.status.bytes = 0;
@@ -594,6 +622,7 @@ impl Engine {
                     Some(pos) => {
                         let p = if pos == 0 { self.posted.pop_front() } else { self.posted.remove(pos) };
                         let p = p.expect("found above");
+                        self.posted_large -= p.large as usize;
                         if p.req == DIRECT {
                             self.deliver_direct(net, from, h, payload);
                         } else {
@@ -616,6 +645,7 @@ impl Engine {
                         };
                         r.proto = Proto::SendStream { data, rreq: h.aux, off: 0, at: 0, stage: Vec::new(), staged: 0 };
                         self.streaming.push(id);
+                        self.rdv_sends -= 1;
                     }
                 }
             }
@@ -884,9 +914,11 @@ impl Engine {
             }
         }
         let mut direct_failed = false;
+        let mut large_failed = 0;
         self.posted.retain(|x| {
             let hit = can_match(x.ctx, x.src);
             if hit {
+                large_failed += x.large as usize;
                 if x.req == DIRECT {
                     direct_failed = true;
                 } else {
@@ -895,6 +927,7 @@ impl Engine {
             }
             !hit
         });
+        self.posted_large -= large_failed;
         if direct_failed {
             if let Direct::Posted { mut status, .. } = self.direct {
                 status.error = error;
@@ -911,8 +944,9 @@ impl Engine {
         for &id in &failed {
             if let Some(r) = self.get_mut(id) {
                 r.status.error = error;
-                let streamed = matches!(std::mem::replace(&mut r.proto, Proto::Idle), Proto::RecvStream { .. });
-                self.streams_in -= streamed as usize;
+                let proto = std::mem::replace(&mut r.proto, Proto::Idle);
+                self.streams_in -= matches!(proto, Proto::RecvStream { .. }) as usize;
+                self.rdv_sends -= matches!(proto, Proto::SendRdv { .. }) as usize;
             }
             self.finish(id);
         }
@@ -929,6 +963,19 @@ impl Engine {
     /// Frames queued behind a full ring, or data still to stream.
     pub fn has_outgoing(&self) -> bool {
         !self.streaming.is_empty() || self.queued > 0 || !self.coop.is_empty() || !self.actions.is_empty()
+    }
+
+    /// Whether a transfer is under way that moves only while this process acts: a receive that
+    /// a rendezvous may match, a rendezvous send, data to stream, a copy to make, frames
+    /// queued. Small messages need none of this (an eager send is complete once written), so
+    /// a progress thread that watches only while this holds costs them nothing.
+    #[inline]
+    pub fn needs_progress(&self) -> bool {
+        self.posted_large != 0
+            || self.rdv_sends != 0
+            || self.streams_in != 0
+            || !self.coop_wait.is_empty()
+            || self.has_outgoing()
     }
 
     /// Number of messages waiting unmatched (for tests and diagnostics).

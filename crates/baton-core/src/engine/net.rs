@@ -87,4 +87,12 @@ pub trait Net {
     fn coop_min(&self) -> usize {
         usize::MAX
     }
+    /// Wakes process `to` if a thread of it sleeps on its doorbell: what it waits for changed
+    /// in memory both map (a cooperative copy's counters), without a frame.
+    fn wake_peer(&mut self, _to: ProcIdx) {}
+    /// Whether a thread of process `peer` is inside a blocking MPI wait (known only where
+    /// progress threads run; false where it cannot be known).
+    fn peer_waits(&mut self, _peer: ProcIdx) -> bool {
+        false
+    }
 }

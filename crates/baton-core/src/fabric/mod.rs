@@ -386,6 +386,19 @@ impl Net for Fabric {
         self.read_with(to, |cma_pid| cma::write(cma_pid, addr as usize, src).is_ok(), pid)
     }
 
+    fn wake_peer(&mut self, to: ProcIdx) {
+        if let Endpoint::Shm { prod, .. } = self.endpoint(to) {
+            prod.ring_doorbell();
+        }
+    }
+
+    fn peer_waits(&mut self, peer: ProcIdx) -> bool {
+        let (Some(seg), Some(Some(slot))) = (self.seg.as_ref(), self.shm_slot.get(peer as usize)) else {
+            return false;
+        };
+        seg.ctl(*slot).waiting.load(std::sync::atomic::Ordering::Relaxed) != 0
+    }
+
     fn coop_slot(&mut self, peer: ProcIdx, sending: bool) -> Option<&CoopSlot> {
         // Only rings of this job's segment have a slot (a ring leased in another job's inbox
         // does not). Whether single copies work is not asked here: a copy under way must keep

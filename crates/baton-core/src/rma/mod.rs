@@ -268,6 +268,7 @@ impl Window {
         let n = comm.size() as usize;
         let procs = comm.group.procs.clone();
         let exposure = Arc::new(Exposure::new(ctx, reply_ctx, comm.rank, procs, "the window".into(), memory, keep));
+        exposure.by_request.store(direct.is_none(), std::sync::atomic::Ordering::Relaxed);
         let service: Arc<dyn Service> = exposure.clone();
         mpi.add_service(service.clone());
         Ok(Arc::new(Window {

@@ -31,6 +31,9 @@ pub struct Exposure {
     /// Requests queued in `served` (read without its lock: a pass with none and no unexpected
     /// message at all returns at once).
     queued: std::sync::atomic::AtomicUsize,
+    /// Whether origins send requests here at all: not where every member reaches the window's
+    /// memory directly ([`super::direct`]).
+    pub(super) by_request: std::sync::atomic::AtomicBool,
 }
 
 /// What the service keeps between passes.
@@ -112,6 +115,7 @@ impl Exposure {
             procs,
             name,
             queued: std::sync::atomic::AtomicUsize::new(0),
+            by_request: std::sync::atomic::AtomicBool::new(true),
             served: Mutex::new(Served {
                 memory,
                 _keep: keep,
@@ -269,6 +273,10 @@ fn combine(mem: &UserBuf, at: i64, shape: &Shape, op: u8, basic: u32, data: &[u8
 }
 
 impl Service for Exposure {
+    fn needs_progress(&self) -> bool {
+        self.by_request.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn serve(&self, engine: &mut Engine, net: &mut dyn Net) {
         use std::sync::atomic::Ordering::Relaxed;
         if engine.unexpected_len() == 0 && self.queued.load(Relaxed) == 0 {

@@ -16,7 +16,7 @@ use baton_pmi::auth::Secret;
 use baton_pmi::PmiClient;
 use baton_settings::protocol;
 use baton_transport::shm::{ProcCtl, Segment};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub(super) fn pmi_err(e: baton_pmi::PmiError) -> MpiError {
@@ -243,7 +243,7 @@ impl Mpi {
         let consumers = fabric.consumers();
         let bell = match &seg {
             Some(sg) => Bell::Shm(sg.clone(), local_rank as usize),
-            None => Bell::Local(Arc::new(ProcCtl { bell: AtomicU32::new(0), sleepers: AtomicU32::new(0) })),
+            None => Bell::Local(Arc::new(ProcCtl::default())),
         };
         let _ = s.bell.set(bell.clone());
         let world_group = Arc::new(Group::new((0..size).collect()));
@@ -281,6 +281,8 @@ impl Mpi {
             }),
             bell,
             policy: WaitPolicy::choose(sharing, my_index),
+            progress: super::progress_thread::choose(baton_settings::PROGRESS.get(), sharing, super::available_cores()),
+            app_sleepers: AtomicUsize::new(0),
             procs: std::sync::RwLock::new(table),
             me,
             job_id,

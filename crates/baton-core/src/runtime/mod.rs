@@ -11,6 +11,8 @@
 //!   adaptive budget, then sleep on this process's doorbell; with more ranks than cores, yield
 //!   between polls. The policy's decisions ([`wait::Waiting`]) are plain data, tested alone.
 //! - [`inflight`]: nonblocking and persistent collectives in flight.
+//! - [`progress_thread`]: the thread that moves transfers on while the application computes
+//!   ([`ProgressThread`], `BATON_PROGRESS`).
 //! - [`internal`]: the library's own small collectives (communicator creation, finalize).
 //! - [`shm_areas`]: which communicator uses which shared-memory collective area.
 //! - [`peers`]: processes of other jobs (spawn, accept/connect, join): reaching them, noticing
@@ -25,6 +27,7 @@ mod internal;
 mod peers;
 mod poll;
 mod procs;
+mod progress_thread;
 mod shm_areas;
 mod wait;
 
@@ -35,6 +38,8 @@ pub(crate) use peers::{port_err, OpenPort};
 pub use peers::{DpmState, PortName};
 pub use poll::State;
 pub use procs::{Proc, ProcTable};
+pub(crate) use progress_thread::Locked;
+pub use progress_thread::ProgressThread;
 pub use wait::{available_cores, Placement, WaitPolicy};
 
 use crate::comm::{hash_words, Comm};
@@ -45,7 +50,7 @@ use baton_pmi::PmiClient;
 use baton_transport::inbox::Inbox;
 use inflight::ActiveColl;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use wait::Bell;
 
 /// Everything one MPI process holds after `MPI_Init`.
@@ -86,13 +91,20 @@ pub struct Mpi {
     /// Per shared-memory collective area: whether a communicator of this process uses it, and
     /// the last sequence number used in it (see [`crate::shm_coll`]).
     coll_areas: Mutex<[(bool, u64); crate::shm_coll::COLL_AREAS]>,
+    /// The progress thread, where `BATON_PROGRESS` gives this process one.
+    progress: Option<ProgressThread>,
+    /// Application threads asleep on the doorbell in [`Mpi::block`]: those a completion must
+    /// wake (the progress thread counts among the doorbell's sleepers too, and needs no wake-up
+    /// for what a pass completed).
+    app_sleepers: AtomicUsize,
 }
 
 impl Mpi {
     /// The engine and transports, for one step; never held while blocking or calling the
     /// application. Only the core takes it: the layers above call the device's entries.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    #[inline]
+    pub(crate) fn lock(&self) -> Locked<'_> {
+        Locked::new(self.state.lock().unwrap_or_else(|e| e.into_inner()), self)
     }
 
     /// The next context id for an intercommunicator created from groups alone
@@ -112,6 +124,7 @@ impl Mpi {
             return;
         }
         self.barrier(&self.world);
+        self.stop_progress_thread();
         // Everything queued must reach its ring or socket before the process may exit.
         self.block(|st| (!st.engine.has_outgoing() && !st.fabric.busy()).then_some(()));
         if let Some(t) = self.lock().fabric.tcp.as_ref() {

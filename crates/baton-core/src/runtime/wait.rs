@@ -286,7 +286,9 @@ impl Mpi {
 
     /// Other threads of this process may sleep on the doorbell waiting for what just completed.
     pub(crate) fn wake_sleepers(&self) {
-        self.bell.ring_if_sleeping();
+        if self.app_sleepers.load(Ordering::SeqCst) != 0 {
+            self.bell.ring_if_sleeping();
+        }
     }
 
     /// Ends the job over a transport failure (a peer's connection broke or never came up).
@@ -325,12 +327,14 @@ impl Mpi {
     /// Blocks until `f` returns a value, progressing all communication meanwhile.
     pub(crate) fn block<T>(&self, mut f: impl FnMut(&mut State) -> Option<T>) -> T {
         let mut w = Waiting::new(&self.policy);
+        self.enter_block();
         loop {
             self.progress_colls();
             {
                 let mut st = self.lock();
                 self.progress_locked(&mut st);
                 if let Some(v) = f(&mut st) {
+                    self.leave_block(&mut st);
                     drop(st);
                     self.policy.learn(w.waited(), w.slept);
                     return v;
@@ -351,6 +355,7 @@ impl Mpi {
                 Next::Sleep => {}
             }
             let ctl = self.bell.ctl();
+            self.app_sleepers.fetch_add(1, Ordering::SeqCst);
             ctl.sleepers.fetch_add(1, Ordering::SeqCst);
             let seq = ctl.bell.load(Ordering::SeqCst);
             // Processes of other jobs ring our inbox's doorbell instead.
@@ -361,6 +366,7 @@ impl Mpi {
             });
             let unsleep = || {
                 ctl.sleepers.fetch_sub(1, Ordering::SeqCst);
+                self.app_sleepers.fetch_sub(1, Ordering::SeqCst);
                 if let Some(ib) = inbox {
                     ib.ctl().sleepers.fetch_sub(1, Ordering::SeqCst);
                 }
@@ -373,6 +379,7 @@ impl Mpi {
                 self.progress_locked(&mut st);
                 if let Some(v) = f(&mut st) {
                     unsleep();
+                    self.leave_block(&mut st);
                     drop(st);
                     self.policy.learn(w.waited(), w.slept);
                     return v;

@@ -325,6 +325,12 @@ impl TcpNet {
     }
 
     /// Arms the watcher before this process sleeps: a readable socket rings the doorbell.
+    /// Whether bytes of a frame wait to be written (partial writes, a queued burst).
+    #[inline]
+    pub fn has_unsent(&self) -> bool {
+        !self.unsent.is_empty()
+    }
+
     pub fn arm(&self) {
         self.sh.arm();
     }
