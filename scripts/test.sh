@@ -103,6 +103,19 @@ step "C test suite over TCP (BATON_TRANSPORTS=tcp)" env BATON_TRANSPORTS=tcp ALG
 step "C point-to-point suite over TCP, tiny frames, 3 stripes" env ALGORITHMS=none BATON_TRANSPORTS=tcp BATON_TCP_EAGER_MAX=64 \
   BATON_TCP_CHUNK=4096 BATON_TCP_STRIPES=3 MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" \
   tests/run-c-tests p2p_basic p2p_order p2p_bursts p2p_modes p2p_probe p2p_complete p2p_large_count threads coll_basic coll_bcast coll_alltoall
+# Asynchronous progress (issue 27): progress_p2p and progress_coll force BATON_PROGRESS=thread in
+# their headers, so the suite steps above already run them over shared memory and over TCP. With
+# the setting in the environment rma_passive_progress also demands that its passive epochs end
+# while the target computes: here over shared memory, then all three over TCP.
+progress_strict() {
+  local rc=0
+  env BATON_PROGRESS=thread ALGORITHMS=none MPICC="$mpicc" MPIEXEC="$mpiexec" BUILD_DIR="$root/build/c-tests" \
+    tests/run-c-tests rma_passive_progress || rc=1
+  env BATON_PROGRESS=thread BATON_TRANSPORTS=tcp ALGORITHMS=none MPICC="$mpicc" MPIEXEC="$mpiexec" \
+    BUILD_DIR="$root/build/c-tests" tests/run-c-tests progress_ rma_passive_progress || rc=1
+  return $rc
+}
+step "asynchronous progress (BATON_PROGRESS=thread): shared memory and TCP" progress_strict
 # Several hosts (network namespaces as root; skipped otherwise): the scripts that make them, then
 # the suite across 3 hosts.
 test_hosts_selftest() {
@@ -114,6 +127,10 @@ test_hosts_selftest() {
 step "test hosts: netns.sh and netns-rsh self-test" test_hosts_selftest
 step "C test suite across namespace hosts (shm inside, TCP between)" env BUILD_DIR="$root/build/c-tests" XFAIL=dpm_reconnect_split \
   tests/hosts/run.sh "$prefix"
+# The progress tests with one rank per host, every message of progress_p2p and rma_passive_progress
+# over TCP between namespaces (without root: between two names of this machine).
+step "asynchronous progress across namespace hosts (1 rank per host, BATON_PROGRESS=thread)" \
+  env PARTS=progress BUILD_DIR="$root/build/c-tests" tests/hosts/run.sh "$prefix"
 # Also one connection per peer (no bulk lane): large messages' data shares lane 0.
 step "TCP over IPv6 (BATON_TCP_IF=::1), no bulk lane (BATON_TCP_STRIPES=0)" env BATON_TRANSPORTS=tcp BATON_TCP_IF=::1 \
   BATON_TCP_STRIPES=0 ALGORITHMS=none MPICC="$mpicc" \

@@ -12,12 +12,15 @@
 #     over each intercommunicator; the time MPI_Comm_spawn takes for 1 and 4 children;
 #  4. faults while ranks talk over TCP: a rank on another host SIGKILLed (the job ends within
 #     2 s naming rank and host), a host's link taken down (ends within the heartbeat bound,
-#     BATON_HEARTBEAT_TIMEOUT=2 here, naming the host); no process of the job left behind.
-# Without root (no namespaces), part 1 runs on "hosts" that are other names of this machine
+#     BATON_HEARTBEAT_TIMEOUT=2 here, naming the host); no process of the job left behind;
+#  5. (progress, only when PARTS names it) asynchronous progress with BATON_PROGRESS=thread on 2
+#     hosts with one slot each: progress_p2p's 16 MiB message and rma_passive_progress's epochs
+#     over TCP between hosts while both ranks compute, progress_coll's 4 ranks two per host.
+# Without root (no namespaces), parts 1 and 5 run on "hosts" that are other names of this machine
 # (127.0.0.1-3: a proxy, a segment and TCP between them all the same) and the rest is skipped
 # (the spawn test needs hosts with names of their own).
 # The namespaces are removed on every exit path.
-# PARTS (default "suite p2p dpm faults") selects parts.
+# PARTS (default "suite p2p dpm faults"; "progress" as well or alone) selects parts.
 set -u
 prefix=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -32,12 +35,23 @@ export MPICC="$prefix/bin/mpicc" MPIEXEC="$prefix/bin/mpiexec" BUILD_DIR="${BUIL
 fails=0
 parts=${PARTS:-suite p2p dpm faults}
 has() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
+# Asynchronous progress between hosts, one rank per host (progress_coll's 4 ranks wrap around):
+# the same filters on namespace hosts and on names of this machine.
+progress_part() {
+  ALGORITHMS=none BATON_PROGRESS=thread MPIEXEC_FLAGS="$1 -hosts $2,$3" \
+    "$root/tests/run-c-tests" progress_ rma_passive_progress
+}
 if [ $rc = 77 ]; then
-  echo "SKIP namespace hosts (need root); the suite on 3 names of this machine instead"
-  has suite || exit 0
-  ALGORITHMS=none MPIEXEC_FLAGS="-hosts 127.0.0.1:2,127.0.0.2:2,127.0.0.3:2" \
-    "$root/tests/run-c-tests"
-  exit $?
+  echo "SKIP namespace hosts (need root); the suite and the progress part on names of this machine instead"
+  fails=0
+  if has suite; then
+    ALGORITHMS=none MPIEXEC_FLAGS="-hosts 127.0.0.1:2,127.0.0.2:2,127.0.0.3:2" \
+      "$root/tests/run-c-tests" || fails=$((fails + 1))
+  fi
+  if has progress; then
+    progress_part "" 127.0.0.1 127.0.0.2 || fails=$((fails + 1))
+  fi
+  exit $fails
 fi
 [ $rc = 0 ] || exit 1
 rsh="--rsh $root/scripts/netns-rsh"
@@ -53,6 +67,10 @@ octets=${NETNS_NET#*.}
 ALGORITHMS=none BATON_TCP_CONGESTION=reno BATON_TCP_IF="fd${octets%%.*}::/64" BATON_TCP_STRIPES=3 BATON_TCP_EAGER_MAX=64 BATON_TCP_CHUNK=4096 MPIEXEC_FLAGS="$rsh -iface fd${octets%%.*}::/64 -hosts ${h}1,${h}2" \
   "$root/tests/run-c-tests" p2p_basic p2p_order p2p_modes p2p_probe p2p_large_count threads coll_bcast coll_alltoall ||
   fails=$((fails + 1))
+fi
+if has progress; then
+  echo "--- asynchronous progress, 2 hosts x 1 slot, BATON_PROGRESS=thread"
+  progress_part "$rsh" "${h}1" "${h}2" || fails=$((fails + 1))
 fi
 if has dpm; then
   echo "--- MPI_Comm_spawn across 3 hosts"
