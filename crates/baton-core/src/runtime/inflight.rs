@@ -30,6 +30,9 @@ impl Mpi {
                 let mut list = self.colls.lock().unwrap_or_else(|e| e.into_inner());
                 list.push(ActiveColl { sched, req });
                 self.active_colls.store(list.len(), Ordering::Release);
+                drop(list);
+                // The progress thread takes it over while the caller computes.
+                self.offer_progress();
             }
         }
         req

@@ -130,6 +130,14 @@ impl Mpi {
         st.arm_tcp();
     }
 
+    /// Registers the progress thread if what the caller just started needs it (work started
+    /// outside the engine's lock: a nonblocking collective).
+    pub(super) fn offer_progress(&self) {
+        if self.progress.is_some() {
+            drop(self.lock());
+        }
+    }
+
     /// Takes the registration back (the engine's lock held).
     fn unregister(&self, p: &ProgressThread, st: &mut State) {
         if p.registered.swap(false, Ordering::SeqCst) {
