@@ -130,7 +130,7 @@ impl Engine {
             return;
         }
         let Some(r) = self.get(ReqId::from_wire(h.id)) else { return };
-        let Proto::SendRdv { data } = &r.proto else { return };
+        let Proto::SendRdv { data, .. } = &r.proto else { return };
         let (Some(src), seq, chunk, n) = (data.contig(), h.ctx as u32, h.tag as usize, h.len as usize) else {
             return;
         };

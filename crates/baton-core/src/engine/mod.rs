@@ -74,7 +74,8 @@ enum Proto {
     /// EagerSync pushed; waiting for `SyncAck`.
     SendWaitAck,
     /// `Rts` pushed; waiting for `Fin` or `Cts`.
-    SendRdv { data: SendData },
+    /// `watched`: counted in [`Engine::rdv_sends`] (the receiver cannot read the data itself).
+    SendRdv { data: SendData, watched: bool },
     /// Streaming `Data` frames to receive request `rreq`: `off` payload bytes are gone, of
     /// which the last `at` belong to a frame the transport took only part of (a byte stream;
     /// it gets the rest of that frame next, see [`Net::send_data`]). `stage` holds the packed
@@ -367,7 +368,7 @@ impl Engine {
         if !plain {
             let proto = std::mem::replace(&mut r.proto, Proto::Idle);
             streamed = matches!(proto, Proto::RecvStream { .. });
-            rdv_done = matches!(proto, Proto::SendRdv { .. });
+            rdv_done = matches!(proto, Proto::SendRdv { watched: true, .. });
             if let Proto::RecvPosted { sink: Sink::Owned(v) } | Proto::RecvStream { sink: Sink::Owned(v), .. } = proto {
                 r.owned = Some(v)
             }
@@ -435,8 +436,11 @@ impl Engine {
         };
         let id = self.alloc(to, Proto::Idle);
         let h = Header { kind, ctx, src, tag, len: len as u64, id: id.wire(), aux: data.addr() };
-        let proto = if eager { Proto::SendQueued { data, sync } } else { Proto::SendRdv { data } };
-        self.rdv_sends += !eager as usize;
+        // A receiver that reads the message out of this process's memory needs nothing more
+        // from it (but the answer); any other waits for this side to stream.
+        let watched = !eager && !net.reads_sender(to);
+        let proto = if eager { Proto::SendQueued { data, sync } } else { Proto::SendRdv { data, watched } };
+        self.rdv_sends += watched as usize;
         self.get_mut(id).unwrap().proto = proto;
         if self.has_queue(to) || !self.push_send(net, id, &h) {
             self.queue(to).push_back(Pending::Send(id, h));
@@ -640,12 +644,12 @@ impl Engine {
                 let id = ReqId::from_wire(h.id);
                 if let Some(r) = self.get_mut(id) {
                     if let Proto::SendRdv { .. } = r.proto {
-                        let Proto::SendRdv { data } = std::mem::replace(&mut r.proto, Proto::Idle) else {
+                        let Proto::SendRdv { data, watched } = std::mem::replace(&mut r.proto, Proto::Idle) else {
                             unreachable!()
                         };
                         r.proto = Proto::SendStream { data, rreq: h.aux, off: 0, at: 0, stage: Vec::new(), staged: 0 };
                         self.streaming.push(id);
-                        self.rdv_sends -= 1;
+                        self.rdv_sends -= watched as usize;
                     }
                 }
             }
@@ -946,7 +950,7 @@ impl Engine {
                 r.status.error = error;
                 let proto = std::mem::replace(&mut r.proto, Proto::Idle);
                 self.streams_in -= matches!(proto, Proto::RecvStream { .. }) as usize;
-                self.rdv_sends -= matches!(proto, Proto::SendRdv { .. }) as usize;
+                self.rdv_sends -= matches!(proto, Proto::SendRdv { watched: true, .. }) as usize;
             }
             self.finish(id);
         }

@@ -90,6 +90,11 @@ pub trait Net {
     /// Wakes process `to` if a thread of it sleeps on its doorbell: what it waits for changed
     /// in memory both map (a cooperative copy's counters), without a frame.
     fn wake_peer(&mut self, _to: ProcIdx) {}
+    /// Whether `peer` reads a rendezvous message out of this process's memory itself (a single
+    /// copy), so that the send needs nothing more of this side than to take the answer.
+    fn reads_sender(&self, _peer: ProcIdx) -> bool {
+        false
+    }
     /// Whether a thread of process `peer` is inside a blocking MPI wait (known only where
     /// progress threads run; false where it cannot be known).
     fn peer_waits(&mut self, _peer: ProcIdx) -> bool {

@@ -392,6 +392,12 @@ impl Net for Fabric {
         }
     }
 
+    fn reads_sender(&self, peer: ProcIdx) -> bool {
+        // A contiguous send offers its address; whether the receiver's reads work is known
+        // here as this side's own (the same ptrace check applies both ways).
+        matches!(self.eps.get(peer as usize), Some(Endpoint::Shm { cma_ok: true, lease: None, .. }))
+    }
+
     fn peer_waits(&mut self, peer: ProcIdx) -> bool {
         let (Some(seg), Some(Some(slot))) = (self.seg.as_ref(), self.shm_slot.get(peer as usize)) else {
             return false;
