@@ -240,6 +240,29 @@ def efficiency(points):
     return max(0.0, min(1.0, e))
 
 
+# The overlap benchmarks (bench/src/overlap.c), in report order, with what
+# computes while the communication is in flight.
+OVERLAP_FORMS = (
+    ("overlap_fixed", "both ranks compute (FIXED) between Isend/Irecv and Wait"),
+    ("overlap_daxpy", "both ranks compute (DAXPY over message-sized vectors) between Isend/Irecv and Wait"),
+    ("overlap_sender", "the sender computes (FIXED) between Isend and Wait; the receiver waits in MPI_Wait"),
+    ("overlap_receiver", "the receiver, its Irecv posted first, computes (FIXED) before its Wait; the sender "
+                         "waits in MPI_Wait"),
+    ("overlap_ibarrier", "every rank computes (FIXED) between MPI_Ibarrier and MPI_Wait"),
+    ("overlap_iallreduce", "every rank computes (FIXED) between MPI_Iallreduce (sum of size / 8 doubles) and "
+                           "MPI_Wait"),
+)
+OVERLAP_BENCHES = [b for b, _ in OVERLAP_FORMS]
+OVERLAP_TITLES = dict(OVERLAP_FORMS)
+
+
+def overlap_order(benches):
+    """The overlap benchmarks among benches: the known ones in report
+    order, then any other in name order."""
+    present = set(benches)
+    return [b for b in OVERLAP_BENCHES if b in present] + sorted(present - set(OVERLAP_BENCHES))
+
+
 def overlap_summary(records, factors=None):
     """Saturation and efficiency per (mpi, bench, size), from the overlap
     records of every round (each round analysed on its own, then the

@@ -1,0 +1,175 @@
+"""Unit tests of the overlap benchmarks' runner side and of MPI settings
+variants (--mpi NAME:VAR=VAL): python3 -m pytest bench/tests"""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from runner import analysis, main as runner_main, mpis, report  # noqa: E402
+
+
+def found():
+    return {"baton": mpis.MPI("baton", "/p/mpicc", "/p/mpiexec"),
+            "mpich": mpis.MPI("mpich", "mpicc.mpich", "mpiexec.mpich"),
+            "openmpi": mpis.MPI("openmpi", "mpicc.openmpi", "mpiexec.openmpi", ["--oversubscribe"],
+                                {"OMPI_ALLOW_RUN_AS_ROOT": "1"})}
+
+
+def ov(mpi, bench, size, t0, points, rnd=1):
+    """Overlap records as mpibench prints them: T0 first, then (compute,
+    total) pairs."""
+    recs = [{"mpi": mpi, "bench": bench, "size": size, "ranks": 2, "round": rnd, "min_us": t0,
+             "median_us": t0, "mbps": 0.0, "compute_us": 0, "nominal_us": 0, "comm_us": t0}]
+    for c, t in points:
+        recs.append({"mpi": mpi, "bench": bench, "size": size, "ranks": 2, "round": rnd, "min_us": t,
+                     "median_us": t, "mbps": 0.0, "compute_us": c, "nominal_us": c, "comm_us": t0})
+    return recs
+
+
+class VariantSpec(unittest.TestCase):
+    def test_plain_name(self):
+        self.assertEqual(mpis.parse_variant(" mpich "), ("mpich", "mpich", {}))
+
+    def test_settings_make_the_label(self):
+        self.assertEqual(mpis.parse_variant("baton:BATON_PROGRESS=thread"),
+                         ("baton[BATON_PROGRESS=thread]", "baton", {"BATON_PROGRESS": "thread"}))
+        self.assertEqual(mpis.parse_variant("mpich:MPIR_CVAR_ASYNC_PROGRESS=1:BENCH_THREAD_MULTIPLE=1"),
+                         ("mpich[MPIR_CVAR_ASYNC_PROGRESS=1:BENCH_THREAD_MULTIPLE=1]", "mpich",
+                          {"MPIR_CVAR_ASYNC_PROGRESS": "1", "BENCH_THREAD_MULTIPLE": "1"}))
+
+    def test_short_label_and_empty_value(self):
+        self.assertEqual(mpis.parse_variant("bt=baton:BATON_PROGRESS=thread:X="),
+                         ("bt", "baton", {"BATON_PROGRESS": "thread", "X": ""}))
+
+    def test_malformed(self):
+        for bad in ("baton:BATON_PROGRESS", "baton:=1", "baton:1X=2", "bt=baton", ":X=1",
+                    "baton:X=1:X=2", "=baton:X=1"):
+            with self.assertRaises(ValueError, msg=bad):
+                mpis.parse_variant(bad)
+
+
+class VariantMPI(unittest.TestCase):
+    def test_env_reaches_the_ranks(self):
+        f = found()
+        ch = runner_main.choose_mpis("baton,baton:BATON_PROGRESS=thread,openmpi:OMPI_MCA_x=2", f)
+        self.assertEqual([m.name for m in ch], ["baton", "baton[BATON_PROGRESS=thread]", "openmpi[OMPI_MCA_x=2]"])
+        base, thr, om = ch
+        self.assertIs(base, f["baton"])
+        self.assertNotIn("BATON_PROGRESS", base.env)
+        self.assertEqual(thr.run_env()["BATON_PROGRESS"], "thread")
+        # on the launcher's command line too (hosts started remotely)
+        self.assertEqual(thr.launch(2, ["overlap_sender"]),
+                         ["/p/mpiexec", "-genv", "BATON_PROGRESS", "thread", "-n", "2", base.binary,
+                          "overlap_sender"])
+        self.assertEqual(om.flags, ["--oversubscribe", "-x", "OMPI_MCA_x=2"])
+        self.assertEqual(om.env["OMPI_ALLOW_RUN_AS_ROOT"], "1")
+        # the base MPI is left as it was
+        self.assertEqual(f["openmpi"].flags, ["--oversubscribe"])
+        self.assertNotIn("OMPI_MCA_x", f["openmpi"].env)
+
+    def test_variant_shares_the_build(self):
+        f = found()
+        thr = runner_main.choose_mpis("mpich:MPIR_CVAR_ASYNC_PROGRESS=1", f)[0]
+        self.assertEqual(thr.binary, f["mpich"].binary)
+        self.assertEqual(thr.base, "mpich")
+        self.assertEqual(thr.launch(2, [])[1:4], ["-genv", "MPIR_CVAR_ASYNC_PROGRESS", "1"])
+
+    def test_variant_keeps_the_transport(self):
+        f = mpis.apply_transport(found(), "tcp")
+        thr = runner_main.choose_mpis("baton:BATON_PROGRESS=thread", f)[0]
+        self.assertEqual(thr.env["BATON_TRANSPORTS"], "tcp")
+        self.assertEqual(thr.flags, ["-genv", "BATON_TRANSPORTS", "tcp", "-genv", "BATON_PROGRESS", "thread"])
+
+    def test_unknown_and_twice(self):
+        msgs = []
+        self.assertEqual(runner_main.choose_mpis("nope:X=1", found(), msgs.append), [])
+        self.assertIn("'nope' not found", msgs[0])
+        with self.assertRaises(ValueError):
+            runner_main.choose_mpis("baton:X=1,baton:X=1", found())
+
+    def test_file_label(self):
+        self.assertEqual(runner_main.file_label("baton[BATON_PROGRESS=thread]"), "baton_BATON_PROGRESS_thread")
+
+
+class Jobs(unittest.TestCase):
+    def test_overlap_group_has_every_form_in_three_jobs(self):
+        self.assertEqual(runner_main.GROUPS["overlap"], analysis.OVERLAP_BENCHES)
+        for b in ("overlap_sender", "overlap_receiver", "overlap_ibarrier", "overlap_iallreduce"):
+            self.assertIn(b, runner_main.ALL_BENCHES)
+        jobs = runner_main.make_jobs(runner_main.GROUPS["overlap"], "quick", 8, 1.0)
+        self.assertEqual([(j.name, j.benches, j.ranks) for j in jobs],
+                         [("overlap", ["overlap_fixed", "overlap_daxpy"], 2),
+                          ("overlap_wait", ["overlap_sender", "overlap_receiver"], 2),
+                          ("overlap_coll", ["overlap_ibarrier", "overlap_iallreduce"], 2)])
+        sizes = [int(s) for s in jobs[1].args[jobs[1].args.index("--sizes") + 1].split(",")]
+        for s in (64 * 1024, 1 << 20, 4 << 20):
+            self.assertIn(s, sizes)
+
+    def test_one_form_alone(self):
+        jobs = runner_main.make_jobs(["overlap_receiver"], "smoke", 2, 1.0)
+        self.assertEqual(len(jobs), 1)
+        self.assertEqual(jobs[0].args[:2], ["overlap_receiver", "--smoke"])
+
+
+class Analysis(unittest.TestCase):
+    def records(self):
+        r = []
+        # sender form, all hidden: total = compute once compute >= T0
+        r += ov("mpich", "overlap_sender", 1 << 20, 70.0, [(35.0, 71.0), (70.0, 72.0), (105.0, 107.0),
+                                                           (210.0, 212.0)])
+        # receiver form, nothing hidden: total = T0 + compute
+        r += ov("baton", "overlap_receiver", 1 << 20, 60.0, [(30.0, 90.0), (60.0, 120.0), (90.0, 150.0),
+                                                             (180.0, 240.0)])
+        r += ov("baton[BATON_PROGRESS=thread]", "overlap_receiver", 1 << 20, 62.0,
+                [(31.0, 63.0), (62.0, 64.0), (93.0, 95.0), (186.0, 188.0)])
+        r += ov("baton", "overlap_ibarrier", 0, 0.4, [(0.2, 0.6), (0.4, 0.6), (0.6, 0.8), (1.2, 1.4)])
+        # half hidden at c = T0
+        r += ov("mpich", "overlap_iallreduce", 1 << 20, 100.0, [(100.0, 150.0), (300.0, 350.0)])
+        return r
+
+    def test_summary_of_the_new_forms(self):
+        rows = {(r["mpi"], r["bench"], r["size"]): r for r in analysis.overlap_summary(self.records())}
+        self.assertAlmostEqual(rows[("mpich", "overlap_sender", 1 << 20)]["efficiency"], 0.971, places=3)
+        self.assertEqual(rows[("baton", "overlap_receiver", 1 << 20)]["efficiency"], 0.0)
+        self.assertAlmostEqual(rows[("baton[BATON_PROGRESS=thread]", "overlap_receiver", 1 << 20)]["efficiency"],
+                               60 / 62, places=3)
+        self.assertAlmostEqual(rows[("mpich", "overlap_iallreduce", 1 << 20)]["efficiency"], 0.5)
+        self.assertEqual(rows[("baton", "overlap_ibarrier", 0)]["comm_us"], 0.4)
+        # no overlap record counts among the ordinary results
+        self.assertEqual(analysis.aggregate(self.records()), [])
+
+    def test_order(self):
+        self.assertEqual(analysis.overlap_order(["overlap_zzz", "overlap_iallreduce", "overlap_fixed",
+                                                 "overlap_sender", "overlap_fixed"]),
+                         ["overlap_fixed", "overlap_sender", "overlap_iallreduce", "overlap_zzz"])
+
+    def test_report_tables(self):
+        names = ["baton", "baton[BATON_PROGRESS=thread]", "mpich"]
+        ovs = analysis.overlap_summary(self.records())
+        md = "\n".join(report.overlap_markdown(ovs, names, ["overlap_receiver.png"]))
+        self.assertIn("| benchmark | size | baton eff | baton[BATON_PROGRESS=thread] eff | mpich eff |", md)
+        self.assertIn("| overlap_receiver | 1 MiB | 0 | 0.97 | – |", md)
+        self.assertIn("| overlap_sender | 1 MiB | – | – | 0.97 |", md)
+        self.assertIn("| overlap_ibarrier | 0 B | 0.5 | – | – |", md)
+        self.assertIn("**overlap_iallreduce**: every rank computes", md)
+        self.assertIn("| size | baton T0 us | baton s us | baton eff | baton[BATON_PROGRESS=thread] T0 us |", md)
+        self.assertIn("![overlap_receiver](overlap_receiver.png)", md)
+        # the forms in report order
+        self.assertLess(md.index("**overlap_sender**"), md.index("**overlap_receiver**"))
+        self.assertLess(md.index("**overlap_receiver**"), md.index("**overlap_ibarrier**"))
+
+    def test_plots_skip_size_zero(self):
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            self.skipTest("no matplotlib")
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            pngs = report.make_plots(d, [], analysis.overlap_summary(self.records()),
+                                     ["baton", "baton[BATON_PROGRESS=thread]", "mpich"])
+            self.assertEqual(sorted(pngs), ["overlap_iallreduce.png", "overlap_receiver.png", "overlap_sender.png"])
+
+
+if __name__ == "__main__":
+    unittest.main()
