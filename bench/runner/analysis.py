@@ -263,27 +263,38 @@ def overlap_order(benches):
     return [b for b in OVERLAP_BENCHES if b in present] + sorted(present - set(OVERLAP_BENCHES))
 
 
+def overlap_disturbed(rs, rel=NOISY_SPREAD, abs_us=1.0):
+    """Whether the computing ranks lost their core during one round of an
+    overlap benchmark: some computation alone took more than rel times the
+    time asked for, plus abs_us (the work is calibrated to the time asked
+    for, so on a quiet machine the two agree within a few per cent; a
+    scheduler time slice given to another program makes it milliseconds,
+    and the round's T0 and totals are then just as wrong)."""
+    return any(r.get("nominal_us") and r.get("compute_us", 0) > rel * r["nominal_us"] + abs_us for r in rs)
+
+
 def overlap_summary(records, factors=None):
     """Saturation and efficiency per (mpi, bench, size), from the overlap
     records of every round (each round analysed on its own, then the
-    median over rounds)."""
+    median over rounds).  Disturbed rounds (overlap_disturbed) count only
+    when no round is quiet; disturbed: how many rounds were, noisy: all
+    of them were."""
     per = defaultdict(list)
     for r in records:
         if r.get("bench", "").startswith("overlap_"):
             per[(r["mpi"], r["bench"], r["size"], r.get("round", 0))].append(r)
-    acc = defaultdict(lambda: {"s": [], "eff": [], "t0": []})
+    acc = defaultdict(lambda: {"quiet": [], "disturbed": []})
     for (mpi, bench, size, rnd), rs in per.items():
         pts = [(r.get("compute_us", 0.0), r["median_us"]) for r in rs]
         t0 = [t for c, t in pts if c == 0]
-        a = acc[(mpi, bench, size)]
-        a["s"].append(saturation(pts))
-        a["eff"].append(efficiency(pts))
-        a["t0"].append(t0[0] if t0 else None)
+        res = (saturation(pts), efficiency(pts), t0[0] if t0 else None)
+        acc[(mpi, bench, size)]["disturbed" if overlap_disturbed(rs) else "quiet"].append(res)
     rows = []
     for (mpi, bench, size), a in sorted(acc.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
-        rows.append({"mpi": mpi, "bench": bench, "size": size, "comm_us": median(a["t0"]),
-                     "saturation_us": median(a["s"]), "efficiency": median(a["eff"]),
-                     "rounds": len(a["s"])})
+        use = a["quiet"] or a["disturbed"]
+        rows.append({"mpi": mpi, "bench": bench, "size": size, "comm_us": median([u[2] for u in use]),
+                     "saturation_us": median([u[0] for u in use]), "efficiency": median([u[1] for u in use]),
+                     "rounds": len(use), "disturbed": len(a["disturbed"]), "noisy": not a["quiet"]})
     return rows
 
 

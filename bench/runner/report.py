@@ -58,7 +58,7 @@ def write_all(out, meta, records, runs, plots=True, log=print):
             w.writerow(r)
     with open(os.path.join(out, "overlap.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["mpi", "bench", "size", "comm_us", "saturation_us", "efficiency",
-                                          "rounds"])
+                                          "rounds", "disturbed"])
         w.writeheader()
         for r in ov:
             w.writerow(r)
@@ -449,13 +449,20 @@ def markdown(meta, rows, ov, runs, mpi_names, pngs, rel=None, area_ref=None):
     return "\n".join(L) + "\n"
 
 
+def _eff(row):
+    return fmt(row["efficiency"], 2) + (" *" if row.get("noisy") else "")
+
+
 def overlap_markdown(ov, mpi_names, pngs):
     """The overlap section: every MPI's efficiency side by side, then per
     benchmark T0, saturation and efficiency."""
     L = ["## Overlap of communication and computation", ""]
     L.append("T0: time of the communication (Isend/Irecv or the nonblocking collective) + Wait without "
              "computation; s: saturation (computation time beyond which the total grows); eff: share of T0 "
-             "hidden behind computation (1: all of it, 0: none).")
+             "hidden behind computation (1: all of it, 0: none). Medians over the rounds in which no "
+             "computation alone took more than %g times the time asked for (the computing rank lost its "
+             "core); * marks a result from such rounds only, where the figures say little."
+             % analysis.NOISY_SPREAD)
     L.append("")
     kinds = analysis.overlap_order(r["bench"] for r in ov)
     present = [m for m in mpi_names if any(r["mpi"] == m for r in ov)]
@@ -465,7 +472,7 @@ def overlap_markdown(ov, mpi_names, pngs):
     for kind in kinds:
         for size in sorted({r["size"] for r in ov if r["bench"] == kind}):
             by = {r["mpi"]: r for r in ov if r["bench"] == kind and r["size"] == size}
-            L.append("| " + " | ".join([kind, fmt_size(size)] + [fmt(by[m]["efficiency"], 2) if m in by else "–"
+            L.append("| " + " | ".join([kind, fmt_size(size)] + [_eff(by[m]) if m in by else "–"
                                                                   for m in present]) + " |")
     L.append("")
     for kind in kinds:
@@ -486,7 +493,7 @@ def overlap_markdown(ov, mpi_names, pngs):
             cells = [fmt_size(size)]
             for m in present:
                 r = by.get(m)
-                cells += [fmt(r["comm_us"]), fmt(r["saturation_us"]), fmt(r["efficiency"], 2)] if r \
+                cells += [fmt(r["comm_us"]), fmt(r["saturation_us"]), _eff(r)] if r \
                     else ["failed"] * 3
             L.append("| " + " | ".join(cells) + " |")
         L.append("")

@@ -139,6 +139,26 @@ class Analysis(unittest.TestCase):
         # no overlap record counts among the ordinary results
         self.assertEqual(analysis.aggregate(self.records()), [])
 
+    def test_disturbed_rounds_are_left_out(self):
+        recs = ov("mpich", "overlap_receiver", 1 << 20, 70.0, [(35.0, 105.0), (70.0, 140.0)], rnd=1)
+        # round 2: the computing rank lost its core (compute alone 9 ms for
+        # 70 us asked), and T0 with it
+        bad = ov("mpich", "overlap_receiver", 1 << 20, 16000.0, [(9000.0, 16000.0), (9100.0, 16000.0)], rnd=2)
+        bad[2]["nominal_us"] = 70.0
+        bad[1]["nominal_us"] = 35.0
+        self.assertTrue(analysis.overlap_disturbed(bad))
+        self.assertFalse(analysis.overlap_disturbed(recs))
+        rows = analysis.overlap_summary(recs + bad)
+        self.assertEqual(len(rows), 1)
+        self.assertEqual((rows[0]["efficiency"], rows[0]["comm_us"], rows[0]["rounds"], rows[0]["disturbed"],
+                          rows[0]["noisy"]), (0.0, 70.0, 1, 1, False))
+        # only disturbed rounds: their result, marked
+        rows = analysis.overlap_summary(bad)
+        self.assertTrue(rows[0]["noisy"])
+        self.assertEqual(rows[0]["comm_us"], 16000.0)
+        md = "\n".join(report.overlap_markdown(rows, ["mpich"], []))
+        self.assertIn("| overlap_receiver | 1 MiB | 1 * |", md)
+
     def test_order(self):
         self.assertEqual(analysis.overlap_order(["overlap_zzz", "overlap_iallreduce", "overlap_fixed",
                                                  "overlap_sender", "overlap_fixed"]),
