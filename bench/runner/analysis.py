@@ -263,14 +263,26 @@ def overlap_order(benches):
     return [b for b in OVERLAP_BENCHES if b in present] + sorted(present - set(OVERLAP_BENCHES))
 
 
-def overlap_disturbed(rs, rel=NOISY_SPREAD, abs_us=1.0):
-    """Whether the computing ranks lost their core during one round of an
-    overlap benchmark: some computation alone took more than rel times the
-    time asked for, plus abs_us (the work is calibrated to the time asked
-    for, so on a quiet machine the two agree within a few per cent; a
-    scheduler time slice given to another program makes it milliseconds,
-    and the round's T0 and totals are then just as wrong)."""
-    return any(r.get("nominal_us") and r.get("compute_us", 0) > rel * r["nominal_us"] + abs_us for r in rs)
+def overlap_disturbed(rs, t0_best=None, rel=NOISY_SPREAD, abs_us=1.0):
+    """Whether something other than the MPI set the times of one round of
+    an overlap benchmark (rs: that round's records of one MPI, benchmark
+    and size; t0_best: the lowest T0 of every round, None for this
+    round's): a computation alone took more than rel times the time asked
+    for (the work is calibrated to it: on a quiet machine the two agree
+    within a few per cent), T0 is more than rel times t0_best, or a total
+    is more than rel times T0 + computation, the time without any overlap
+    (each plus abs_us).  A scheduler time slice given to another program
+    costs milliseconds against microseconds, and a result computed from
+    such a round says nothing about the MPI."""
+    t0 = [r["median_us"] for r in rs if not r.get("compute_us")]
+    best = t0_best if t0_best is not None else (min(t0) if t0 else None)
+    for r in rs:
+        c = r.get("compute_us") or 0.0
+        if r.get("nominal_us") and c > rel * r["nominal_us"] + abs_us:
+            return True
+        if best is not None and r["median_us"] > rel * (best + c) + abs_us:
+            return True
+    return False
 
 
 def overlap_summary(records, factors=None):
@@ -283,12 +295,19 @@ def overlap_summary(records, factors=None):
     for r in records:
         if r.get("bench", "").startswith("overlap_"):
             per[(r["mpi"], r["bench"], r["size"], r.get("round", 0))].append(r)
+    best_t0 = {}
+    for (mpi, bench, size, rnd), rs in per.items():
+        for r in rs:
+            if not r.get("compute_us"):
+                k = (mpi, bench, size)
+                best_t0[k] = min(best_t0.get(k, r["median_us"]), r["median_us"])
     acc = defaultdict(lambda: {"quiet": [], "disturbed": []})
     for (mpi, bench, size, rnd), rs in per.items():
         pts = [(r.get("compute_us", 0.0), r["median_us"]) for r in rs]
         t0 = [t for c, t in pts if c == 0]
         res = (saturation(pts), efficiency(pts), t0[0] if t0 else None)
-        acc[(mpi, bench, size)]["disturbed" if overlap_disturbed(rs) else "quiet"].append(res)
+        bad = overlap_disturbed(rs, best_t0.get((mpi, bench, size)))
+        acc[(mpi, bench, size)]["disturbed" if bad else "quiet"].append(res)
     rows = []
     for (mpi, bench, size), a in sorted(acc.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
         use = a["quiet"] or a["disturbed"]

@@ -58,7 +58,7 @@ def write_all(out, meta, records, runs, plots=True, log=print):
             w.writerow(r)
     with open(os.path.join(out, "overlap.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["mpi", "bench", "size", "comm_us", "saturation_us", "efficiency",
-                                          "rounds", "disturbed"])
+                                          "rounds", "disturbed", "noisy"])
         w.writeheader()
         for r in ov:
             w.writerow(r)
@@ -459,10 +459,11 @@ def overlap_markdown(ov, mpi_names, pngs):
     L = ["## Overlap of communication and computation", ""]
     L.append("T0: time of the communication (Isend/Irecv or the nonblocking collective) + Wait without "
              "computation; s: saturation (computation time beyond which the total grows); eff: share of T0 "
-             "hidden behind computation (1: all of it, 0: none). Medians over the rounds in which no "
-             "computation alone took more than %g times the time asked for (the computing rank lost its "
-             "core); * marks a result from such rounds only, where the figures say little."
-             % analysis.NOISY_SPREAD)
+             "hidden behind computation (1: all of it, 0: none). Medians over the quiet rounds: a round is "
+             "disturbed when a computation alone took more than %g times the time asked for, its T0 more "
+             "than %g times the best round's, or a total more than %g times T0 + computation (a rank lost "
+             "its core to another program); * marks a result from disturbed rounds only, which says "
+             "little." % ((analysis.NOISY_SPREAD,) * 3))
     L.append("")
     kinds = analysis.overlap_order(r["bench"] for r in ov)
     present = [m for m in mpi_names if any(r["mpi"] == m for r in ov)]

@@ -159,6 +159,22 @@ class Analysis(unittest.TestCase):
         md = "\n".join(report.overlap_markdown(rows, ["mpich"], []))
         self.assertIn("| overlap_receiver | 1 MiB | 1 * |", md)
 
+    def test_disturbed_t0_or_total(self):
+        quiet = ov("baton", "overlap_sender", 4 << 20, 170.0, [(85.0, 215.0), (170.0, 300.0), (340.0, 345.0)])
+        # T0 of a slow round, the computation alone as asked
+        slow_t0 = ov("baton", "overlap_sender", 4 << 20, 8600.0, [(4300.0, 9000.0), (5000.0, 9800.0)], rnd=2)
+        # one total of milliseconds
+        slow_total = ov("baton", "overlap_sender", 4 << 20, 180.0, [(87.0, 12600.0), (180.0, 300.0)], rnd=3)
+        self.assertFalse(analysis.overlap_disturbed(quiet))
+        self.assertFalse(analysis.overlap_disturbed(slow_t0))  # alone, nothing to compare T0 with
+        self.assertTrue(analysis.overlap_disturbed(slow_t0, t0_best=170.0))
+        self.assertTrue(analysis.overlap_disturbed(slow_total))
+        # no overlap at all is not a disturbance
+        self.assertFalse(analysis.overlap_disturbed(
+            ov("baton", "overlap_receiver", 4 << 20, 170.0, [(85.0, 255.0), (170.0, 340.0), (340.0, 510.0)])))
+        rows = analysis.overlap_summary(quiet + slow_t0 + slow_total)
+        self.assertEqual((rows[0]["rounds"], rows[0]["disturbed"], rows[0]["comm_us"]), (1, 2, 170.0))
+
     def test_order(self):
         self.assertEqual(analysis.overlap_order(["overlap_zzz", "overlap_iallreduce", "overlap_fixed",
                                                  "overlap_sender", "overlap_fixed"]),
@@ -178,6 +194,21 @@ class Analysis(unittest.TestCase):
         # the forms in report order
         self.assertLess(md.index("**overlap_sender**"), md.index("**overlap_receiver**"))
         self.assertLess(md.index("**overlap_receiver**"), md.index("**overlap_ibarrier**"))
+
+    def test_write_all(self):
+        import csv
+        import tempfile
+        names = ["baton", "baton[BATON_PROGRESS=thread]", "mpich"]
+        meta = {"date": "d", "mode": "quick", "rounds": 1, "ranks": 2, "machine": {}, "calibration_us": {},
+                "mpis": [{"name": m, "version": "v", "build_error": "", "mpicc": "", "flags": [], "env": {}}
+                         for m in names]}
+        with tempfile.TemporaryDirectory() as d:
+            md = report.write_all(d, meta, self.records(), [], plots=False)
+            self.assertIn("| overlap_receiver | 1 MiB | 0 | 0.97 | – |", md)
+            with open(os.path.join(d, "overlap.csv")) as f:
+                rows = list(csv.DictReader(f))
+            self.assertEqual(len(rows), 5)
+            self.assertEqual({r["noisy"] for r in rows}, {"False"})
 
     def test_plots_skip_size_zero(self):
         try:
