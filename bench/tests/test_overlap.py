@@ -81,6 +81,15 @@ class VariantMPI(unittest.TestCase):
         self.assertEqual(thr.env["BATON_TRANSPORTS"], "tcp")
         self.assertEqual(thr.flags, ["-genv", "BATON_TRANSPORTS", "tcp", "-genv", "BATON_PROGRESS", "thread"])
 
+    def test_variant_across_hosts(self):
+        f = mpis.apply_transport(found(), "tcp", ["bh1", "bh2"], "/r/rsh", "eth0", "bh0")
+        ch = runner_main.choose_mpis("baton:BATON_PROGRESS=thread,mpich:MPIR_CVAR_ASYNC_PROGRESS=1,"
+                                     "openmpi:OMPI_MCA_x=1", f)
+        cmds = [" ".join(m.launch(2, ["overlap_receiver"])) for m in ch]
+        self.assertIn("-hosts bh1,bh2 --rsh /r/rsh -genv BATON_PROGRESS thread -n 2", cmds[0])
+        self.assertIn("-localhost bh0 -genv MPIR_CVAR_ASYNC_PROGRESS 1 -n 2", cmds[1])
+        self.assertIn("plm_rsh_agent /r/rsh -x OMPI_MCA_x=1 -n 2", cmds[2])
+
     def test_unknown_and_twice(self):
         msgs = []
         self.assertEqual(runner_main.choose_mpis("nope:X=1", found(), msgs.append), [])
