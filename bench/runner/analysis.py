@@ -240,27 +240,80 @@ def efficiency(points):
     return max(0.0, min(1.0, e))
 
 
+# The overlap benchmarks (bench/src/overlap.c), in report order, with what
+# computes while the communication is in flight.
+OVERLAP_FORMS = (
+    ("overlap_fixed", "both ranks compute (FIXED) between Isend/Irecv and Wait"),
+    ("overlap_daxpy", "both ranks compute (DAXPY over message-sized vectors) between Isend/Irecv and Wait"),
+    ("overlap_sender", "the sender computes (FIXED) between Isend and Wait; the receiver waits in MPI_Wait"),
+    ("overlap_receiver", "the receiver, its Irecv posted first, computes (FIXED) before its Wait; the sender "
+                         "waits in MPI_Wait"),
+    ("overlap_ibarrier", "every rank computes (FIXED) between MPI_Ibarrier and MPI_Wait"),
+    ("overlap_iallreduce", "every rank computes (FIXED) between MPI_Iallreduce (sum of size / 8 doubles) and "
+                           "MPI_Wait"),
+)
+OVERLAP_BENCHES = [b for b, _ in OVERLAP_FORMS]
+OVERLAP_TITLES = dict(OVERLAP_FORMS)
+
+
+def overlap_order(benches):
+    """The overlap benchmarks among benches: the known ones in report
+    order, then any other in name order."""
+    present = set(benches)
+    return [b for b in OVERLAP_BENCHES if b in present] + sorted(present - set(OVERLAP_BENCHES))
+
+
+def overlap_disturbed(rs, t0_best=None, rel=NOISY_SPREAD, abs_us=1.0):
+    """Whether something other than the MPI set the times of one round of
+    an overlap benchmark (rs: that round's records of one MPI, benchmark
+    and size; t0_best: the lowest T0 of every round, None for this
+    round's): a computation alone took more than rel times the time asked
+    for (the work is calibrated to it: on a quiet machine the two agree
+    within a few per cent), T0 is more than rel times t0_best, or a total
+    is more than rel times T0 + computation, the time without any overlap
+    (each plus abs_us).  A scheduler time slice given to another program
+    costs milliseconds against microseconds, and a result computed from
+    such a round says nothing about the MPI."""
+    t0 = [r["median_us"] for r in rs if not r.get("compute_us")]
+    best = t0_best if t0_best is not None else (min(t0) if t0 else None)
+    for r in rs:
+        c = r.get("compute_us") or 0.0
+        if r.get("nominal_us") and c > rel * r["nominal_us"] + abs_us:
+            return True
+        if best is not None and r["median_us"] > rel * (best + c) + abs_us:
+            return True
+    return False
+
+
 def overlap_summary(records, factors=None):
     """Saturation and efficiency per (mpi, bench, size), from the overlap
     records of every round (each round analysed on its own, then the
-    median over rounds)."""
+    median over rounds).  Disturbed rounds (overlap_disturbed) count only
+    when no round is quiet; disturbed: how many rounds were, noisy: all
+    of them were."""
     per = defaultdict(list)
     for r in records:
         if r.get("bench", "").startswith("overlap_"):
             per[(r["mpi"], r["bench"], r["size"], r.get("round", 0))].append(r)
-    acc = defaultdict(lambda: {"s": [], "eff": [], "t0": []})
+    best_t0 = {}
+    for (mpi, bench, size, rnd), rs in per.items():
+        for r in rs:
+            if not r.get("compute_us"):
+                k = (mpi, bench, size)
+                best_t0[k] = min(best_t0.get(k, r["median_us"]), r["median_us"])
+    acc = defaultdict(lambda: {"quiet": [], "disturbed": []})
     for (mpi, bench, size, rnd), rs in per.items():
         pts = [(r.get("compute_us", 0.0), r["median_us"]) for r in rs]
         t0 = [t for c, t in pts if c == 0]
-        a = acc[(mpi, bench, size)]
-        a["s"].append(saturation(pts))
-        a["eff"].append(efficiency(pts))
-        a["t0"].append(t0[0] if t0 else None)
+        res = (saturation(pts), efficiency(pts), t0[0] if t0 else None)
+        bad = overlap_disturbed(rs, best_t0.get((mpi, bench, size)))
+        acc[(mpi, bench, size)]["disturbed" if bad else "quiet"].append(res)
     rows = []
     for (mpi, bench, size), a in sorted(acc.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
-        rows.append({"mpi": mpi, "bench": bench, "size": size, "comm_us": median(a["t0"]),
-                     "saturation_us": median(a["s"]), "efficiency": median(a["eff"]),
-                     "rounds": len(a["s"])})
+        use = a["quiet"] or a["disturbed"]
+        rows.append({"mpi": mpi, "bench": bench, "size": size, "comm_us": median([u[2] for u in use]),
+                     "saturation_us": median([u[0] for u in use]), "efficiency": median([u[1] for u in use]),
+                     "rounds": len(use), "disturbed": len(a["disturbed"]), "noisy": not a["quiet"]})
     return rows
 
 

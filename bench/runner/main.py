@@ -22,6 +22,10 @@ RMA_JOBS = [("rma_lat", analysis.RMA_LAT, False, "lat"), ("rma_bw", analysis.RMA
             ("rma_atomic", ["rma_acc_lat", "rma_fop_lat"], False, "acc"), ("rma_cas", ["rma_cas_lat"], False, "one"),
             ("rma_fop_contended", ["rma_fop_contended"], True, "one"),
             ("rma_cas_contended", ["rma_cas_contended"], True, "one"), ("rma_halo", ["rma_halo"], True, "halo")]
+# Jobs of the overlap group: a crash ends only its own job.
+OVERLAP_JOBS = [("overlap", ["overlap_fixed", "overlap_daxpy"]),
+                ("overlap_wait", ["overlap_sender", "overlap_receiver"]),
+                ("overlap_coll", ["overlap_ibarrier", "overlap_iallreduce"])]
 COLLECTIVES = ["barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather",
                "alltoall", "alltoallv", "reduce_scatter"]
 GROUPS = {
@@ -29,7 +33,7 @@ GROUPS = {
     "mbw_mr": ["mbw_mr"],
     "coll": COLLECTIVES,
     "topo": ["star", "ring", "chaos"],
-    "overlap": ["overlap_fixed", "overlap_daxpy"],
+    "overlap": analysis.OVERLAP_BENCHES,
     "spawn": ["spawn_latency", "spawn_rate", "spawn_pingpong"],
     "is": ["is"],
     "ddt": ["ddt_contig", "ddt_vector", "ddt_vector_vv", "ddt_struct"],
@@ -68,7 +72,7 @@ def make_jobs(selected, mode, ranks, tscale):
         flag, timeout = ["--smoke"], 30
     elif mode == "quick":
         p2p, coll, topo, ov, pp = [8, K, 64 * K, M, 4 * M], [8, K, 64 * K, M], [K, 64 * K, M], \
-            [K, 64 * K, M], [8, K, 64 * K]
+            [K, 64 * K, M, 4 * M], [8, K, 64 * K]
         ddt = [512, 8 * K, 64 * K, 4 * M]
         rma = {"lat": [8], "bw": [M], "acc": [8], "one": [8], "halo": [K, 64 * K]}
         flag, timeout = ["--quick"], 25
@@ -100,9 +104,12 @@ def make_jobs(selected, mode, ranks, tscale):
     b = sel(GROUPS["topo"])
     if b:
         jobs.append(Job("topo", b, max(ranks, 2), [",".join(b)] + flag + sizes_arg(topo), t(timeout)))
-    b = sel(GROUPS["overlap"])
-    if b:
-        jobs.append(Job("overlap", b, 2, [",".join(b)] + flag + sizes_arg(ov), t(timeout)))
+    for name, names in OVERLAP_JOBS:
+        b = sel(names)
+        if b:
+            # 2 ranks: the pair of the point-to-point forms, and the
+            # collectives' default (they take any number)
+            jobs.append(Job(name, b, 2, [",".join(b)] + flag + sizes_arg(ov), t(timeout)))
     st = t(15 if mode != "full" else 90)
     parents = [1, 2] if mode == "full" else [2]
     for s in sel(GROUPS["spawn"]):
@@ -129,6 +136,30 @@ def make_jobs(selected, mode, ranks, tscale):
             jobs.append(Job("oversub", ["pingpong", "allreduce", "token"], n,
                             ["pingpong,allreduce,token"] + flag + sizes_arg(small), t(60 if mode != "full" else 300)))
     return jobs
+
+
+def choose_mpis(spec, found, warn=log):
+    """The MPIs of an --mpi list (see mpis.parse_variant): each a found
+    MPI, or a found MPI with environment settings under its own label.
+    Unknown names are left out with a message; a malformed entry or a label
+    given twice raises ValueError."""
+    chosen = []
+    for entry in spec.split(","):
+        if not entry.strip():
+            continue
+        label, name, env = mpis.parse_variant(entry)
+        if name not in found:
+            warn("MPI %r not found (known here: %s)" % (name, ",".join(found) or "none"))
+            continue
+        if any(m.name == label for m in chosen):
+            raise ValueError("--mpi: %r given twice" % label)
+        chosen.append(mpis.variant(found[name], label, env))
+    return chosen
+
+
+def file_label(name):
+    """An MPI's label as a part of a file name (variants carry '[', '=', ':')."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")
 
 
 def run_cmd(cmd, timeout, env=None):
@@ -181,7 +212,12 @@ def machine_info():
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="bench/run", description=__doc__)
-    ap.add_argument("--mpi", help="comma list of MPIs to run (default: all found: baton,mpich,openmpi)")
+    ap.add_argument("--mpi", help="comma list of MPIs to run (default: all found: baton,mpich,openmpi); an "
+                                  "entry NAME:VAR=VAL[:VAR2=VAL2] runs MPI NAME with those environment settings as "
+                                  "an MPI of its own, labelled NAME[VAR=VAL...] or LABEL if written "
+                                  "LABEL=NAME:VAR=VAL, e.g. baton,baton:BATON_PROGRESS=thread,mpich,"
+                                  "mpich:MPIR_CVAR_ASYNC_PROGRESS=1 (BENCH_THREAD_MULTIPLE=1 makes mpibench "
+                                  "ask for MPI_THREAD_MULTIPLE)")
     ap.add_argument("--add-mpi", action="append", default=[], metavar="NAME:MPICC:MPIEXEC[:FLAGS]",
                     help="another MPI, e.g. 'mine:/opt/x/bin/mpicc:/opt/x/bin/mpiexec:-bind-to none'")
     ap.add_argument("--bench", help="comma list of benchmarks or groups (%s); default all" %
@@ -269,13 +305,11 @@ def main(argv=None):
     if a.transport != "default" or hosts:
         found = mpis.apply_transport(found, a.transport, hosts, a.rsh, tcp_if, localhost)
     if a.mpi:
-        chosen = []
-        for n in a.mpi.split(","):
-            n = n.strip()
-            if n in found:
-                chosen.append(found[n])
-            else:
-                log("MPI %r not found (known here: %s)" % (n, ",".join(found) or "none"))
+        try:
+            chosen = choose_mpis(a.mpi, found)
+        except ValueError as e:
+            log(str(e))
+            return 2
         if not chosen:
             return 2
     else:
@@ -377,15 +411,16 @@ def main(argv=None):
                 if st != "ok":
                     failed_before[key] = (rnd, why)
                     log(tag + " FAILED (%.1fs): %s" % (dt, why))
-                    with open(os.path.join(out, "stderr-%s-%s-n%d-r%d.txt" % (m.name, job.name, job.ranks, rnd)),
-                              "w") as f:
+                    err_file = "stderr-%s-%s-n%d-r%d.txt" % (file_label(m.name), job.name, job.ranks, rnd)
+                    with open(os.path.join(out, err_file), "w") as f:
                         f.write(se[-20000:])
                 else:
                     log(tag + " ok %.1fs (%d results)" % (dt, len(recs)))
 
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "mode": mode, "rounds": rounds,
             "ranks": a.ranks, "machine": machine_info(), "calibration_us": cal,
-            "mpis": [{"name": m.name, "mpicc": m.mpicc, "mpiexec": m.mpiexec, "flags": m.flags,
+            "mpis": [{"name": m.name, "base": m.base or m.name, "mpicc": m.mpicc, "mpiexec": m.mpiexec,
+                      "flags": m.flags,
                       "env": {k: v for k, v in m.env.items() if not k.startswith("OMPI_ALLOW")},
                       "version": m.version, "build_error": m.build_error} for m in chosen],
             "transport": a.transport, "hosts": hosts, "rsh": a.rsh,

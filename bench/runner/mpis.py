@@ -1,6 +1,8 @@
 """MPI implementations: discovery and building of the suite."""
+import copy
 import glob
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -20,10 +22,13 @@ class MPI:
     env: dict = field(default_factory=dict)
     version: str = ""
     build_error: str = ""
+    # the MPI this one is a settings variant of (see variant): it shares
+    # that MPI's build
+    base: str = ""
 
     @property
     def build_dir(self):
-        return os.path.join(BENCH_DIR, "build", self.name)
+        return os.path.join(BENCH_DIR, "build", self.base or self.name)
 
     @property
     def binary(self):
@@ -165,6 +170,58 @@ def parse_mpi_spec(spec):
         raise ValueError("--add-mpi wants NAME:MPICC:MPIEXEC[:FLAGS], got %r" % spec)
     flags = parts[3].split() if len(parts) > 3 else []
     return MPI(parts[0], parts[1], parts[2], flags)
+
+
+VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_variant(spec):
+    """An --mpi entry: NAME, or NAME:VAR=VAL[:VAR2=VAL2...] (the MPI NAME
+    launched with those environment variables), optionally preceded by
+    LABEL= to name the column.  Returns (label, name, env); the label is
+    NAME for a plain entry, else LABEL or NAME[VAR=VAL:VAR2=VAL2].  Values
+    cannot hold ':' or ','."""
+    spec = spec.strip()
+    parts = spec.split(":")
+    head, settings = parts[0], parts[1:]
+    label = None
+    if "=" in head:
+        label, head = head.split("=", 1)
+        if not label or not settings:
+            raise ValueError("--mpi %r: LABEL= only names a variant, LABEL=NAME:VAR=VAL" % spec)
+    if not head:
+        raise ValueError("--mpi %r: no MPI name" % spec)
+    env = {}
+    for kv in settings:
+        var, eq, val = kv.partition("=")
+        if not eq or not VAR_NAME.fullmatch(var):
+            raise ValueError("--mpi %r: %r is not VAR=VALUE" % (spec, kv))
+        if var in env:
+            raise ValueError("--mpi %r: %s set twice" % (spec, var))
+        env[var] = val
+    if not settings:
+        return head, head, {}
+    return label or "%s[%s]" % (head, ":".join("%s=%s" % kv for kv in env.items())), head, env
+
+
+def variant(base, label, env):
+    """The MPI `base` launched with the environment settings env, under its
+    own name (a column of its own in the results).  The settings go into
+    the launch environment and, where the launcher has an option for it,
+    onto its command line, so that ranks started on other hosts get them
+    too."""
+    if not env:
+        return base
+    m = copy.deepcopy(base)
+    m.name, m.base = label, base.base or base.name
+    m.env.update(env)
+    kind = m.base
+    for var, val in env.items():
+        if kind in ("baton", "mpich"):
+            m.flags += ["-genv", var, val]
+        elif kind == "openmpi":
+            m.flags += ["-x", "%s=%s" % (var, val)]
+    return m
 
 
 def _sources():

@@ -58,7 +58,7 @@ def write_all(out, meta, records, runs, plots=True, log=print):
             w.writerow(r)
     with open(os.path.join(out, "overlap.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["mpi", "bench", "size", "comm_us", "saturation_us", "efficiency",
-                                          "rounds"])
+                                          "rounds", "disturbed", "noisy"])
         w.writeheader()
         for r in ov:
             w.writerow(r)
@@ -173,8 +173,10 @@ def make_plots(out, rows, ov, mpi_names):
         save_png(fig, os.path.join(out, "ddt_ratio.png"))
         plt.close(fig)
         pngs.append("ddt_ratio.png")
-    for kind in ("overlap_fixed", "overlap_daxpy"):
-        pts = [r for r in ov if r["bench"] == kind]
+    for kind in analysis.overlap_order(r["bench"] for r in ov):
+        # a log-scale size axis has no place for size 0 (overlap_ibarrier):
+        # such a benchmark has its table only
+        pts = [r for r in ov if r["bench"] == kind and r["size"] > 0]
         if not pts:
             continue
         fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -443,31 +445,57 @@ def markdown(meta, rows, ov, runs, mpi_names, pngs, rel=None, area_ref=None):
         L.append("")
 
     if ov:
-        L.append("## Overlap of communication and computation")
-        L.append("")
-        L.append("T0: time of Isend/Irecv + Wait without computation; s: saturation (computation time "
-                 "beyond which the total grows); eff: share of T0 hidden behind computation.")
-        L.append("")
-        for kind in ("overlap_fixed", "overlap_daxpy"):
-            pts = [r for r in ov if r["bench"] == kind]
-            if not pts:
-                continue
-            if kind + ".png" in pngs:
-                L.append("![%s](%s.png)" % (kind, kind))
-                L.append("")
-            present = [m for m in mpi_names if any(r["mpi"] == m for r in pts)]
-            head = ["size"] + sum([["%s T0 us" % m, "%s s us" % m, "%s eff" % m] for m in present], [])
-            L.append("**%s**" % kind)
-            L.append("")
-            L.append("| " + " | ".join(head) + " |")
-            L.append("|" + "---|" * len(head))
-            for size in sorted({r["size"] for r in pts}):
-                by = {r["mpi"]: r for r in pts if r["size"] == size}
-                cells = [fmt_size(size)]
-                for m in present:
-                    r = by.get(m)
-                    cells += [fmt(r["comm_us"]), fmt(r["saturation_us"]), fmt(r["efficiency"], 2)] if r \
-                        else ["failed"] * 3
-                L.append("| " + " | ".join(cells) + " |")
-            L.append("")
+        L += overlap_markdown(ov, mpi_names, pngs)
     return "\n".join(L) + "\n"
+
+
+def _eff(row):
+    return fmt(row["efficiency"], 2) + (" *" if row.get("noisy") else "")
+
+
+def overlap_markdown(ov, mpi_names, pngs):
+    """The overlap section: every MPI's efficiency side by side, then per
+    benchmark T0, saturation and efficiency."""
+    L = ["## Overlap of communication and computation", ""]
+    L.append("T0: time of the communication (Isend/Irecv or the nonblocking collective) + Wait without "
+             "computation; s: saturation (computation time beyond which the total grows); eff: share of T0 "
+             "hidden behind computation (1: all of it, 0: none). Medians over the quiet rounds: a round is "
+             "disturbed when a computation alone took more than %g times the time asked for, its T0 more "
+             "than %g times the best round's, or a total more than %g times T0 + computation (a rank lost "
+             "its core to another program); * marks a result from disturbed rounds only, which says "
+             "little." % ((analysis.NOISY_SPREAD,) * 3))
+    L.append("")
+    kinds = analysis.overlap_order(r["bench"] for r in ov)
+    present = [m for m in mpi_names if any(r["mpi"] == m for r in ov)]
+    present += sorted({r["mpi"] for r in ov} - set(present))
+    L.append("| benchmark | size | " + " | ".join("%s eff" % m for m in present) + " |")
+    L.append("|" + "---|" * (2 + len(present)))
+    for kind in kinds:
+        for size in sorted({r["size"] for r in ov if r["bench"] == kind}):
+            by = {r["mpi"]: r for r in ov if r["bench"] == kind and r["size"] == size}
+            L.append("| " + " | ".join([kind, fmt_size(size)] + [_eff(by[m]) if m in by else "–"
+                                                                  for m in present]) + " |")
+    L.append("")
+    for kind in kinds:
+        pts = [r for r in ov if r["bench"] == kind]
+        if kind + ".png" in pngs:
+            L.append("![%s](%s.png)" % (kind, kind))
+            L.append("")
+        present = [m for m in mpi_names if any(r["mpi"] == m for r in pts)]
+        present += sorted({r["mpi"] for r in pts} - set(present))
+        head = ["size"] + sum([["%s T0 us" % m, "%s s us" % m, "%s eff" % m] for m in present], [])
+        title = analysis.OVERLAP_TITLES.get(kind)
+        L.append("**%s**%s" % (kind, ": " + title if title else ""))
+        L.append("")
+        L.append("| " + " | ".join(head) + " |")
+        L.append("|" + "---|" * len(head))
+        for size in sorted({r["size"] for r in pts}):
+            by = {r["mpi"]: r for r in pts if r["size"] == size}
+            cells = [fmt_size(size)]
+            for m in present:
+                r = by.get(m)
+                cells += [fmt(r["comm_us"]), fmt(r["saturation_us"]), _eff(r)] if r \
+                    else ["failed"] * 3
+            L.append("| " + " | ".join(cells) + " |")
+        L.append("")
+    return L

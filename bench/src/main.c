@@ -11,21 +11,36 @@ static const char *usage =
     "  p2p: pingpong bw bibw mbw_mr token\n"
     "  collectives: barrier bcast reduce allreduce gather scatter allgather alltoall\n"
     "               alltoallv reduce_scatter\n"
-    "  topologies: star ring chaos      overlap: overlap_fixed overlap_daxpy\n"
+    "  topologies: star ring chaos\n"
+    "  overlap: overlap_fixed overlap_daxpy overlap_sender overlap_receiver overlap_ibarrier\n"
+    "           overlap_iallreduce\n"
     "  spawn: spawn_latency spawn_rate spawn_pingpong      kernel: is\n"
     "  datatypes: ddt_contig ddt_vector ddt_vector_vv ddt_struct\n"
     "  one-sided: rma_{put,get}_{lat,bw}_{flush,lock,fence,pscw,create} rma_acc_lat\n"
-    "             rma_fop_lat rma_cas_lat rma_fop_contended rma_cas_contended rma_halo\n";
+    "             rma_fop_lat rma_cas_lat rma_fop_contended rma_cas_contended rma_halo\n"
+    "environment: BENCH_THREAD_MULTIPLE=1 initializes with MPI_Init_thread(MPI_THREAD_MULTIPLE)\n"
+    "  (an MPI's own progress thread may need it, e.g. MPICH's MPIR_CVAR_ASYNC_PROGRESS=1)\n";
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    /* MPI_Init unless asked otherwise: the level requested can change the
+     * MPI's hot paths (locks), and the rows are compared at MPI_Init's. */
+    const char *tm = getenv("BENCH_THREAD_MULTIPLE");
+    int want_multiple = tm && *tm && strcmp(tm, "0") != 0;
+    int provided = MPI_THREAD_SINGLE;
+    if (want_multiple)
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    else
+        MPI_Init(&argc, &argv);
     MPI_Comm parent;
     MPI_Comm_get_parent(&parent);
     if (parent != MPI_COMM_NULL)
         return spawn_child(argc, argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    if (want_multiple && provided < MPI_THREAD_MULTIPLE && g_rank == 0)
+        fprintf(stderr, "mpibench: BENCH_THREAD_MULTIPLE: MPI_THREAD_MULTIPLE requested, level %d provided\n",
+                provided);
     if (argc < 2) {
         if (g_rank == 0)
             fputs(usage, stderr);
@@ -42,7 +57,8 @@ int main(int argc, char **argv)
             if (*p == '"' || *p == '\\' || *p == '\n' || *p == '\t' || (unsigned char)*p < 32)
                 *p = ' ';
         if (g_rank == 0)
-            printf("{\"version\":\"%.200s\",\"standard\":\"%d.%d\",\"ranks\":%d}\n", v, maj, min, g_size);
+            printf("{\"version\":\"%.200s\",\"standard\":\"%d.%d\",\"ranks\":%d,\"thread_multiple\":%s}\n", v,
+                   maj, min, g_size, want_multiple && provided == MPI_THREAD_MULTIPLE ? "true" : "false");
         MPI_Finalize();
         return 0;
     }
