@@ -313,6 +313,8 @@ pub(crate) fn recv(cx: Call, l: &Lib, m: Message, comm: CommRef, status: StatusO
     received(cx, &l.mpi.recv(from, &into), status)
 }
 
+use baton_core::engine::PROGRESS_RECV_MIN as OFFER_MIN;
+
 /// `MPI_Irecv` into a contiguous buffer, posted before any check.
 #[inline]
 pub(crate) fn irecv_express(
@@ -326,7 +328,9 @@ pub(crate) fn irecv_express(
     request: *mut usize,
 ) -> Option<c_int> {
     let l = crate::state::lib_fast().filter(|_| !request.is_null())?;
-    let span = express_recv_span(buf, count.wide(), datatype)?;
+    // A large receive may offer its buffer to its sender, which needs the sender's process:
+    // the checked path finds it (its cost does not count next to the message's).
+    let span = express_recv_span(buf, count.wide(), datatype).filter(|s| s.len() < OFFER_MIN)?;
     let ctx = express_recv_ctx(l, comm, source, tag)?;
     let id = l.mpi.post_recv(comm, ctx, source, tag, span);
     // SAFETY: checked non-null; MPI gives us the handle to write.

@@ -39,6 +39,12 @@ impl CoopSlot {
         self.claim.store(word(seq, first), Ordering::Release);
     }
 
+    /// Closes transfer `seq` if nobody has taken a chunk of it yet (an offered receive that is
+    /// being cancelled); false if someone has.
+    pub fn close_untouched(&self, seq: u32) -> bool {
+        self.claim.compare_exchange(word(seq, 0), word(seq, u32::MAX), Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
     /// Takes the next chunk of transfer `seq` (of `chunks`), if any is left.
     pub fn claim(&self, seq: u32, chunks: u32) -> Option<u32> {
         self.claim_run(seq, chunks, 1).map(|(c, _)| c)

@@ -28,6 +28,15 @@ pub enum Kind {
     /// (see [`crate::coop`]): transfer `ctx`, `len` bytes into the receive buffer at `aux`, in
     /// chunks of `tag` bytes.
     Help = 8,
+    /// A receive of process `src`'s next message on `ctx` with `tag` (or any) is posted before
+    /// it was sent (see `baton_core::engine::offer`): its sender may write straight into `len`
+    /// bytes at `aux` (receive request `id`), through the pair's cooperative-copy slot. A
+    /// 16-byte payload: the receiver's count of the sender's messages read so far (the offer
+    /// holds only for the very next one) and the slot's transfer number.
+    Offer = 9,
+    /// An `Rts` whose sender took the receiver's `Offer`: it writes chunks into the offered
+    /// buffer while the receiver reads others.
+    RtsPut = 10,
 }
 
 impl Kind {
@@ -42,6 +51,8 @@ impl Kind {
             6 => Kind::Cts,
             7 => Kind::Data,
             8 => Kind::Help,
+            9 => Kind::Offer,
+            10 => Kind::RtsPut,
             _ => return None,
         })
     }

@@ -19,7 +19,7 @@
 use super::request::EMPTY;
 use super::{Buffer, Device, Persistent, SendMode};
 use crate::comm::Comm;
-use crate::engine::{DirectEnd, ProcIdx, ReqId, SendData, Sender, Sink, Status, Unexpected};
+use crate::engine::{DirectEnd, ProcIdx, ReqId, SendData, Sender, Sink, Status, Unexpected, PROGRESS_RECV_MIN};
 use crate::error::{MpiError, Result};
 use crate::runtime::State;
 use baton_abi::consts as c;
@@ -228,6 +228,9 @@ impl Device {
         let id = engine.recv(fabric, from.comm.ctx, from.peer, from.tag, sink);
         if let Some(r) = engine.get_mut(id) {
             r.comm = from.handle;
+        }
+        if from.peer >= 0 && buf.contiguous().is_some_and(|b| b.len() >= PROGRESS_RECV_MIN) {
+            engine.offer(fabric, id, from.comm.proc_of(from.peer));
         }
         id
     }

@@ -233,7 +233,8 @@ impl Device {
         if st.engine.get(id).is_none() {
             return false;
         }
-        st.engine.cancel_recv(id);
+        let crate::runtime::State { engine, fabric, .. } = &mut *st;
+        engine.cancel_recv(fabric, id);
         true
     }
 

@@ -38,6 +38,7 @@ mod actions;
 mod buffers;
 mod coop;
 mod net;
+pub mod offer;
 
 pub use actions::Action;
 use buffers::read_into_sink;
@@ -212,6 +213,16 @@ pub struct Engine {
     rdv_sends: usize,
     /// Posted receives of at least [`PROGRESS_RECV_MIN`] bytes.
     posted_large: usize,
+    /// Matchable frames (`Eager`, `EagerSync`, `Rts`, `RtsPut`) pushed to each process and read
+    /// from each process, by index: what an offer holds for ([`offer`]).
+    sent_to: Vec<u64>,
+    seen_from: Vec<u64>,
+    /// Offers this process made as a receiver, one per sender at most.
+    offers_out: Vec<offer::OfferOut>,
+    /// The offer each receiver made to this process, if any.
+    offers_in: Vec<Option<offer::OfferIn>>,
+    /// Sends that took an offer and write chunks of their message.
+    puts: Vec<offer::Put>,
     /// Set while the progress thread runs a pass on a core the application may be computing
     /// on (no core to spare): copies are then left to the other side, which is probably
     /// waiting for them in MPI, as long as it makes headway (see [`coop`]).
@@ -435,6 +446,11 @@ impl Engine {
             (false, _) => Kind::Rts,
         };
         let id = self.alloc(to, Proto::Idle);
+        let offer = match (eager, data.contig().is_some()) {
+            (false, true) if !self.offers_in.is_empty() => self.take_offer(to, ctx, src, tag, len),
+            _ => None,
+        };
+        let kind = if offer.is_some() { Kind::RtsPut } else { kind };
         let h = Header { kind, ctx, src, tag, len: len as u64, id: id.wire(), aux: data.addr() };
         // A receiver that reads the message out of this process's memory needs nothing more
         // from it (but the answer); any other waits for this side to stream.
@@ -442,6 +458,9 @@ impl Engine {
         let proto = if eager { Proto::SendQueued { data, sync } } else { Proto::SendRdv { data, watched } };
         self.rdv_sends += watched as usize;
         self.get_mut(id).unwrap().proto = proto;
+        if let Some(o) = offer {
+            self.start_put(id, to, o, len);
+        }
         if self.has_queue(to) || !self.push_send(net, id, &h) {
             self.queue(to).push_back(Pending::Send(id, h));
             self.queued += 1;
@@ -471,7 +490,11 @@ impl Engine {
             return false;
         }
         let h = Header { kind: Kind::Eager, ctx, src, tag, len: bytes.len() as u64, id: 0, aux: 0 };
-        net.try_send_eager(to, &h, bytes, sender)
+        let sent = net.try_send_eager(to, &h, bytes, sender);
+        if sent {
+            self.count_sent(to);
+        }
+        sent
     }
 
     /// Tries to push the first frame of send `id`; on success moves it to its next state.
@@ -493,9 +516,16 @@ impl Engine {
                 } else {
                     self.finish(id);
                 }
+                self.count_sent(to);
                 true
             }
-            Proto::SendRdv { .. } => net.try_send(to, h, &[]),
+            Proto::SendRdv { .. } => {
+                let sent = net.try_send(to, h, &[]);
+                if sent {
+                    self.count_sent(to);
+                }
+                sent
+            }
             _ => true,
         }
     }
@@ -600,8 +630,11 @@ impl Engine {
     }
 
     /// Cancels a receive that has not matched yet; returns whether it was cancelled.
-    pub fn cancel_recv(&mut self, id: ReqId) -> bool {
+    pub fn cancel_recv(&mut self, net: &mut dyn Net, id: ReqId) -> bool {
         if let Some(pos) = self.posted.iter().position(|p| p.req == id) {
+            if !self.offers_out.is_empty() && !self.withdraw_offer(net, id) {
+                return false;
+            }
             let p = self.posted.remove(pos).expect("found above");
             self.posted_large -= p.large as usize;
             let r = self.get_mut(id).unwrap();
@@ -620,22 +653,27 @@ impl Engine {
     /// Handles one incoming frame from process `from`.
     pub fn on_frame(&mut self, net: &mut dyn Net, from: ProcIdx, h: &Header, payload: &[u8]) {
         match h.kind {
-            Kind::Eager | Kind::EagerSync | Kind::Rts => {
+            Kind::Eager | Kind::EagerSync | Kind::Rts | Kind::RtsPut => {
+                let h = &self.count_seen(from, h);
                 let found = self.posted.iter().position(|p| matches(p.ctx, p.src, p.tag, h));
                 match found {
                     Some(pos) => {
                         let p = if pos == 0 { self.posted.pop_front() } else { self.posted.remove(pos) };
                         let p = p.expect("found above");
                         self.posted_large -= p.large as usize;
-                        if p.req == DIRECT {
-                            self.deliver_direct(net, from, h, payload);
-                        } else {
-                            self.deliver(net, p.req, from, h, payload);
+                        if h.kind == Kind::RtsPut && (p.req == DIRECT || !self.join_put(net, p.req, from, h)) {
+                            let rts = Header { kind: Kind::Rts, ..*h };
+                            self.deliver_any(net, p.req, from, &rts, payload);
+                        } else if h.kind != Kind::RtsPut {
+                            self.deliver_any(net, p.req, from, h, payload);
                         }
                     }
                     None => {
-                        let data = if h.kind == Kind::Rts { Vec::new() } else { payload.to_vec() };
-                        self.unexpected.push_back(Unexpected { from, h: *h, data });
+                        let data =
+                            if matches!(h.kind, Kind::Rts | Kind::RtsPut) { Vec::new() } else { payload.to_vec() };
+                        // An `RtsPut` matched nothing: its offer was withdrawn, so it is an `Rts`.
+                        let h = Header { kind: if h.kind == Kind::RtsPut { Kind::Rts } else { h.kind }, ..*h };
+                        self.unexpected.push_back(Unexpected { from, h, data });
                     }
                 }
             }
@@ -662,6 +700,7 @@ impl Engine {
             // The sender's share of a cooperative copy is a copy between processes too: it
             // leaves this call, like the receiver's reads.
             Kind::Help => self.actions.push(Action::Help { from, h: *h }),
+            Kind::Offer => self.on_offer(from, h, payload),
             Kind::Pad => {}
         }
     }
@@ -704,6 +743,16 @@ impl Engine {
             if *got >= *total {
                 self.finish(id);
             }
+        }
+    }
+
+    /// Delivers a matched message to posted entry `req`: the direct receive or a request.
+    #[inline]
+    fn deliver_any(&mut self, net: &mut dyn Net, req: ReqId, from: ProcIdx, h: &Header, payload: &[u8]) {
+        if req == DIRECT {
+            self.deliver_direct(net, from, h, payload);
+        } else {
+            self.deliver(net, req, from, h, payload);
         }
     }
 
@@ -801,6 +850,9 @@ impl Engine {
         if !self.coop.is_empty() {
             self.progress_coop(net);
         }
+        if !self.puts.is_empty() && !self.borrowed_core {
+            self.progress_puts(net);
+        }
     }
 
     #[inline(never)]
@@ -886,6 +938,7 @@ impl Engine {
     /// `can_match(ctx, src)` says only it (or anyone) could satisfy; drops frames queued for it.
     /// Returns whether anything failed.
     pub fn fail_peer(&mut self, p: ProcIdx, can_match: impl Fn(u64, i32) -> bool, error: i32) -> bool {
+        self.drop_offers(p);
         if let Some(q) = self.pending.get_mut(p as usize) {
             self.queued -= q.len();
             q.clear();

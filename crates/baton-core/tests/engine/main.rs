@@ -15,6 +15,7 @@ mod actions;
 mod coop;
 mod direct;
 mod matching;
+mod offer;
 mod rendezvous;
 mod sim;
 mod typed;

@@ -381,12 +381,12 @@ fn exact_fit_is_not_truncation() {
 fn cancel_posted_receive() {
     let mut s = sim(2, usize::MAX, true);
     let (r, buf) = s.post(1, 1, 0, 5, 16);
-    assert!(s.eng[1].cancel_recv(r));
+    assert!(s.with(1, |e, n| e.cancel_recv(n, r)));
     let req = s.get(1, r);
     assert!(req.complete && req.status.cancelled);
     assert_eq!(req.status.bytes, 0);
     assert!(!s.eng[1].is_posted_recv(r));
-    assert!(!s.eng[1].cancel_recv(r), "a second cancel does nothing");
+    assert!(!s.with(1, |e, n| e.cancel_recv(n, r)), "a second cancel does nothing");
     // A later message is not delivered to the cancelled receive.
     let msg = pat(1, 16);
     s.send(0, 1, 1, 5, &msg, false);
@@ -396,7 +396,7 @@ fn cancel_posted_receive() {
     assert!(s.get(1, r).status.cancelled);
     // Cancelling an Owned receive hands the buffer back.
     let ro = s.recv(1, 1, 0, 6, Sink::Owned(vec![7u8; 3]));
-    assert!(s.eng[1].cancel_recv(ro));
+    assert!(s.with(1, |e, n| e.cancel_recv(n, ro)));
     assert!(s.get(1, ro).status.cancelled);
     assert_eq!(s.get(1, ro).owned.as_deref(), Some(&[7u8, 7, 7][..]));
 }
@@ -410,7 +410,7 @@ fn cancel_after_match_fails() {
     s.send(0, 1, 1, 5, &msg, false);
     s.pump();
     assert!(s.done(1, r));
-    assert!(!s.eng[1].cancel_recv(r));
+    assert!(!s.with(1, |e, n| e.cancel_recv(n, r)));
     assert!(!s.get(1, r).status.cancelled);
     assert_eq!(s.get(1, r).status, status(0, 5, 16, 0));
 
@@ -423,7 +423,7 @@ fn cancel_after_match_fails() {
     let r2 = s.recv(1, 1, 0, 5, contig(&mut buf2, 600));
     assert!(!s.done(1, r2), "matched an Rts, waiting for Data");
     assert!(!s.eng[1].is_posted_recv(r2));
-    assert!(!s.eng[1].cancel_recv(r2));
+    assert!(!s.with(1, |e, n| e.cancel_recv(n, r2)));
     s.pump();
     assert!(s.done(1, r2) && s.done(0, sd));
     assert!(!s.get(1, r2).status.cancelled);

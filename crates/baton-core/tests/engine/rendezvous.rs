@@ -223,7 +223,7 @@ fn mprobe_then_mrecv() {
             assert_eq!(s.get(1, r1).status, status(0, 3, size as u64, 0));
             assert_eq!(&b1[..size], &first[..]);
             assert!(!s.done(1, rw));
-            assert!(s.eng[1].cancel_recv(rw));
+            assert!(s.with(1, |e, n| e.cancel_recv(n, rw)));
             assert!(bw.iter().all(|&b| b == GUARD));
         }
     }

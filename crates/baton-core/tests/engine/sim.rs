@@ -71,6 +71,8 @@ pub struct Wire {
     pub helper_fails: bool,
     /// Reads allowed before every further one is refused (None: no limit).
     pub reads_left: Option<usize>,
+    /// Receivers read senders' memory themselves (`Net::reads_sender`): receives may offer.
+    pub offers: bool,
 }
 
 impl Wire {
@@ -96,6 +98,7 @@ impl Wire {
             helper_chunks: 0,
             helper_fails: false,
             reads_left: None,
+            offers: false,
         }
     }
 
@@ -268,6 +271,10 @@ impl Net for Link<'_, Wire> {
 
     fn coop_min(&self) -> usize {
         self.w.coop_min
+    }
+
+    fn reads_sender(&self, _peer: ProcIdx) -> bool {
+        self.w.offers
     }
 }
 

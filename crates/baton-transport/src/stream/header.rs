@@ -81,7 +81,8 @@ pub fn decode(b: &[u8; HEADER_LEN], max_payload: usize) -> Result<(Header, usize
     let fits = match kind {
         Kind::Eager | Kind::EagerSync => plen == h.len,
         Kind::Data => plen > 0,
-        Kind::Rts | Kind::SyncAck | Kind::Fin | Kind::Cts | Kind::Help | Kind::Pad => plen == 0,
+        Kind::Offer => plen == 16,
+        Kind::Rts | Kind::RtsPut | Kind::SyncAck | Kind::Fin | Kind::Cts | Kind::Help | Kind::Pad => plen == 0,
     };
     if !fits {
         return Err(FrameError::Length { kind, plen, len: h.len });
