@@ -31,6 +31,7 @@ impl Engine {
             joined: false,
             helped_seen: 0,
             idle_looks: 0,
+            left: false,
         };
         if coop.chunks > 1 {
             if let Some(slot) = net.coop_slot(from, false) {
@@ -105,6 +106,7 @@ impl Engine {
     /// waited for: the two progress threads then share the copy.
     fn leave_to_sender(&mut self, net: &mut dyn Net, from: ProcIdx, coop: &mut Coop) -> bool {
         const PATIENCE: u8 = 2;
+        coop.left = false;
         if !self.borrowed_core || !net.peer_waits(from) {
             return false;
         }
@@ -112,10 +114,11 @@ impl Engine {
         if helped != coop.helped_seen {
             coop.helped_seen = helped;
             coop.idle_looks = 0;
-            return true;
+        } else {
+            coop.idle_looks = coop.idle_looks.saturating_add(1);
         }
-        coop.idle_looks = coop.idle_looks.saturating_add(1);
-        coop.idle_looks <= PATIENCE
+        coop.left = coop.idle_looks <= PATIENCE;
+        coop.left
     }
 
     /// The sender's side of a cooperative copy: writes chunks of send `h.id` into the
@@ -151,9 +154,10 @@ impl Engine {
             slot.helped_one(seq);
             wrote_any = true;
         }
-        // The receiver may have left its chunks to this side and gone to sleep (a progress
-        // thread on a borrowed core): it finishes the receive once it sees the counters.
-        if wrote_any {
+        // A receiver asleep in a wait finishes the receive once it sees the counters; one
+        // that computes (its progress thread left the chunks to this side) finishes it in its
+        // next call, and waking its thread would only take its core.
+        if wrote_any && net.peer_waits(from) {
             net.wake_peer(from);
         }
     }

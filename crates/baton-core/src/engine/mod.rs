@@ -118,6 +118,8 @@ struct Coop {
     /// look, and how many looks in a row found it idle.
     helped_seen: u32,
     idle_looks: u8,
+    /// The last look left the chunks to the sender (see [`Engine::needs_polling`]).
+    left: bool,
 }
 
 pub struct Request {
@@ -1020,6 +1022,19 @@ impl Engine {
     /// Frames queued behind a full ring, or data still to stream.
     pub fn has_outgoing(&self) -> bool {
         !self.streaming.is_empty() || self.queued > 0 || !self.coop.is_empty() || !self.actions.is_empty()
+    }
+
+    /// Whether something under way moves on only by polling, not at a doorbell: queued
+    /// frames, data to stream, copies to make (a cooperative copy left to a sender that
+    /// writes it does not count: the receive completes when the application next looks).
+    pub fn needs_polling(&self) -> bool {
+        !self.streaming.is_empty()
+            || self.queued > 0
+            || !self.actions.is_empty()
+            || self.coop.iter().any(|id| match self.get(*id).map(|r| &r.proto) {
+                Some(Proto::RecvCoop { coop, .. }) => !coop.left,
+                _ => true,
+            })
     }
 
     /// Whether a transfer is under way that moves only while this process acts: a receive that

@@ -190,6 +190,7 @@ impl Engine {
             joined: false,
             helped_seen: 0,
             idle_looks: 0,
+            left: false,
         };
         r.proto = Proto::RecvCoop { buf, coop };
         self.coop.push(id);
@@ -231,9 +232,9 @@ impl Engine {
                 slot.helped_one(p.seq);
                 wrote = true;
             }
-            // The receiver may sleep (or compute, its progress thread asleep) until it sees
-            // the counters.
-            if wrote {
+            // A receiver asleep in a wait finishes once it sees the counters; one that
+            // computes finishes in its next call (see `help`).
+            if wrote && net.peer_waits(p.to) {
                 net.wake_peer(p.to);
             }
         }
