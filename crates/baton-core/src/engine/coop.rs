@@ -3,6 +3,28 @@
 
 use super::*;
 
+impl Coop {
+    /// Transfer `seq` of `n` bytes from address `addr` of send request `sreq`, in chunks of
+    /// `chunk`; this side has copied the first `done` of them.
+    pub(super) fn new(seq: u32, n: usize, chunk: usize, addr: u64, sreq: u64, done: u32) -> Coop {
+        Coop {
+            seq,
+            chunks: n.div_ceil(chunk) as u32,
+            mine: done,
+            chunk,
+            addr,
+            sreq,
+            n,
+            expect: done,
+            run: 1,
+            joined: false,
+            helped_seen: 0,
+            idle_looks: 0,
+            left: false,
+        }
+    }
+}
+
 impl Engine {
     /// Starts the cooperative copy of receive `id` (in state `RecvCoopWait`), or, when the
     /// first read is refused, falls back to [`rendezvous`](Self::rendezvous). Returns whether
@@ -18,21 +40,7 @@ impl Engine {
             return false;
         }
         self.coop_seq = self.coop_seq.wrapping_add(1).max(1);
-        let coop = Coop {
-            seq: self.coop_seq,
-            chunks: n.div_ceil(chunk) as u32,
-            mine: 1,
-            chunk,
-            addr: h.aux,
-            sreq: h.id,
-            n,
-            expect: 1,
-            run: 1,
-            joined: false,
-            helped_seen: 0,
-            idle_looks: 0,
-            left: false,
-        };
+        let coop = Coop::new(self.coop_seq, n, chunk, h.aux, h.id, 1);
         if coop.chunks > 1 {
             if let Some(slot) = net.coop_slot(from, false) {
                 slot.begin(coop.seq, 1);

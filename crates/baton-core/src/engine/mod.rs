@@ -663,7 +663,7 @@ impl Engine {
                         let p = if pos == 0 { self.posted.pop_front() } else { self.posted.remove(pos) };
                         let p = p.expect("found above");
                         self.posted_large -= p.large as usize;
-                        if h.kind == Kind::RtsPut && (p.req == DIRECT || !self.join_put(net, p.req, from, h)) {
+                        if h.kind == Kind::RtsPut && (p.req == DIRECT || !self.join_put(p.req, from, h)) {
                             let rts = Header { kind: Kind::Rts, ..*h };
                             self.deliver_any(net, p.req, from, &rts, payload);
                         } else if h.kind != Kind::RtsPut {

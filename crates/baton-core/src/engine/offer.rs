@@ -163,7 +163,7 @@ impl Engine {
     /// Receive `id` matched `RtsPut` `h` from `from`. If it is the offered receive, it joins
     /// the transfer the sender may already be writing and returns true; otherwise (which the
     /// protocol rules out) the offer is dropped and the frame is handled as an `Rts`.
-    pub(super) fn join_put(&mut self, net: &mut dyn Net, id: ReqId, from: ProcIdx, h: &Header) -> bool {
+    pub(super) fn join_put(&mut self, id: ReqId, from: ProcIdx, h: &Header) -> bool {
         let Some(k) = self.offers_out.iter().position(|o| o.from == from) else { return false };
         let o = self.offers_out.swap_remove(k);
         if o.req != id {
@@ -177,24 +177,9 @@ impl Engine {
         r.status.source = h.src;
         r.status.tag = h.tag;
         r.status.bytes = n as u64;
-        let coop = Coop {
-            seq: o.seq,
-            chunks: n.div_ceil(chunk) as u32,
-            mine: 0,
-            chunk,
-            addr: h.aux,
-            sreq: h.id,
-            n,
-            expect: 0,
-            run: 1,
-            joined: false,
-            helped_seen: 0,
-            idle_looks: 0,
-            left: false,
-        };
+        let coop = Coop::new(o.seq, n, chunk, h.aux, h.id, 0);
         r.proto = Proto::RecvCoop { buf, coop };
         self.coop.push(id);
-        let _ = net;
         true
     }
 

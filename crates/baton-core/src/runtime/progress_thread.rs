@@ -222,7 +222,8 @@ impl Mpi {
                     } else if st.frames_waiting() {
                         nap = Duration::ZERO;
                     } else {
-                        let polled = st.engine.needs_polling() || st.fabric.tcp.as_ref().is_some_and(|t| t.has_unsent());
+                        let polled =
+                            st.engine.needs_polling() || st.fabric.tcp.as_ref().is_some_and(|t| t.has_unsent());
                         if polled {
                             nap = NAP;
                         }
