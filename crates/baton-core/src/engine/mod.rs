@@ -28,6 +28,12 @@
 //! receiver reads its first chunk, then invites the sender with `Help` to write chunks into the
 //! receive buffer while it reads others, both taking chunks from a counter the two share; the
 //! receiver completes once every chunk is in place and answers `Fin` as usual.
+//!
+//! A large receive posted before its message offers its buffer to its only possible sender
+//! ([`offer`]: `Offer`, answered by `RtsPut`), which then writes the message through the same
+//! shared counter while it waits, so that a receiver that computes does not hold it up.
+//! [`Engine::needs_progress`] says whether anything under way moves only if this process acts
+//! (what a progress thread watches for).
 
 use baton_abi::consts as c;
 use baton_transport::frame::{Header, Kind};
