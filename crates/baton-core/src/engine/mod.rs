@@ -233,7 +233,7 @@ pub struct Engine {
     puts: Vec<offer::Put>,
     /// Set while the progress thread runs a pass on a core the application may be computing
     /// on (no core to spare): copies are then left to the other side, which is probably
-    /// waiting for them in MPI, as long as it makes headway (see [`coop`]).
+    /// waiting for them in MPI, as long as it makes headway (see the cooperative copies).
     pub borrowed_core: bool,
 }
 

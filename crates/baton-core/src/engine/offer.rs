@@ -1,4 +1,4 @@
-//! A receive posted before its message was sent: the sender may write it ([`Offer`]).
+//! A receive posted before its message was sent: the sender may write it (`Kind::Offer`).
 //!
 //! Rendezvous has the receiver copy (a single `process_vm_readv` once it matched the `Rts`).
 //! That suits a receiver that waits and a sender that computes, but not the reverse: a
@@ -10,7 +10,7 @@
 //! of messages pushed must equal the offer's, and nothing may wait in its queue), and only
 //! for a contiguous rendezvous message that the offered receive would match and that fits; it
 //! then sends `RtsPut` instead of `Rts`, and writes chunks of the message into the buffer
-//! whenever it makes progress while waiting ([`Engine::progress_puts`]), from the same counter
+//! whenever it makes progress while waiting (`progress_puts`), from the same counter
 //! of the pair's cooperative-copy slot that the receiver reads chunks from once it matches the
 //! `RtsPut`. Whoever comes first copies; the receiver completes when its chunks and the
 //! sender's cover the message, and answers `Fin` as always.
