@@ -255,8 +255,8 @@ registry! {
         doc: "who moves messages while the application computes outside MPI: `thread`, a progress thread per \
               process that sleeps on the same doorbells and sockets as a waiting call and takes over large \
               transfers, nonblocking collectives and one-sided requests; `off`, only the application's own MPI \
-              calls; `auto`, the thread where the host has more cores than ranks (it then costs the application \
-              no core)",
+              calls; `auto`, the thread where the host has more cores than ranks and the process is not bound to one \
+              CPU (it then costs the application no core)",
         details: PROGRESS_DOC,
     }
 

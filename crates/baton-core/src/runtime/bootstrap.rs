@@ -281,7 +281,12 @@ impl Mpi {
             }),
             bell,
             policy: WaitPolicy::choose(sharing, my_index),
-            progress: super::progress_thread::choose(baton_settings::PROGRESS.get(), sharing, super::available_cores()),
+            progress: super::progress_thread::choose(
+                baton_settings::PROGRESS.get(),
+                sharing,
+                super::available_cores(),
+                baton_transport::sys::allowed_cpus().len(),
+            ),
             app_sleepers: AtomicUsize::new(0),
             procs: std::sync::RwLock::new(table),
             me,

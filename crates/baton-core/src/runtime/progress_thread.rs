@@ -48,9 +48,11 @@ pub struct ProgressThread {
     handle: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
-/// What `BATON_PROGRESS` asks for on a host where `local_ranks` share `cores`.
-pub(super) fn choose(setting: &str, local_ranks: usize, cores: usize) -> Option<ProgressThread> {
-    let spare = local_ranks < cores;
+/// What `BATON_PROGRESS` asks for on a host where `local_ranks` share `cores`, for a process
+/// allowed `own_cpus` of them: a process bound to one CPU (`mpiexec --bind-to core`) has no
+/// spare core for the thread, however many the host has.
+pub(super) fn choose(setting: &str, local_ranks: usize, cores: usize, own_cpus: usize) -> Option<ProgressThread> {
+    let spare = local_ranks < cores && own_cpus >= 2;
     let on = match setting {
         "thread" => true,
         "off" => false,
@@ -255,16 +257,19 @@ mod tests {
 
     #[test]
     fn auto_starts_a_thread_only_where_a_core_is_spare() {
-        assert!(choose("auto", 1, 2).is_some_and(|p| !p.borrowed_core));
-        assert!(choose("auto", 2, 16).is_some());
-        assert!(choose("auto", 2, 2).is_none());
-        assert!(choose("auto", 8, 2).is_none());
+        assert!(choose("auto", 1, 2, 2).is_some_and(|p| !p.borrowed_core));
+        assert!(choose("auto", 2, 16, 16).is_some());
+        assert!(choose("auto", 2, 2, 2).is_none());
+        assert!(choose("auto", 8, 2, 2).is_none());
+        // Bound to one CPU of many: the thread would share it with the application.
+        assert!(choose("auto", 2, 16, 1).is_none());
     }
 
     #[test]
     fn thread_and_off_are_obeyed_and_a_forced_thread_knows_it_borrows_a_core() {
-        assert!(choose("thread", 2, 2).is_some_and(|p| p.borrowed_core));
-        assert!(choose("thread", 1, 16).is_some_and(|p| !p.borrowed_core));
-        assert!(choose("off", 1, 16).is_none());
+        assert!(choose("thread", 2, 2, 2).is_some_and(|p| p.borrowed_core));
+        assert!(choose("thread", 1, 16, 16).is_some_and(|p| !p.borrowed_core));
+        assert!(choose("thread", 2, 16, 1).is_some_and(|p| p.borrowed_core));
+        assert!(choose("off", 1, 16, 16).is_none());
     }
 }
