@@ -10,7 +10,8 @@
    the vector read leaving the holes of the memory buffer untouched. A read at or past the end of
    file returns a count of 0, one straddling the end returns what was there (with a vector type:
    MPI_Get_count gives MPI_UNDEFINED for a partial item, MPI_Get_elements the ints read). A
-   negative offset is an invalid argument (MPI_ERR_ARG). Values depend on the writing rank and
+   negative offset is an invalid argument (MPI_ERR_ARG, the class of an invalid argument that
+   no more specific class covers). Values depend on the writing rank and
    the file offset. MPI 3.1 libraries (no _c forms) leave those calls out. */
 #include "io_indep.h"
 
@@ -174,8 +175,8 @@ static void end_of_file(MPI_File fh)
     memset(buf, 0, sizeof buf);
     CHECK_MPI(MPI_File_read_at_all(fh, end - 4 * k, buf, 10, MPI_INT, &st));
 #if !defined(SKIP_MPICH_402_BUGS) && !defined(SKIP_OMPI_414_BUGS)
-    /* MPICH 4.0.2 (ROMIO) on 2+ ranks, Open MPI 4.1.4 (OMPIO) on 4: a collective read that the
-       end of file cuts reports the full count */
+    /* MPICH 4.0.2 (ROMIO) on 2+ ranks, Open MPI 4.1.4 (OMPIO) on 4 in some runs: a collective
+       read that the end of file cuts reports the full count on some ranks */
     IO_STATUS(st, MPI_INT, k, k);
 #endif
     IO_SAME(buf, last + REG - 4 * k, 4 * k, "read_at_all straddling the end");
