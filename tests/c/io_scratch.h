@@ -17,7 +17,7 @@
 static char io_dir[512];
 
 /* Collective over MPI_COMM_WORLD. Returns 1 when the directory exists on every rank's path. */
-static int io_scratch_begin(const char *test)
+static inline int io_scratch_begin(const char *test)
 {
     int rank = 0, ok = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -37,13 +37,13 @@ static int io_scratch_begin(const char *test)
 }
 
 /* The path of scratch file `name` (a static buffer per call site is the caller's). */
-static void io_path(char *out, size_t n, const char *name)
+static inline void io_path(char *out, size_t n, const char *name)
 {
     snprintf(out, n, "%s/%s", io_dir, name);
 }
 
 /* Collective: every rank is done with the files before rank 0 removes them. */
-static void io_scratch_end(void)
+static inline void io_scratch_end(void)
 {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -66,7 +66,7 @@ static void io_scratch_end(void)
 }
 
 /* MPI_File_open that reports a failure (with the error string) and returns 0 then. */
-static int io_open(MPI_Comm comm, const char *name, int amode, MPI_Info info, MPI_File *fh)
+static inline int io_open(MPI_Comm comm, const char *name, int amode, MPI_Info info, MPI_File *fh)
 {
     char path[1024];
     io_path(path, sizeof path, name);
@@ -84,7 +84,7 @@ static int io_open(MPI_Comm comm, const char *name, int amode, MPI_Info info, MP
 }
 
 /* MPI_File_close when the handle is open (after a failed open it is MPI_FILE_NULL). */
-static void io_close(MPI_File *fh)
+static inline void io_close(MPI_File *fh)
 {
     if (*fh != MPI_FILE_NULL)
         CHECK_MPI(MPI_File_close(fh));
@@ -92,7 +92,7 @@ static void io_close(MPI_File *fh)
 
 /* Rank 0 of `comm` reads the whole file `name` (plain bytes, its own MPI_COMM_SELF open) into
    a new buffer of *len bytes; NULL (after a FAIL line) when it cannot. */
-static unsigned char *io_slurp(const char *name, MPI_Offset *len)
+static inline unsigned char *io_slurp(const char *name, MPI_Offset *len)
 {
     MPI_File fh;
     *len = 0;
