@@ -4,12 +4,12 @@
 /* MPI-IO consistency (MPI 4.1 section 14.6.1): a file opens in nonatomic mode,
    MPI_File_set_atomicity/get_atomicity switch it (collectively); in atomic mode concurrent
    overlapping writes of every rank to the same noncontiguous region (each writes one value all
-   over it) leave the whole region holding one rank's value, and the gaps between its blocks keep
-   what was there, and with regions shifted so that neighbours overlap, each overlap holds one of
-   its two writers' values entirely; a read concurrent with writes of whole-region values sees one write entirely
-   (never a mix); in nonatomic mode the sequence write, sync, barrier, sync makes each rank's
-   block visible to its neighbour, round after round, on one collectively opened handle and
-   between handles each rank opened alone. */
+   over it) leave the whole region holding one rank's value while the gaps between its blocks keep
+   what was there; with the regions shifted so that neighbours overlap, each overlap holds one of
+   its two writers' values entirely; a read concurrent with writes of whole-region values sees
+   one write entirely (never a mix); in nonatomic mode the sequence write, sync, barrier, sync
+   makes each rank's block visible to its neighbour, round after round, on one collectively
+   opened handle and between handles each rank opened alone. */
 #define _POSIX_C_SOURCE 200809L
 #include "io_scratch.h"
 

@@ -36,7 +36,7 @@ static inline int io_scratch_begin(const char *test)
     return ok;
 }
 
-/* The path of scratch file `name` (a static buffer per call site is the caller's). */
+/* Writes the path of scratch file `name` into out[n]. */
 static inline void io_path(char *out, size_t n, const char *name)
 {
     snprintf(out, n, "%s/%s", io_dir, name);

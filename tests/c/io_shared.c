@@ -25,7 +25,10 @@ static void make_rec(int *p, int r, int seq)
     p[3] = r * 7919 + seq * 31 + 5;
 }
 
-static int rec_ok(const int *p) { return p[0] == MAGIC && p[1] >= 0 && p[1] < size && p[3] == p[1] * 7919 + p[2] * 31 + 5; }
+static int rec_ok(const int *p)
+{
+    return p[0] == MAGIC && p[1] >= 0 && p[1] < size && p[3] == p[1] * 7919 + p[2] * 31 + 5;
+}
 
 /* Every (rank, seq < per) record exactly once in recs[0..n). */
 static void check_all_once(const int *recs, int n, int per, const char *what)
@@ -67,7 +70,8 @@ static void write_shared_and_read_shared(void)
     MPI_Barrier(MPI_COMM_WORLD);
     CHECK_MPI(MPI_File_sync(fh));
     CHECK_MPI(MPI_File_get_position_shared(fh, &pos));
-    CHECK(pos == (MPI_Offset)size * K, "after write_shared: shared pointer %lld, expected %d", (long long)pos, size * K);
+    CHECK(pos == (MPI_Offset)size * K, "after write_shared: shared pointer %lld, expected %d", (long long)pos,
+          size * K);
     CHECK_MPI(MPI_File_get_size(fh, &fsize));
     CHECK(fsize == (MPI_Offset)size * K * 16, "after write_shared: file size %lld, expected %d", (long long)fsize,
           size * K * 16);
@@ -81,7 +85,7 @@ static void write_shared_and_read_shared(void)
         MPI_Get_count(&st, rec, &cnt);
         check_all_once(all, cnt, K, "write_shared file");
         /* one process's calls follow each other, so its records lie in its program order */
-        int last[64];
+        int *last = malloc(sizeof(int) * (size_t)size);
         for (int r = 0; r < size; r++)
             last[r] = -1;
         for (int k = 0; k < cnt; k++) {
@@ -92,6 +96,7 @@ static void write_shared_and_read_shared(void)
                 last[p[1]] = p[2];
             }
         }
+        free(last);
     }
 
     /* read_shared until end of file, three records at a time */
@@ -164,7 +169,7 @@ static void ordered(void)
         return;
     CHECK_MPI(MPI_File_set_view(fh, 0, rec, rec, "native", MPI_INFO_NULL));
     int first = size * (size + 1) / 2, total = first + size;
-    int w[4 * 64], cnt = -1;
+    int *w = malloc(sizeof(int) * 4 * (size_t)(size + 1)), cnt = -1;
     MPI_Status st;
     for (int s = 0; s <= rank; s++)
         make_rec(w + 4 * s, rank, s);
@@ -206,8 +211,7 @@ static void ordered(void)
         free(all);
     }
     CHECK_MPI(MPI_File_seek_shared(fh, 0, MPI_SEEK_SET));
-    int rd[4 * 64];
-    memset(rd, 0, sizeof rd);
+    int *rd = calloc(4 * (size_t)(size + 1), sizeof(int));
     CHECK_MPI(MPI_File_read_ordered(fh, rd, rank + 1, rec, &st));
     MPI_Get_count(&st, rec, &cnt);
     CHECK(cnt == rank + 1, "read_ordered: count %d, expected %d", cnt, rank + 1);
@@ -220,6 +224,8 @@ static void ordered(void)
     CHECK_MPI(MPI_File_get_position_shared(fh, &pos));
     CHECK(pos == first, "after read_ordered: shared pointer %lld, expected %d", (long long)pos, first);
     io_close(&fh);
+    free(w);
+    free(rd);
 }
 
 int main(int argc, char **argv)
@@ -229,7 +235,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Type_contiguous(4, MPI_INT, &rec);
     MPI_Type_commit(&rec);
-    if (size <= 64 && io_scratch_begin("io_shared")) {
+    if (io_scratch_begin("io_shared")) {
         write_shared_and_read_shared();
         ordered();
         io_scratch_end();
