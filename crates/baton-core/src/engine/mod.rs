@@ -540,15 +540,12 @@ impl Engine {
 
     /// Posts a receive; it may match an unexpected message at once.
     pub fn recv(&mut self, net: &mut dyn Net, ctx: u64, src: i32, tag: i32, sink: Sink) -> ReqId {
+        let large = sink.capacity() >= PROGRESS_RECV_MIN;
         let id = self.alloc(0, Proto::RecvPosted { sink });
         if let Some(pos) = self.unexpected.iter().position(|u| matches(ctx, src, tag, &u.h)) {
             let u = self.unexpected.remove(pos).unwrap();
             self.deliver(net, id, u.from, &u.h, &u.data);
         } else {
-            let large = self.get(id).is_some_and(|r| match &r.proto {
-                Proto::RecvPosted { sink } => sink.capacity() >= PROGRESS_RECV_MIN,
-                _ => false,
-            });
             self.posted_large += large as usize;
             self.posted.push_back(Posted { req: id, ctx, src, tag, large });
         }

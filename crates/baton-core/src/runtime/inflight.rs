@@ -32,7 +32,7 @@ impl Mpi {
                 self.active_colls.store(list.len(), Ordering::Release);
                 drop(list);
                 // The progress thread takes it over while the caller computes.
-                self.offer_progress();
+                self.hand_to_progress_thread();
             }
         }
         req

@@ -104,7 +104,7 @@ impl Mpi {
     /// application. Only the core takes it: the layers above call the device's entries.
     #[inline]
     pub(crate) fn lock(&self) -> Locked<'_> {
-        Locked::new(self.state.lock().unwrap_or_else(|e| e.into_inner()), self)
+        Locked::new(self.lock_plain(), self)
     }
 
     /// The next context id for an intercommunicator created from groups alone

@@ -134,7 +134,7 @@ impl Mpi {
 
     /// Registers the progress thread if what the caller just started needs it (work started
     /// outside the engine's lock: a nonblocking collective).
-    pub(super) fn offer_progress(&self) {
+    pub(super) fn hand_to_progress_thread(&self) {
         if self.progress.is_some() {
             drop(self.lock());
         }
@@ -243,9 +243,9 @@ impl Mpi {
     }
 }
 
-/// The engine under the lock, without the registration check (the progress thread's own
-/// passes, and the registration's bookkeeping).
 impl Mpi {
+    /// The engine under the lock, without the registration check (the progress thread's own
+    /// passes, the registration's bookkeeping, and [`Mpi::lock`] underneath).
     pub(super) fn lock_plain(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
